@@ -1,0 +1,114 @@
+"""The session: the turns currently in the model's context (memory level 1).
+
+The session is a list of turn IDs plus the current save point, kept in the
+same SQLite database as the turns. Appending a turn and adding it to the
+session is one transaction, so after a `kill -9` the session on disk is
+exactly the one that was acknowledged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from .store import PREFIXED_COLUMNS, TurnStore, row_to_turn
+from .turns import Flag, NewTurn, Turn
+
+
+class Session:
+    """Ordered turns in context and the current save point (level 1)."""
+
+    def __init__(self, store: TurnStore, turns: list[Turn], save_point_id: int | None) -> None:
+        self.store = store
+        self._turns = turns
+        self.save_point_id = save_point_id
+
+    @classmethod
+    def load(cls, store: TurnStore) -> Session:
+        """Restore the session persisted in the store."""
+        rows = store.conn.execute(
+            f"SELECT {PREFIXED_COLUMNS} FROM session_entries s JOIN turns t ON t.id = s.turn_id"
+            " ORDER BY s.pos"
+        ).fetchall()
+        row = store.conn.execute(
+            "SELECT value FROM session_state WHERE key = 'save_point'"
+        ).fetchone()
+        save_point = int(row[0]) if row and row[0] is not None else None
+        return cls(store, [row_to_turn(r) for r in rows], save_point)
+
+    # -- reading ----------------------------------------------------------
+
+    @property
+    def turns(self) -> Sequence[Turn]:
+        return tuple(self._turns)
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def ids(self) -> list[int]:
+        return [t.id for t in self._turns]
+
+    def tokens(self) -> int:
+        """Estimated tokens of the session's turns (save point not included)."""
+        return sum(t.tokens for t in self._turns)
+
+    # -- changing ---------------------------------------------------------
+
+    def append(self, new: NewTurn) -> Turn:
+        """Store a turn and put it at the end of the session, atomically."""
+        with self.store.transaction() as db:
+            turn = self.store.append(new)
+            db.execute(
+                "INSERT INTO session_entries (pos, turn_id)"
+                " VALUES ((SELECT COALESCE(MAX(pos), 0) + 1 FROM session_entries), ?)",
+                (turn.id,),
+            )
+        self._turns.append(turn)
+        return turn
+
+    def append_all(self, news: Iterable[NewTurn]) -> list[Turn]:
+        """Append several turns in one transaction (all or none)."""
+        with self.store.transaction():
+            added = []
+            try:
+                for new in news:
+                    added.append(self.append(new))
+            except BaseException:
+                del self._turns[len(self._turns) - len(added) :]
+                raise
+        return added
+
+    def remove(self, ids: Iterable[int], flag: Flag = Flag.NONE) -> None:
+        """Take turns out of the session (they stay in the store), flagging them."""
+        gone = set(ids)
+        if not gone:
+            return
+        with self.store.transaction() as db:
+            db.executemany("DELETE FROM session_entries WHERE turn_id = ?", [(i,) for i in gone])
+            if flag:
+                self.store.add_flags(sorted(gone), flag)
+        self._turns = [t for t in self._turns if t.id not in gone]
+
+    def mark(self, ids: Iterable[int], flag: Flag) -> None:
+        """Give turns in the session a status flag (for example, pruned)."""
+        marked = set(ids)
+        self.store.add_flags(sorted(marked), flag)
+        self._turns = [_with_flags(t, flag) if t.id in marked else t for t in self._turns]
+
+    def replace_with_save_point(self, ids: Iterable[int], save_point_id: int) -> None:
+        """Swap a compacted block for the save point that narrates it."""
+        gone = set(ids)
+        with self.store.transaction() as db:
+            db.executemany("DELETE FROM session_entries WHERE turn_id = ?", [(i,) for i in gone])
+            db.execute(
+                "INSERT INTO session_state (key, value) VALUES ('save_point', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(save_point_id),),
+            )
+            self.store.add_flags(sorted(gone), Flag.COMPACTED)
+        self._turns = [t for t in self._turns if t.id not in gone]
+        self.save_point_id = save_point_id
+
+
+def _with_flags(turn: Turn, flag: Flag) -> Turn:
+    return replace(turn, flags=turn.flags | flag)

@@ -1,0 +1,341 @@
+"""The turn store: SQLite in WAL mode, append-only, with a full-text index.
+
+Immutability is enforced by triggers inside the database, so no code path,
+ours or a person's `sqlite3` shell, can edit or delete a turn; the only
+permitted update adds status flags. Large contents are kept whole, zlib
+compressed. The FTS5 index is contentless (the text lives once, in `turns`)
+and uses the porter stemmer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tokens import MESSAGE_OVERHEAD, estimate_tokens
+from .turns import Flag, NewTurn, Role, Turn, TurnKind
+
+SCHEMA_VERSION = 1
+COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
+
+_IMMUTABLE_COLUMNS = (
+    "id", "ts", "kind", "role", "content", "content_z", "tool_name", "call_id",
+    "arguments", "channel", "sender", "tokens", "cycle_id",
+)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS turns (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts        REAL    NOT NULL,
+    kind      TEXT    NOT NULL CHECK (kind IN ({", ".join(repr(k.value) for k in TurnKind)})),
+    role      TEXT    NOT NULL CHECK (role IN ({", ".join(repr(r.value) for r in Role)})),
+    content   TEXT,
+    content_z BLOB,
+    tool_name TEXT,
+    call_id   TEXT,
+    arguments TEXT,
+    channel   TEXT,
+    sender    TEXT,
+    tokens    INTEGER NOT NULL DEFAULT 0,
+    cycle_id  INTEGER,
+    flags     INTEGER NOT NULL DEFAULT 0,
+    CHECK ((content IS NULL) <> (content_z IS NULL))
+);
+CREATE INDEX IF NOT EXISTS turns_ts ON turns(ts);
+CREATE INDEX IF NOT EXISTS turns_call ON turns(call_id) WHERE call_id IS NOT NULL;
+
+CREATE TRIGGER IF NOT EXISTS turns_never_deleted BEFORE DELETE ON turns
+BEGIN
+    SELECT RAISE(ABORT, 'turns are immutable: a turn can never be deleted');
+END;
+
+CREATE TRIGGER IF NOT EXISTS turns_never_edited BEFORE UPDATE ON turns
+WHEN {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _IMMUTABLE_COLUMNS)}
+     OR (NEW.flags & OLD.flags) <> OLD.flags
+BEGIN
+    SELECT RAISE(ABORT, 'turns are immutable: only new status flags may be added');
+END;
+
+CREATE VIRTUAL TABLE IF NOT EXISTS turns_fts USING fts5(
+    body, content='', tokenize='porter unicode61 remove_diacritics 2'
+);
+
+CREATE TABLE IF NOT EXISTS cycles (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    started REAL NOT NULL,
+    ended   REAL,
+    origin  TEXT NOT NULL,
+    status  TEXT NOT NULL DEFAULT 'open'
+);
+
+CREATE TABLE IF NOT EXISTS session_entries (
+    pos     INTEGER PRIMARY KEY,
+    turn_id INTEGER NOT NULL UNIQUE REFERENCES turns(id)
+);
+
+CREATE TABLE IF NOT EXISTS session_state (
+    key   TEXT PRIMARY KEY,
+    value TEXT
+);
+
+CREATE TABLE IF NOT EXISTS save_points (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    created    REAL NOT NULL,
+    status     TEXT NOT NULL CHECK (status IN ('accepted', 'rejected')),
+    previous   INTEGER REFERENCES save_points(id),
+    first_turn INTEGER NOT NULL,
+    last_turn  INTEGER NOT NULL,
+    turn_ids   TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    report     TEXT NOT NULL
+);
+"""
+
+TURN_COLUMNS = (
+    "id, ts, kind, role, content, content_z, tool_name, call_id, arguments, "
+    "channel, sender, tokens, cycle_id, flags"
+)
+
+PREFIXED_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TURN_COLUMNS.split(","))
+
+
+class StoreError(Exception):
+    """The turn store refused an operation (for example, an edit of a turn)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One full-text search result."""
+
+    turn: Turn
+    score: float  # BM25; lower is better, as SQLite reports it
+
+
+def searchable_text(turn: NewTurn | Turn) -> str:
+    """The text the full-text index sees for a turn."""
+    if turn.kind is TurnKind.TOOL_CALL:
+        return f"{turn.tool_name} {turn.arguments or ''}"
+    parts = [turn.content]
+    if turn.sender:
+        parts.append(turn.sender)
+    return " ".join(parts)
+
+
+def turn_tokens(turn: NewTurn) -> int:
+    """Estimated tokens a turn costs in the context."""
+    if turn.tokens is not None:
+        return turn.tokens
+    text = searchable_text(turn) if turn.kind is TurnKind.TOOL_CALL else turn.content
+    return estimate_tokens(text) + MESSAGE_OVERHEAD
+
+
+class TurnStore:
+    """Append-only store of turns, cycles, the session and save points."""
+
+    def __init__(self, path: Path | str, *, durable_to_power_loss: bool = False) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, timeout=30
+        )
+        self._lock = threading.RLock()
+        self._depth = 0
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL survives a killed process (the WAL is in the OS cache);
+        # FULL also survives a power cut, at an fsync per commit.
+        sync = "FULL" if durable_to_power_loss else "NORMAL"
+        self.conn.execute(f"PRAGMA synchronous={sync}")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        with self.transaction():
+            self.conn.executescript("SAVEPOINT schema;" + _SCHEMA + "RELEASE schema;")
+            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # -- transactions ---------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; nested uses join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self.conn
+            except BaseException:
+                self._depth = 0
+                self.conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    # -- turns ------------------------------------------------------------
+
+    def append(self, new: NewTurn) -> Turn:
+        """Append a turn and index it; returns it with its new ID."""
+        ts = time.time()
+        tokens = turn_tokens(new)
+        content: str | None = new.content
+        packed: bytes | None = None
+        if len(new.content) > COMPRESS_ABOVE // 4 and len(new.content.encode()) > COMPRESS_ABOVE:
+            packed, content = zlib.compress(new.content.encode(), 6), None
+        with self.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO turns (ts, kind, role, content, content_z, tool_name, call_id,"
+                " arguments, channel, sender, tokens, cycle_id, flags)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    ts, new.kind.value, new.role.value, content, packed, new.tool_name,
+                    new.call_id, new.arguments, new.channel, new.sender, tokens,
+                    new.cycle_id, int(new.flags),
+                ),
+            )
+            turn_id = cursor.lastrowid
+            assert turn_id is not None
+            db.execute(
+                "INSERT INTO turns_fts (rowid, body) VALUES (?, ?)",
+                (turn_id, searchable_text(new)),
+            )
+        return Turn(
+            id=turn_id, ts=ts, kind=new.kind, role=new.role, content=new.content,
+            tool_name=new.tool_name, call_id=new.call_id, arguments=new.arguments,
+            channel=new.channel, sender=new.sender, tokens=tokens, cycle_id=new.cycle_id,
+            flags=Flag(new.flags),
+        )
+
+    def get(self, turn_id: int) -> Turn | None:
+        """The turn with this ID, or None."""
+        row = self.conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE id = ?", (turn_id,)
+        ).fetchone()
+        return row_to_turn(row) if row else None
+
+    def get_many(self, ids: Iterable[int]) -> list[Turn]:
+        """The turns with these IDs, in ID order; unknown IDs are skipped."""
+        wanted = sorted(set(ids))
+        found: list[Turn] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE id IN ({marks}) ORDER BY id", chunk
+            ).fetchall()
+            found.extend(row_to_turn(r) for r in rows)
+        return found
+
+    def range(self, first: int, last: int) -> list[Turn]:
+        """Turns with first <= id <= last, in order."""
+        rows = self.conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE id BETWEEN ? AND ? ORDER BY id", (first, last)
+        ).fetchall()
+        return [row_to_turn(r) for r in rows]
+
+    def last_id(self) -> int:
+        row = self.conn.execute("SELECT MAX(id) FROM turns").fetchone()
+        return int(row[0] or 0)
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
+
+    def add_flags(self, ids: Sequence[int], flags: Flag) -> None:
+        """Give turns new status flags (the only change a turn accepts)."""
+        if not ids:
+            return
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE turns SET flags = flags | ? WHERE id = ?",
+                [(int(flags), i) for i in ids],
+            )
+
+    def calls_in_cycle(self, cycle_id: int) -> list[Turn]:
+        """Tool calls and results written in a cycle, in order."""
+        rows = self.conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE cycle_id = ? ORDER BY id", (cycle_id,)
+        ).fetchall()
+        return [row_to_turn(r) for r in rows]
+
+    # -- search -----------------------------------------------------------
+
+    def search(
+        self,
+        match: str,
+        *,
+        limit: int = 10,
+        kinds: Sequence[TurnKind] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[SearchHit]:
+        """BM25-ranked turns for an FTS5 MATCH expression, filtered."""
+        where = ["turns_fts MATCH ?"]
+        params: list[object] = [match]
+        if kinds:
+            where.append(f"t.kind IN ({','.join('?' * len(kinds))})")
+            params.extend(k.value for k in kinds)
+        if since is not None:
+            where.append("t.ts >= ?")
+            params.append(since)
+        if until is not None:
+            where.append("t.ts <= ?")
+            params.append(until)
+        params.append(limit)
+        sql = (
+            f"SELECT {PREFIXED_COLUMNS}, bm25(turns_fts) AS score FROM turns_fts"
+            f" JOIN turns t ON t.id = turns_fts.rowid WHERE {' AND '.join(where)}"
+            " ORDER BY score LIMIT ?"
+        )
+        try:
+            rows = self.conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"bad search expression {match!r}: {exc}") from exc
+        return [SearchHit(row_to_turn(r[:-1]), float(r[-1])) for r in rows]
+
+    # -- cycles -----------------------------------------------------------
+
+    def open_cycle(self, origin: str) -> int:
+        """Record the start of a reasoning cycle; returns its ID."""
+        with self.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO cycles (started, origin) VALUES (?, ?)", (time.time(), origin)
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def close_cycle(self, cycle_id: int, status: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE cycles SET ended = ?, status = ? WHERE id = ?",
+                (time.time(), status, cycle_id),
+            )
+
+    def open_cycles(self) -> list[int]:
+        """Cycles that started and never ended (the process died in them)."""
+        rows = self.conn.execute("SELECT id FROM cycles WHERE ended IS NULL ORDER BY id")
+        return [int(r[0]) for r in rows]
+
+
+def row_to_turn(row: Sequence) -> Turn:
+    (tid, ts, kind, role, content, packed, tool_name, call_id, arguments, channel,
+     sender, tokens, cycle_id, flags) = row
+    if content is None:
+        content = zlib.decompress(packed).decode()
+    return Turn(
+        id=tid, ts=ts, kind=TurnKind(kind), role=Role(role), content=content,
+        tool_name=tool_name, call_id=call_id, arguments=arguments, channel=channel,
+        sender=sender, tokens=tokens, cycle_id=cycle_id, flags=Flag(flags),
+    )

@@ -1,0 +1,75 @@
+"""Where an agent keeps its data on disk.
+
+Every agent has its own folder under the Noema home (`$NOEMA_HOME`, by
+default `~/.noema`): `~/.noema/agents/<name>/`. Nothing of one agent is
+shared with another.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_AGENT = "default"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def noema_home() -> Path:
+    """The folder that holds every agent's data."""
+    return Path(os.environ.get("NOEMA_HOME") or Path.home() / ".noema").expanduser()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPaths:
+    """The files and folders of one agent."""
+
+    name: str
+    root: Path
+
+    @classmethod
+    def for_agent(cls, name: str = DEFAULT_AGENT, home: Path | None = None) -> AgentPaths:
+        if not _NAME.match(name):
+            raise ValueError(
+                f"agent name {name!r} is not usable: use letters, digits, '.', '_' or '-'"
+                " (at most 64 characters, starting with a letter or digit)"
+            )
+        return cls(name, (home or noema_home()) / "agents" / name)
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config.toml"
+
+    @property
+    def secrets_file(self) -> Path:
+        return self.root / "secrets.toml"
+
+    @property
+    def turns_db(self) -> Path:
+        return self.root / "turns.db"
+
+    @property
+    def archive_db(self) -> Path:
+        """The sensory archive (raw events)."""
+        return self.root / "archive.db"
+
+    @property
+    def versions_dir(self) -> Path:
+        """Git repositories that version the workspaces."""
+        return self.root / "versions"
+
+    @property
+    def identity_dir(self) -> Path:
+        """identity.md, environ/*.md and skills/*.md written by the person."""
+        return self.root / "identity"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    def ensure(self) -> AgentPaths:
+        """Create the folder tree (private to the user) if missing."""
+        for folder in (self.root, self.identity_dir, self.logs_dir):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self

@@ -1,0 +1,204 @@
+"""Tools the model can call: one typed Python function is the single source
+of a tool's JSON schema, its argument validator and its description.
+
+Anything that goes wrong with a call (unknown tool, malformed JSON, wrong
+arguments, a refusal, a failure) becomes a tool result marked as an error
+that goes back to the model; it never takes the agent down.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+import pydantic
+
+from ..providers.base import ToolCall, ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Per-call facts a tool may need; dependencies are bound when tools are built."""
+
+    call_id: str
+    turn_id: int  # the stored tool_call turn
+    cycle_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns to the model."""
+
+    content: str
+    is_error: bool = False
+
+
+class ToolError(Exception):
+    """A failure the model should read and can act on (bad path, refusal...)."""
+
+
+Handler = Callable[..., Awaitable[str | ToolResult] | str | ToolResult]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A callable tool with its validated argument model."""
+
+    name: str
+    description: str
+    side_effects: bool
+    handler: Handler
+    arguments: type[pydantic.BaseModel]
+
+    @property
+    def spec(self) -> ToolSpec:
+        schema = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        return ToolSpec(self.name, self.description, schema)
+
+
+def tool(
+    *, side_effects: bool, name: str | None = None
+) -> Callable[[Handler], Tool]:
+    """Make a Tool of a function `f(ctx: ToolContext, arg: type = default, ...)`.
+
+    The description and argument descriptions come from the docstring
+    (a summary, then an `Args:` section of `name: text` lines).
+    """
+
+    def wrap(func: Handler) -> Tool:
+        summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
+        hints = get_type_hints(func)
+        fields: dict[str, Any] = {}
+        params = list(inspect.signature(func).parameters.values())
+        if not params or params[0].name != "ctx":
+            raise TypeError(f"tool {func.__name__} must take ctx: ToolContext first")
+        for param in params[1:]:
+            annotation = hints.get(param.name, str)
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (
+                annotation,
+                pydantic.Field(default, description=arg_docs.get(param.name)),
+            )
+        model = pydantic.create_model(
+            f"{func.__name__}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid"),
+            **fields,
+        )
+        return Tool(name or func.__name__, summary, side_effects, func, model)
+
+    return wrap
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its summary and its `Args:` descriptions."""
+    parts = re.split(r"^(?:Args|Arguments):\s*$", doc, maxsplit=1, flags=re.M)
+    head = parts[0].strip()
+    summary = "\n\n".join(" ".join(p.split()) for p in head.split("\n\n") if p.strip())
+    described: dict[str, str] = {}
+    current = None
+    for line in (parts[1] if len(parts) > 1 else "").splitlines():
+        match = re.match(r"^\s{0,8}(\w+)\s*(?:\(.*?\))?:\s*(.*)$", line)
+        if match:
+            current = match.group(1)
+            described[current] = match.group(2).strip()
+        elif current and line.strip():
+            described[current] += " " + line.strip()
+    return summary, described
+
+
+class ToolRegistry:
+    """The set of tools offered to the model in a cycle."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, new: Tool) -> None:
+        if new.name in self._tools:
+            raise ValueError(f"two tools are named {new.name!r}")
+        self._tools[new.name] = new
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(self._tools[n].spec for n in sorted(self._tools))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def check(self, call: ToolCall) -> tuple[Tool, dict] | ToolResult:
+        """Validate a call: the tool and its arguments, or the error result."""
+        found = self._tools.get(call.name)
+        if found is None:
+            return ToolResult(
+                f"Error: there is no tool named {call.name!r}. "
+                f"Available tools: {', '.join(self.names())}.",
+                is_error=True,
+            )
+        try:
+            raw = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return ToolResult(
+                f"Error: the arguments for {call.name} are not valid JSON ({exc.msg} at "
+                f"character {exc.pos}). Send a JSON object matching the tool's schema.",
+                is_error=True,
+            )
+        if not isinstance(raw, dict):
+            return ToolResult(
+                f"Error: the arguments for {call.name} must be a JSON object, "
+                f"not {type(raw).__name__}.",
+                is_error=True,
+            )
+        try:
+            parsed = found.arguments.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            return ToolResult(f"Error: invalid arguments for {call.name}: {problems}.", True)
+        return found, {k: getattr(parsed, k) for k in type(parsed).model_fields}
+
+    async def run(self, found: Tool, args: dict, ctx: ToolContext) -> ToolResult:
+        """Run a checked call; failures become error results."""
+        try:
+            outcome = found.handler(ctx, **args)
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", is_error=True)
+        except Exception as exc:  # a bug of ours or a library's: logged, reported plainly
+            log.exception("tool %s failed", found.name)
+            return ToolResult(
+                f"Error: the tool {found.name} failed unexpectedly ({type(exc).__name__}: {exc}).",
+                is_error=True,
+            )
+        if isinstance(outcome, ToolResult):
+            return outcome
+        return ToolResult(str(outcome))
+
+    async def call(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        """Check and run a call in one step."""
+        checked = self.check(call)
+        if isinstance(checked, ToolResult):
+            return checked
+        return await self.run(*checked, ctx)
