@@ -78,6 +78,37 @@ class Session:
                 raise
         return added
 
+    def stage(self, new: NewTurn) -> Turn:
+        """Store a turn now (it is acknowledged) but keep it out of the context
+        until `admit`: a message that arrives mid-cycle must not land between a
+        tool call and its result. Staged turns survive a restart."""
+        with self.store.transaction() as db:
+            turn = self.store.append(new)
+            db.execute("INSERT INTO session_pending (turn_id) VALUES (?)", (turn.id,))
+        return turn
+
+    def staged(self) -> list[Turn]:
+        """Turns stored but not yet admitted to the session, oldest first."""
+        rows = self.store.conn.execute(
+            f"SELECT {PREFIXED_COLUMNS} FROM session_pending p JOIN turns t ON t.id = p.turn_id"
+            " ORDER BY t.id"
+        ).fetchall()
+        return [row_to_turn(r) for r in rows]
+
+    def admit(self, turns: Sequence[Turn]) -> None:
+        """Move staged turns to the end of the session, in one transaction."""
+        if not turns:
+            return
+        with self.store.transaction() as db:
+            for turn in turns:
+                db.execute("DELETE FROM session_pending WHERE turn_id = ?", (turn.id,))
+                db.execute(
+                    "INSERT INTO session_entries (pos, turn_id)"
+                    " VALUES ((SELECT COALESCE(MAX(pos), 0) + 1 FROM session_entries), ?)",
+                    (turn.id,),
+                )
+        self._turns.extend(turns)
+
     def remove(self, ids: Iterable[int], flag: Flag = Flag.NONE) -> None:
         """Take turns out of the session (they stay in the store), flagging them."""
         gone = set(ids)

@@ -79,6 +79,10 @@ CREATE TABLE IF NOT EXISTS session_entries (
     turn_id INTEGER NOT NULL UNIQUE REFERENCES turns(id)
 );
 
+CREATE TABLE IF NOT EXISTS session_pending (
+    turn_id INTEGER PRIMARY KEY REFERENCES turns(id)
+);
+
 CREATE TABLE IF NOT EXISTS session_state (
     key   TEXT PRIMARY KEY,
     value TEXT
@@ -153,9 +157,11 @@ class TurnStore:
         sync = "FULL" if durable_to_power_loss else "NORMAL"
         self.conn.execute(f"PRAGMA synchronous={sync}")
         self.conn.execute("PRAGMA foreign_keys=ON")
-        with self.transaction():
-            self.conn.executescript("SAVEPOINT schema;" + _SCHEMA + "RELEASE schema;")
-            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        # executescript commits on its own, so the schema carries its own
+        # transaction: a crash mid-creation leaves no half-made database.
+        self.conn.executescript(
+            f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+        )
 
     # -- transactions ---------------------------------------------------
 

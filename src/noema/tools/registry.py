@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 import pydantic
@@ -25,11 +25,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Per-call facts a tool may need; dependencies are bound when tools are built."""
+    """Per-call facts a tool may need; dependencies are bound when tools are built.
+
+    A tool cancelled while it runs may append to `interruption` a sentence that
+    says what its effect was (for example, a killed command and its partial
+    output), so the model is told the truth about a cancelled call.
+    """
 
     call_id: str
     turn_id: int  # the stored tool_call turn
     cycle_id: int
+    interruption: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,194 @@
+"""One reasoning cycle: from delivering input to the model until it answers
+with no pending tool call (or the step bound is reached).
+
+Every turn is written to the store (and the session) before it is shown or
+acted on: the assistant's text and tool calls when the model's response is
+complete, each tool result as soon as the tool returns. What the cycle has
+done so far is kept in a `CycleProgress` that whoever cancels the cycle
+reads to repair the history (see `repair.py`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..memory.session import Session
+from ..memory.turns import Flag, NewTurn, Turn, TurnKind
+from ..providers.base import (
+    ModelRequest,
+    Provider,
+    ResponseBuilder,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from ..tools.registry import ToolContext, ToolRegistry, ToolResult
+from .context import build_messages
+
+
+class CycleEnd(enum.StrEnum):
+    ANSWERED = "answered"  # the model replied with no tool call
+    STEP_LIMIT = "step_limit"  # bounded: the model kept calling tools
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSettings:
+    max_steps: int = 24
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+class CycleListener:
+    """Receives what a cycle does, for display. Every method is optional."""
+
+    def on_model_request(self, step: int) -> None: ...
+    def on_text(self, delta: str) -> None: ...
+    def on_turn(self, turn: Turn) -> None: ...
+    def on_tool_start(self, call: Turn, side_effects: bool) -> None: ...
+    def on_tool_end(self, call: Turn, result: Turn) -> None: ...
+
+
+@dataclass
+class CycleProgress:
+    """The record of a cycle in flight."""
+
+    cycle_id: int
+    step: int = 0
+    partial: list[str] = field(default_factory=list)  # streamed text not yet stored
+    stored: list[int] = field(default_factory=list)  # turns this cycle put in the session
+    unanswered: list[Turn] = field(default_factory=list)  # stored calls with no result yet
+    running: Turn | None = None  # the call whose tool is running now
+    running_context: ToolContext | None = None
+    running_side_effects: bool = False
+    side_effects_started: int = 0
+    last_confirmed_action: str | None = None
+    usage: Usage | None = None
+
+
+class ReasoningCycle:
+    """Runs cycles against one session, provider and tool registry."""
+
+    def __init__(
+        self,
+        session: Session,
+        provider: Provider,
+        tools: ToolRegistry,
+        system_prompt: Callable[[], str],
+        settings: CycleSettings = CycleSettings(),
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.settings = settings
+
+    async def run(self, progress: CycleProgress, listener: CycleListener) -> CycleEnd:
+        """Run the cycle recorded in `progress` to its end."""
+        for step in range(self.settings.max_steps):
+            progress.step = step
+            calls = await self._think(progress, listener)
+            if not calls:
+                return CycleEnd.ANSWERED
+            for call in calls:
+                await self._act(call, progress, listener)
+        note = self.session.append(
+            NewTurn(
+                TurnKind.NOTE,
+                f"This cycle reached its bound of {self.settings.max_steps} model calls and "
+                "was stopped there; tell the person what is done and what is left.",
+                cycle_id=progress.cycle_id,
+                flags=Flag.SYNTHETIC,
+            )
+        )
+        progress.stored.append(note.id)
+        listener.on_turn(note)
+        return CycleEnd.STEP_LIMIT
+
+    async def _think(self, progress: CycleProgress, listener: CycleListener) -> list[Turn]:
+        """One model call; stores its text and tool calls, returns the calls."""
+        request = ModelRequest(
+            messages=build_messages(self.system_prompt(), self.session.turns),
+            tools=self.tools.specs(),
+            max_tokens=self.settings.max_output_tokens,
+            temperature=self.settings.temperature,
+        )
+        listener.on_model_request(progress.step)
+        builder = ResponseBuilder()
+        progress.partial.clear()
+        async for event in self.provider.stream(request):
+            builder.feed(event)
+            if isinstance(event, TextDelta):
+                progress.partial.append(event.text)
+                listener.on_text(event.text)
+        response = builder.build()
+        progress.usage = response.usage or progress.usage
+
+        news: list[NewTurn] = []
+        if response.text.strip():
+            news.append(NewTurn(TurnKind.ASSISTANT, response.text, cycle_id=progress.cycle_id))
+        taken = {t.call_id for t in self.session.turns if t.is_call}
+        for index, call in enumerate(response.tool_calls):
+            news.append(
+                NewTurn(
+                    TurnKind.TOOL_CALL,
+                    tool_name=call.name or "(unnamed)",
+                    call_id=_unique_call_id(call, taken, progress, index),
+                    arguments=call.arguments,
+                    cycle_id=progress.cycle_id,
+                )
+            )
+        stored = self.session.append_all(news)
+        progress.partial.clear()
+        progress.stored.extend(t.id for t in stored)
+        for turn in stored:
+            listener.on_turn(turn)
+        progress.unanswered = [t for t in stored if t.is_call]
+        return list(progress.unanswered)
+
+    async def _act(self, call: Turn, progress: CycleProgress, listener: CycleListener) -> None:
+        """Run one stored call and store its result."""
+        ctx = ToolContext(call.call_id or "", call.id, progress.cycle_id)
+        checked = self.tools.check(ToolCall(ctx.call_id, call.tool_name or "", call.arguments or ""))
+        if isinstance(checked, ToolResult):
+            result = checked
+        else:
+            found, args = checked
+            progress.running, progress.running_context = call, ctx
+            progress.running_side_effects = found.side_effects
+            if found.side_effects:
+                progress.side_effects_started += 1
+            listener.on_tool_start(call, found.side_effects)
+            result = await self.tools.run(found, args, ctx)
+            if found.side_effects and not result.is_error:
+                progress.last_confirmed_action = f"{found.name} (turn {call.id})"
+        stored = self.session.append(result_turn(call, result, progress.cycle_id))
+        progress.running = progress.running_context = None
+        progress.running_side_effects = False
+        progress.unanswered.remove(call)
+        progress.stored.append(stored.id)
+        listener.on_turn(stored)
+        listener.on_tool_end(call, stored)
+
+
+def result_turn(call: Turn, result: ToolResult, cycle_id: int | None) -> NewTurn:
+    """The turn that answers a stored call."""
+    return NewTurn(
+        TurnKind.TOOL_RESULT,
+        result.content,
+        tool_name=call.tool_name,
+        call_id=call.call_id,
+        cycle_id=cycle_id,
+        flags=Flag.ERROR if result.is_error else Flag.NONE,
+    )
+
+
+def _unique_call_id(call: ToolCall, taken: set[str | None], progress: CycleProgress, index: int) -> str:
+    # Some local servers number calls from zero in every response; IDs must be
+    # unique across the whole history for the protocols to pair results.
+    candidate = call.id or f"call_{progress.cycle_id}_{progress.step}_{index}"
+    if candidate in taken:
+        candidate = f"{candidate}_{progress.cycle_id}_{progress.step}_{index}"
+    taken.add(candidate)
+    return candidate
