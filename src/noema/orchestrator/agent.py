@@ -29,6 +29,7 @@ class AgentListener(CycleListener):
     def on_cycle_start(self, cycle_id: int, origin: str) -> None: ...
     def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None: ...
     def on_notice(self, text: str) -> None: ...
+    def on_idle(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,7 @@ class Agent:
             self.session.admit(staged)
             await self._one_cycle(origin)
             origin = "user"
+        self.listener.on_idle()
 
     async def _one_cycle(self, origin: str) -> None:
         store = self.session.store

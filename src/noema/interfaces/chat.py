@@ -1,0 +1,190 @@
+"""`noema chat`: talk to the agent at a terminal.
+
+Answers stream as they are written. Ctrl-C or `/stop` stops the current
+cycle; `/status` shows how full the context is; `/quit` (or Ctrl-D) leaves.
+Errors are shown as messages, never as tracebacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TextIO
+
+from ..memory.turns import Flag, Turn, TurnKind
+from ..orchestrator.agent import Agent, AgentListener
+
+HELP = """\
+Commands:
+  /stop    stop what the agent is doing now (Ctrl-C does the same)
+  /status  how much of the model's context is in use
+  /help    this list
+  /quit    leave (Ctrl-D does the same)
+Anything else is a message to the agent."""
+
+PROMPT = "you> "
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class TerminalListener(AgentListener):
+    """Prints what the agent does, as it happens."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.streaming = False
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def _end_stream(self) -> None:
+        if self.streaming:
+            self.write("\n")
+            self.streaming = False
+
+    def on_text(self, delta: str) -> None:
+        if not self.streaming:
+            self.write("noema> ")
+            self.streaming = True
+        self.write(delta)
+
+    def on_turn(self, turn: Turn) -> None:
+        if turn.kind is TurnKind.TOOL_CALL:
+            self._end_stream()
+            self.write(f"  · {turn.tool_name}({_one_line(turn.arguments or '', 80)})\n")
+        elif turn.kind is TurnKind.ASSISTANT:
+            self._end_stream()
+
+    def on_tool_end(self, call: Turn, result: Turn) -> None:
+        mark = "✗" if result.has(Flag.ERROR) else "→"
+        self.write(f"    {mark} {_one_line(result.content)}\n")
+
+    def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None:
+        self._end_stream()
+        if error:
+            self.write(f"! {error}\n")
+        elif outcome == "stopped":
+            self.write("(stopped)\n")
+        elif outcome == "step_limit":
+            self.write("(the agent reached its step limit for one cycle)\n")
+
+    def on_notice(self, text: str) -> None:
+        self._end_stream()
+        self.write(f"* {text}\n")
+
+    def on_idle(self) -> None:
+        self.write(PROMPT)
+
+
+def format_status(agent: Agent) -> str:
+    status = agent.status()
+    lines = [
+        f"context: about {status.context_tokens:,} of {status.context_window:,} tokens "
+        f"({status.context_share:.0%}) in {status.session_turns} turns",
+        f"state: {'working' if status.busy else 'idle'}"
+        + (f", {status.waiting_messages} message(s) waiting" if status.waiting_messages else ""),
+    ]
+    if status.last_input_tokens is not None:
+        lines.append(f"last request, as counted by the model: {status.last_input_tokens:,} tokens")
+    if status.save_point_id is not None:
+        lines.append(f"current save point: #{status.save_point_id}")
+    return "\n".join(lines)
+
+
+def _start_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None],
+                  source: TextIO) -> None:
+    # A daemon thread: a blocked readline never keeps the process alive.
+    def read() -> None:
+        while True:
+            line = source.readline()
+            loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
+            if not line:
+                return
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+
+
+async def run_chat(agent: Agent, *, banner: str, source: TextIO = sys.stdin,
+                   out: TextIO = sys.stdout,
+                   listener: TerminalListener | None = None) -> None:
+    """The chat loop; returns when the person quits."""
+    listener = listener or TerminalListener(out)
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    _start_reader(loop, lines, source)
+    last_interrupt = [0.0]
+
+    def on_interrupt() -> None:
+        if agent.busy:
+            loop.create_task(agent.stop())
+            return
+        now = loop.time()
+        if now - last_interrupt[0] < 2:
+            lines.put_nowait(None)
+        else:
+            listener.write("\n(press Ctrl-C again or type /quit to leave)\n")
+        last_interrupt[0] = now
+
+    with _signal_handler(loop, signal.SIGINT, on_interrupt):
+        listener.write(banner + "\n")
+        agent.start()
+        if not agent.busy:
+            listener.write(PROMPT)
+        while True:
+            line = await lines.get()
+            if line is None:
+                break
+            text = line.strip()
+            if not text:
+                if not agent.busy:
+                    listener.write(PROMPT)
+                continue
+            if text.startswith("/"):
+                if await _command(text, agent, listener) == "quit":
+                    break
+                if not agent.busy:
+                    listener.write(PROMPT)
+                continue
+            was_busy = agent.busy
+            agent.submit(text)
+            if was_busy:
+                listener.write("(noted: the agent reads it when the current cycle ends)\n")
+    await agent.close()
+
+
+async def _command(text: str, agent: Agent, listener: TerminalListener) -> str | None:
+    word = text.split()[0].lower()
+    if word in {"/quit", "/exit"}:
+        return "quit"
+    if word == "/stop":
+        stopped = await agent.stop()
+        if not stopped:
+            listener.write("(nothing to stop)\n")
+    elif word == "/status":
+        listener.write(format_status(agent) + "\n")
+    elif word == "/help":
+        listener.write(HELP + "\n")
+    else:
+        listener.write(f"unknown command {word}; /help lists them\n")
+    return None
+
+
+class _signal_handler:
+    """Install an asyncio signal handler for the duration of a block."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sig: int,
+                 handler: Callable[[], None]) -> None:
+        self.loop, self.sig, self.handler = loop, sig, handler
+
+    def __enter__(self) -> None:
+        self.loop.add_signal_handler(self.sig, self.handler)
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.remove_signal_handler(self.sig)

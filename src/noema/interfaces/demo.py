@@ -1,0 +1,227 @@
+"""`noema demo`: a scripted conversation through the real stack, offline.
+
+The model is scripted; everything else is real: the SQLite turn store, the
+session, the tools, the reasoning cycle, and a real process killed with
+SIGKILL in the middle of a reply, then restarted on the same data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+
+from ..app import App, build_app
+from ..config import Config
+from ..memory.turns import Flag
+from ..paths import AgentPaths
+from ..providers.scripted import ScriptedProvider, call, say
+from .chat import TerminalListener
+
+SKILL = """\
+# Weekly review
+
+Every Friday, go through the week's notes with the person and list what is
+open, what is done, and what to drop.
+
+1. Ask which projects moved this week.
+2. Read the notes in the workspace.
+3. Write the review to reviews/<date>.md.
+"""
+
+STORY_WORDS = (
+    "Once upon a time, on a quiet machine, an agent kept every word it was told "
+    "in a small database, and every night it wrote the day down as a story. "
+) * 12
+
+
+class DemoPrinter(TerminalListener):
+    """Prints the demo as a readable transcript."""
+
+    def heading(self, text: str) -> None:
+        self.write(f"\n=== {text} ===\n")
+
+    def person(self, text: str) -> None:
+        self.write(f"person> {text}\n")
+
+    def say(self, text: str) -> None:
+        self.write(f"  {text}\n")
+
+    def on_idle(self) -> None:  # no interactive prompt in the demo
+        pass
+
+
+def open_demo_app(paths: AgentPaths, provider: ScriptedProvider, listener: DemoPrinter) -> App:
+    return build_app(paths, Config(), provider=provider, listener=listener)
+
+
+async def _exchange(app: App, printer: DemoPrinter, text: str) -> None:
+    printer.person(text)
+    app.agent.submit(text)
+    await app.agent.idle()
+
+
+async def chapter_tools(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("1. A conversation with tools")
+    provider = ScriptedProvider(
+        [
+            say("Let me look at both clocks.",
+                call("get_current_time", timezone="Europe/Madrid"),
+                call("get_current_time", timezone="Asia/Tokio")),
+            say("Tokio was a typo of mine; the zone is Asia/Tokyo.",
+                call("get_current_time", timezone="Asia/Tokyo")),
+            say("It is morning in Madrid and evening in Tokyo; the exact times are above."),
+            say("I have one skill installed; let me read it before I start.",
+                call("list_skills"), call("load_skill", _raw='{"skill_id": "weekly-review"')),
+            say("My arguments were cut short; again, properly.",
+                call("load_skill", skill_id="weekly-review")),
+            say("Got it: projects first, then the notes, then a review file for Friday."),
+        ],
+        token_delay_s=pace,
+    )
+    app = open_demo_app(paths, provider, printer)
+    (paths.identity_dir / "skills").mkdir(parents=True, exist_ok=True)
+    (paths.identity_dir / "skills" / "weekly-review.md").write_text(SKILL, encoding="utf-8")
+    try:
+        app.agent.start()
+        await _exchange(app, printer, "Good morning! What time is it in Madrid and in Tokyo?")
+        await _exchange(app, printer, "Can we do a weekly review on Friday?")
+        printer.say(
+            "A wrong zone name and malformed JSON arguments went back to the model as tool "
+            "errors; the conversation went on."
+        )
+        printer.say(f"The store now holds {app.store.count()} turns; the session has "
+                    f"{len(app.session)} of them in context.")
+    finally:
+        app.close()
+
+
+CRASH_MARK = "[demo] streaming"
+
+
+def crash_child(home: str, pace: float) -> None:
+    """Runs in a separate process that the demo kills with SIGKILL mid-reply."""
+    paths = AgentPaths.for_agent("demo", Path(home))
+    provider = ScriptedProvider(
+        [say("First, the time.", call("get_current_time", timezone="UTC")), say(STORY_WORDS)],
+        token_delay_s=max(pace, 0.02),
+    )
+
+    class Child(DemoPrinter):
+        def on_tool_end(self, call, result) -> None:  # type: ignore[no-untyped-def]
+            super().on_tool_end(call, result)
+            self.write(CRASH_MARK + "\n")
+
+    printer = Child(sys.stdout)
+    app = open_demo_app(paths, provider, printer)
+
+    async def main() -> None:
+        app.agent.start()
+        await _exchange(app, printer, "Tell me a long story about how you remember things.")
+
+    asyncio.run(main())
+
+
+async def chapter_crash(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("2. The process is killed in the middle of a reply")
+    before = _count_turns(paths)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "noema.interfaces.demo", "crash-child",
+        str(paths.root.parent.parent), str(pace),
+        stdout=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert child.stdout is not None
+    buffer, marked, words = "", False, 0
+    # Echo the child's transcript; a dozen words into the story, pull the plug.
+    while words < 12:
+        chunk = (await child.stdout.read(64)).decode(errors="replace")
+        if not chunk:
+            printer.write(buffer)
+            break
+        if marked:
+            printer.write(chunk)
+            words += len(chunk.split())
+            continue
+        buffer += chunk
+        if CRASH_MARK in buffer:
+            head, _, tail = buffer.partition(CRASH_MARK + "\n")
+            printer.write(head + tail)
+            marked, words = True, len(tail.split())
+    child.send_signal(signal.SIGKILL)
+    await child.wait()
+    printer.write("\n  *** kill -9 ***\n")
+    printer.say(f"The process died with signal {-(child.returncode or 0)}; turns on disk went "
+                f"from {before} to {_count_turns(paths)}: the question, the tool call and its "
+                "result were stored before the reply began; the half-written reply was not.")
+
+
+async def chapter_restart(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("3. A new process opens the same data")
+    provider = ScriptedProvider(
+        [say("I was cut off in the middle of that story; the restart note tells me so. "
+             "Short version: I keep every turn, and I retell old ones with citations.")],
+        token_delay_s=pace,
+    )
+    app = open_demo_app(paths, provider, printer)
+    try:
+        app.agent.start()  # closes the cycle the killed process left open
+        await _exchange(app, printer, "Are you still there?")
+        kinds = Counter(t.kind.value for t in app.session.turns)
+        printer.say(f"Session restored with {len(app.session)} turns "
+                    f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}).")
+        interrupted = [t for t in app.session.turns if t.has(Flag.SYNTHETIC)]
+        for turn in interrupted:
+            printer.say(f"turn {turn.id} ({turn.kind}, written by the runtime): {turn.content[:160]}")
+    finally:
+        app.close()
+
+
+def _count_turns(paths: AgentPaths) -> int:
+    import sqlite3
+
+    if not paths.turns_db.exists():
+        return 0
+    with sqlite3.connect(paths.turns_db) as db:
+        return int(db.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
+
+
+async def _run(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    await chapter_tools(paths, printer, pace)
+    await chapter_crash(paths, printer, pace)
+    await chapter_restart(paths, printer, pace)
+
+
+def run_demo(*, pace: float = 0.01, keep: bool = False, out: TextIO | None = None) -> int:
+    """Run every chapter; returns a process exit code."""
+    out = out or sys.stdout
+    home = Path(tempfile.mkdtemp(prefix="noema-demo-"))
+    paths = AgentPaths.for_agent("demo", home).ensure()
+    printer = DemoPrinter(out)
+    printer.write("Noema demo: a scripted model, everything else real.\n"
+                  f"Data folder: {paths.root}\n")
+    try:
+        asyncio.run(_run(paths, printer, pace))
+    finally:
+        printer.heading("Where the data lives")
+        printer.say(f"turns, session, cycles: {paths.turns_db} (SQLite, WAL)")
+        printer.say(f"identity and skills:    {paths.identity_dir}")
+        printer.say(f"inspect: sqlite3 {paths.turns_db} "
+                    "'SELECT id, kind, substr(content, 1, 60) FROM turns'")
+        if keep:
+            printer.say(f"kept: {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+            printer.say("(the demo folder was removed; pass --keep to keep it)")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "crash-child":
+        crash_child(sys.argv[2], float(sys.argv[3]))
