@@ -131,14 +131,17 @@ def config_show(obj: Context) -> None:
 @click.pass_obj
 def config_check(obj: Context) -> None:
     """Validate the configuration and check that the model's key is present."""
-    from .providers.catalog import check_settings
+    from .providers.catalog import build_provider
 
     cfg = obj.config()
     problems: list[str] = []
     secrets = configuration.load_secrets(obj.paths)
     for role, settings in (("reasoning", cfg.models.reasoning), ("chronicler", cfg.models.chronicler)):
         if settings is not None:
-            problems.extend(f"models.{role}: {p}" for p in check_settings(settings, secrets))
+            try:  # building a client checks the key and script without any request
+                build_provider(settings, secrets)
+            except ProviderError as exc:
+                problems.append(f"models.{role}: {exc}")
     warning = configuration.secrets_file_warning(obj.paths)
     if warning:
         problems.append(warning)

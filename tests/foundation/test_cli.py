@@ -1,0 +1,119 @@
+"""The `noema` command, driven as a person would: demo, config, chat."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+from click.testing import CliRunner
+
+from noema.cli import cli
+
+pytestmark = pytest.mark.slow
+NOEMA = [sys.executable, "-m", "noema"]
+
+
+def env_for(home: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA")}
+    return {**clean, "NOEMA_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+
+
+def test_the_demo_runs_offline_end_to_end(tmp_path):
+    done = subprocess.run([*NOEMA, "demo", "--pace", "0"], capture_output=True, text=True,
+                          env=env_for(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "get_current_time" in out and "not valid JSON" in out
+    assert "*** kill -9 ***" in out and "died with signal 9" in out
+    assert "ended in the middle of a reply" in out
+    assert "Where the data lives" in out
+    assert "Traceback" not in out + done.stderr
+
+
+def test_config_commands(tmp_path):
+    runner = CliRunner()
+    env = env_for(tmp_path)
+    result = runner.invoke(cli, ["--agent", "ana", "config", "check"], env=env)
+    assert result.exit_code == 0 and "no model is configured" in result.output
+    result = runner.invoke(cli, ["--agent", "ana", "config", "set", "models.reasoning.model",
+                                 "gpt-4o"], env=env)
+    assert result.exit_code == 1 and "models.reasoning.provider: required" in result.output
+    for key, value in (("models.reasoning", "{provider = 'openai', model = 'gpt-4o'}"),
+                       ("agent.language", "es")):
+        result = runner.invoke(cli, ["--agent", "ana", "config", "set", key, value], env=env)
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["--agent", "ana", "config", "show"], env=env)
+    assert 'model = "gpt-4o"' in result.output and 'language = "es"' in result.output
+    result = runner.invoke(cli, ["--agent", "ana", "config", "check"], env=env)
+    assert result.exit_code == 1 and "OPENAI_API_KEY" in result.output
+    result = runner.invoke(cli, ["--agent", "ana", "config", "check"],
+                           env={**env, "OPENAI_API_KEY": "sk-test"})
+    assert result.exit_code == 0 and "valid" in result.output
+    assert (tmp_path / "agents" / "ana" / "config.toml").exists()
+
+
+def test_a_bad_config_file_is_a_message_not_a_traceback(tmp_path):
+    (tmp_path / "agents" / "default").mkdir(parents=True)
+    (tmp_path / "agents" / "default" / "config.toml").write_text("[cycle]\nmax_step = 3\n")
+    done = subprocess.run([*NOEMA, "chat"], capture_output=True, text=True,
+                          env=env_for(tmp_path), timeout=60)
+    assert done.returncode == 1
+    assert "cycle.max_step: unknown setting. Did you mean 'max_steps'?" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+SCRIPT = """
+[[responses]]
+text = "Let me check the clock."
+[[responses.tool_calls]]
+name = "get_current_time"
+arguments = { timezone = "UTC" }
+
+[[responses]]
+text = "It is daytime somewhere."
+
+[[responses]]
+text = "{long}"
+
+[[responses]]
+text = "{long}"
+
+[[responses]]
+text = "Still here."
+"""
+
+
+def test_chat_streams_stops_and_reports_status(tmp_path):
+    agent_dir = tmp_path / "agents" / "default"
+    agent_dir.mkdir(parents=True)
+    (agent_dir / "script.toml").write_text(SCRIPT.replace("{long}", "blah " * 3000))
+    (agent_dir / "config.toml").write_text(
+        "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
+        "script = 'script.toml'\ntoken_delay_s = 0.004\n")
+    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(tmp_path),
+                         encoding="utf-8", timeout=30)
+    try:
+        chat.expect("you> ")
+        chat.sendline("what time is it?")
+        chat.expect(r"get_current_time\(\{\"timezone\": \"UTC\"\}\)")
+        chat.expect("It is daytime somewhere.")
+        chat.expect("you> ")
+        chat.sendline("/status")
+        chat.expect(r"context: about [\d,]+ of 32,768 tokens")
+        chat.sendline("tell me a long story")
+        chat.expect("blah blah blah")
+        chat.sendline("/stop")
+        chat.expect(r"\(stopped\)")
+        chat.sendline("and another")
+        chat.expect("blah blah blah")
+        chat.sendintr()  # Ctrl-C stops the reply, not the program
+        chat.expect(r"\(stopped\)")
+        chat.sendline("are you there?")
+        chat.expect("Still here.")
+        chat.sendline("/quit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert "Traceback" not in (chat.before or "")

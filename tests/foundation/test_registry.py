@@ -1,0 +1,87 @@
+"""Tools: one typed function is the schema, the validator and the description."""
+
+import asyncio
+import json
+
+import pytest
+
+from noema.providers.base import ToolCall
+from noema.tools.registry import ToolContext, ToolError, ToolRegistry, ToolResult, tool
+
+CTX = ToolContext("c1", 1, 1)
+
+
+@tool(side_effects=True)
+async def write_note(ctx: ToolContext, title: str, lines: int = 1, tags: list[str] | None = None) -> str:
+    """Write a note.
+
+    Args:
+        title: The note's title.
+        lines: How many lines
+            to write.
+        tags: Labels for the note.
+    """
+    await asyncio.sleep(0)
+    if title == "refuse":
+        raise ToolError("that title is not allowed")
+    if title == "crash":
+        raise RuntimeError("disk on fire")
+    return f"wrote {title} ({lines} lines, tags={tags})"
+
+
+@tool(side_effects=False, name="peek")
+def look(ctx: ToolContext) -> ToolResult:
+    """Look around."""
+    return ToolResult(f"call {ctx.call_id}")
+
+
+REGISTRY = ToolRegistry([write_note, look])
+
+
+def run(name: str, arguments: str) -> ToolResult:
+    return asyncio.run(REGISTRY.call(ToolCall("c1", name, arguments), CTX))
+
+
+def test_the_schema_comes_from_the_signature_and_docstring():
+    spec = write_note.spec
+    assert spec.description == "Write a note."
+    props = spec.parameters["properties"]
+    assert spec.parameters["required"] == ["title"]
+    assert props["title"] == {"type": "string", "description": "The note's title."}
+    assert props["lines"]["description"] == "How many lines to write."
+    assert props["lines"]["type"] == "integer" and props["lines"]["default"] == 1
+    assert spec.parameters["additionalProperties"] is False
+    assert write_note.side_effects and not look.side_effects
+    assert REGISTRY.names() == ["peek", "write_note"]
+
+
+def test_a_good_call_runs():
+    result = run("write_note", json.dumps({"title": "groceries", "lines": 3}))
+    assert result == ToolResult("wrote groceries (3 lines, tags=None)")
+    assert run("peek", "").content == "call c1"  # empty arguments mean {}
+
+
+@pytest.mark.parametrize("name, arguments, expected", [
+    ("write_nota", "{}", "there is no tool named 'write_nota'. Available tools: peek, write_note"),
+    ("write_note", '{"title": "x"', "not valid JSON"),
+    ("write_note", '["x"]', "must be a JSON object, not list"),
+    ("write_note", "{}", "title: Field required"),
+    ("write_note", '{"title": "x", "lines": "many"}', "lines: Input should be a valid integer"),
+    ("write_note", '{"title": "x", "colour": "red"}', "colour: Extra inputs are not permitted"),
+    ("write_note", '{"title": "refuse"}', "Error: that title is not allowed"),
+    ("write_note", '{"title": "crash"}', "failed unexpectedly (RuntimeError: disk on fire)"),
+])
+def test_bad_calls_become_tool_errors_for_the_model(name, arguments, expected):
+    result = run(name, arguments)
+    assert result.is_error
+    assert expected in result.content
+
+
+def test_names_are_unique():
+    with pytest.raises(ValueError, match="two tools"):
+        ToolRegistry([look, look])
+
+
+def test_a_tool_must_take_the_context_first():
+    with pytest.raises(TypeError, match="ctx"):
+        tool(side_effects=False)(lambda x: x)
