@@ -1,0 +1,232 @@
+"""What went wrong with a model call, in neutral terms, and the error a person reads.
+
+Each adapter turns its SDK's exceptions into a `Failure`; the retry policy
+decides from it whether to try again, and `provider_error` turns the last
+one into a `ProviderError` whose message says what failed and what to do.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import enum
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx2
+
+from .base import (
+    AuthenticationFailed,
+    BadRequest,
+    ModelNotFound,
+    ProtocolViolation,
+    ProviderError,
+    ProviderUnavailable,
+)
+from .endpoint import Endpoint
+
+
+class FailureKind(enum.StrEnum):
+    STATUS = "status"  # the server answered with an error
+    CONNECTION = "connection"  # no connection, or it broke
+    TIMEOUT = "timeout"  # the server went quiet for too long
+    PROTOCOL = "protocol"  # the server sent something its protocol does not allow
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt."""
+
+    kind: FailureKind
+    detail: str  # the server's message or the transport's complaint
+    status: int | None = None
+    retry_after_s: float | None = None
+    code: str | None = None  # the server's error code or type, when it gave one
+    connecting: bool = False  # failed before a connection existed (nothing reached the server)
+
+    @property
+    def retryable(self) -> bool:
+        if self.kind in (FailureKind.CONNECTION, FailureKind.TIMEOUT):
+            return True
+        if self.kind is FailureKind.STATUS and self.status is not None:
+            return self.status in (408, 409, 429) or self.status >= 500
+        return False
+
+    @property
+    def model_missing(self) -> bool:
+        return self.status == 404 or self.code in ("model_not_found", "not_found_error")
+
+
+class StreamMalformed(Exception):
+    """Raised by the adapters' stream readers when the stream breaks its protocol."""
+
+
+# Errors that arrive inside a stream carry a type instead of an HTTP status.
+_STATUS_OF_ERROR_TYPE = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def server_message(body: object) -> tuple[str | None, str | None]:
+    """The message and error code in an error body of any common shape.
+
+    Seen in the wild: {"error": {"message", "type", "code"}} (OpenAI,
+    Anthropic), the inner object alone, {"error": "text"} (Ollama), and
+    {"detail": "text"} or plain text from proxies.
+    """
+    if isinstance(body, str):
+        return (body.strip() or None), None
+    if not isinstance(body, Mapping):
+        return None, None
+    inner = body.get("error", body)
+    if isinstance(inner, str):
+        return inner, None
+    if not isinstance(inner, Mapping):
+        return None, None
+    message = inner.get("message") or body.get("detail") or body.get("message")
+    code = inner.get("code") or inner.get("type")
+    return (str(message) if message else None), (str(code) if code else None)
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a server asked for, from `retry-after-ms` or `retry-after`."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def failure_from_response(
+    status: int, headers: Mapping[str, str], body: object, fallback: str
+) -> Failure:
+    """A failure from an HTTP error response."""
+    message, code = server_message(body)
+    return Failure(
+        FailureKind.STATUS,
+        message or fallback,
+        status=status,
+        retry_after_s=retry_after_seconds(headers),
+        code=code,
+    )
+
+
+def failure_from_stream_error(body: object, fallback: str) -> Failure:
+    """A failure from an error event sent inside an already started stream."""
+    message, code = server_message(body)
+    status = _STATUS_OF_ERROR_TYPE.get(code or "", 500)
+    return Failure(FailureKind.STATUS, message or fallback, status=status, code=code)
+
+
+def describe_transport(exc: BaseException) -> Failure | None:
+    """Failures the SDKs let through unwrapped; None for anything else (a bug)."""
+    if isinstance(exc, StreamMalformed):
+        return Failure(FailureKind.PROTOCOL, str(exc))
+    if isinstance(exc, json.JSONDecodeError):
+        return Failure(FailureKind.PROTOCOL, f"an event was not valid JSON ({exc.msg})")
+    if isinstance(exc, httpx2.TimeoutException):
+        return timeout_failure(exc)
+    if isinstance(exc, httpx2.TransportError):
+        return connection_failure(exc)
+    return None
+
+
+def timeout_failure(exc: BaseException) -> Failure:
+    """A timeout, noting whether connecting or waiting for data took too long."""
+    chain = (exc, exc.__cause__, exc.__context__)
+    connecting = any(isinstance(e, (httpx2.ConnectTimeout, httpx2.PoolTimeout)) for e in chain)
+    return Failure(FailureKind.TIMEOUT, _words(exc), connecting=connecting)
+
+
+def connection_failure(exc: BaseException) -> Failure:
+    """A connection failure, noting whether one was never made or it broke.
+
+    The detail is the transport's own words, found under an SDK's generic
+    'Connection error.' when there is one.
+    """
+    chain = (exc, exc.__cause__, exc.__context__)
+    connecting = any(isinstance(e, httpx2.ConnectError) for e in chain)
+    return Failure(FailureKind.CONNECTION, _words(exc), connecting=connecting)
+
+
+def _words(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause):
+        return str(cause)
+    return str(exc) or type(exc).__name__
+
+
+def summary(failure: Failure, endpoint: Endpoint) -> str:
+    """A short phrase for what happened: 'rate limited (HTTP 429: slow down)'."""
+    if failure.kind is FailureKind.TIMEOUT and failure.connecting:
+        return f"timed out (no connection within {endpoint.connect_timeout_s:g} s)"
+    if failure.kind is FailureKind.TIMEOUT:
+        return f"timed out (no data for {endpoint.timeout_s:g} s)"
+    if failure.kind is FailureKind.CONNECTION and failure.connecting:
+        return f"could not connect ({failure.detail})"
+    if failure.kind is FailureKind.CONNECTION:
+        return f"the connection broke ({failure.detail})"
+    if failure.kind is FailureKind.PROTOCOL:
+        return f"malformed stream ({failure.detail})"
+    reason = "rate limited" if failure.status == 429 else "server error"
+    return f"{reason} (HTTP {failure.status}: {failure.detail})"
+
+
+def provider_error(
+    failure: Failure, endpoint: Endpoint, *, attempts: int, mid_stream: bool
+) -> ProviderError:
+    """The error to raise once no more attempts will be made."""
+    where = endpoint.where
+    if failure.kind is FailureKind.PROTOCOL:
+        return ProtocolViolation(f"{where} sent a stream that breaks its own protocol: {failure.detail}")
+    if failure.kind is FailureKind.STATUS and failure.status in (401, 403):
+        if endpoint.key_env:
+            return AuthenticationFailed(
+                f"the key in {endpoint.key_env} was rejected by {where} "
+                f"(HTTP {failure.status}: {failure.detail}); check it"
+            )
+        return AuthenticationFailed(
+            f"{where} refused the request as unauthorised (HTTP {failure.status}: "
+            f"{failure.detail}); if it needs a key, set api_key_env to the variable that holds it"
+        )
+    if failure.kind is FailureKind.STATUS and failure.model_missing:
+        return ModelNotFound(
+            f"{where} does not know model {endpoint.model!r} ({failure.detail}); check the "
+            "model name (for a local server, that the model is pulled or loaded) and that "
+            "base_url is right"
+        )
+    if failure.kind is FailureKind.STATUS and not failure.retryable:
+        return BadRequest(f"{where} rejected the request (HTTP {failure.status}): {failure.detail}")
+    if mid_stream:
+        return ProviderUnavailable(
+            f"the answer from {where} broke off after it had started: {summary(failure, endpoint)}; "
+            "it was not retried, so that a partial answer is never repeated"
+        )
+    times = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    return ProviderUnavailable(
+        f"{where} (model {endpoint.model!r}) kept failing: {summary(failure, endpoint)}; "
+        f"gave up after {times}"
+    )
