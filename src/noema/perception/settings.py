@@ -1,0 +1,115 @@
+"""Perception settings: the `[perception]` table of an agent's config.toml.
+
+Durations are seconds or text like "30m"; every table refuses unknown keys,
+so a typo is reported instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from .events import CHANNEL_PATTERN, TreatmentParams, Urgency
+from .timefmt import parse_duration
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN.pattern)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClockSettings(_Strict):
+    """The clock sensor: a notice after a long silence."""
+
+    enabled: bool = True
+    channel: Channel = "clock"
+    long_silence: Duration = 3 * 3600.0
+
+
+class LogFileSettings(_Strict):
+    """One log file to follow."""
+
+    path: Path
+    channel: Channel | None = None  # default: "log." and the file's name
+    window: Duration = 300.0
+    poll_interval: Duration = 1.0
+    from_start: bool = False
+    urgency: Urgency = Urgency.NORMAL
+    can_silence: bool = True
+
+    @property
+    def channel_name(self) -> str:
+        return self.channel or "log." + _slug(self.path.name)
+
+
+class FolderSettings(_Strict):
+    """One folder to watch."""
+
+    path: Path
+    channel: Channel | None = None  # default: "folder." and the folder's name
+    recursive: bool = True
+    debounce_ms: int = Field(500, ge=10, le=60_000)
+    urgency: Urgency = Urgency.NORMAL
+    can_silence: bool = True
+
+    @property
+    def channel_name(self) -> str:
+        return self.channel or "folder." + _slug(self.path.name)
+
+
+class TreatmentSettings(_Strict):
+    """Default treatment parameters for sensors that do not set their own."""
+
+    window: Duration = 300.0
+    quiet_gap: Duration = 5.0
+    max_hold: Duration = 60.0
+    hold: int = Field(20, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _hold_covers_gap(self) -> TreatmentSettings:
+        if self.max_hold < self.quiet_gap:
+            raise ValueError("max_hold must be at least quiet_gap")
+        return self
+
+    def params(self) -> TreatmentParams:
+        return TreatmentParams(self.window, self.quiet_gap, self.max_hold, self.hold)
+
+
+class PerceptionSettings(_Strict):
+    """Everything about the senses of one agent."""
+
+    enabled: bool = True
+    clock: ClockSettings = ClockSettings()
+    logs: list[LogFileSettings] = []
+    folders: list[FolderSettings] = []
+    treatment: TreatmentSettings = TreatmentSettings()
+    sandwich_k: int = Field(3, ge=1, le=50)
+    max_text_chars: int = Field(1000, ge=80, le=100_000)
+    archive_flush_every: int = Field(1000, ge=1, le=100_000)
+    max_silence: Duration = 24 * 3600.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PerceptionSettings:
+        if self.sandwich_k > self.treatment.hold:
+            raise ValueError("sandwich_k cannot exceed treatment.hold (events kept at each end)")
+        channels = [s.channel_name for s in (*self.logs, *self.folders)]
+        if self.clock.enabled:
+            channels.append(self.clock.channel)
+        seen: set[str] = set()
+        for channel in channels:
+            if not CHANNEL_PATTERN.match(channel):
+                raise ValueError(f"channel {channel!r} is not a usable name; set `channel`")
+            if channel in seen:
+                raise ValueError(f"two sensors use the channel {channel!r}; set `channel`")
+            seen.add(channel)
+        return self
+
+
+def _slug(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "file"
+    return slug[:56]

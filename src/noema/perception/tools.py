@@ -1,0 +1,278 @@
+"""The model's tools over its own perception: look in the archive, know and
+control its senses, and ask for pending events.
+
+Tools are built by factories that bind what they act on; `now` is read
+from the injected clock at each call.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from datetime import UTC, tzinfo
+
+from ..tools.registry import Tool, ToolContext, ToolError, tool
+from .archive import ArchivePage, SensoryArchive, UnknownBatch
+from .clock import Clock
+from .events import Nature, SensorInfo
+from .pipeline import ChannelStatus, Pipeline
+from .timefmt import clock_time, format_duration, parse_duration
+from .treatments import UnknownChannel
+from .untrusted import SessionDelimiter
+
+Pending = Callable[[], str | Awaitable[str]]
+
+
+def perception_tools(
+    pipeline: Pipeline,
+    *,
+    clock: Clock,
+    delimiter: SessionDelimiter,
+    pending: Pending,
+    tz: tzinfo = UTC,
+) -> list[Tool]:
+    """Every perception tool, bound to one agent's pipeline."""
+    return [
+        lookup_tool(pipeline.archive, delimiter, tz),
+        *control_tools(pipeline, clock, tz),
+        pool_event_tool(pending),
+    ]
+
+
+def pool_event_tool(pending: Pending) -> Tool:
+    """`pool_event()`: the events waiting for the model, packed and rendered.
+
+    `pending` belongs to the orchestrator: it drains its queue and renders
+    it. Taking events off the queue is a change that a discarded response
+    would lose, so the tool declares side effects.
+    """
+
+    @tool(side_effects=True)
+    async def pool_event(ctx: ToolContext) -> str:
+        """Receive the events your senses reported that you have not seen yet
+        (messages, log activity, file changes, state updates), packed and
+        condensed. The body also delivers them by itself; call this to look now."""
+        result = pending()
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    return pool_event
+
+
+def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo = UTC) -> Tool:
+    """`lookup_sensory_archive`: page through the raw events of a batch."""
+
+    @tool(side_effects=False)
+    def lookup_sensory_archive(
+        ctx: ToolContext,
+        batch_id: str,
+        offset: int = 0,
+        limit: int = 20,
+        filter: str | None = None,
+    ) -> str:
+        """Read raw events kept in the sensory archive, for example the ones a
+        condensed package left out ("… 148 more: batch b12 offsets 1–148").
+
+        Args:
+            batch_id: the batch named in the package, like "b12".
+            offset: position in the batch to start from (0 is its first event).
+            limit: how many events to return, at most 200.
+            filter: only events whose text, sender or key contains this (case-insensitive).
+        """
+        try:
+            page = archive.lookup(batch_id, offset, limit, filter)
+        except UnknownBatch as exc:
+            raise ToolError(str(exc)) from None
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return render_page(page, delimiter, tz, filter)
+
+    return lookup_sensory_archive
+
+
+def render_page(
+    page: ArchivePage, d: SessionDelimiter, tz: tzinfo = UTC, filter: str | None = None
+) -> str:
+    """An archive page as the model reads it, outside text inside the envelope."""
+    b = page.batch
+    kind, _, value = b.bucket.partition(":")
+    if b.dropped:
+        stream = "events dropped while the channel was silenced"
+    elif kind == "key":
+        stream = f"events with key «{d.datamark(value)}»"
+    else:
+        stream = f"events from {d.attribute(value)}"
+    sealed = f", sealed {clock_time(b.sealed_at, tz)}" if b.sealed_at is not None else ", open"
+    lines = [
+        f"Batch {b.batch_id}: {b.size} {stream} on channel {b.channel} "
+        f"(opened {clock_time(b.opened_at, tz)}{sealed}).",
+    ]
+    if not page.events:
+        lines.append("No events match here." if filter else "No events at this offset.")
+        return "\n".join(lines)
+    filtered = f' containing "{d.datamark(filter)}"' if filter else ""
+    lines.append(
+        f"Offsets {page.events[0].batch_seq}–{page.events[-1].batch_seq}: {len(page.events)} "
+        f"of {page.matching} events{filtered} from offset {page.events[0].batch_seq} on."
+    )
+    lines.append(d.open("archive", f"batch={b.batch_id} channel={b.channel}"))
+    for e in page.events:
+        who = f"{d.attribute(e.sender)} authorised={'yes' if e.authorised else 'no'}"
+        lines.append(f"#{e.batch_seq} [{clock_time(e.occurred_at, tz)}] {who}: "
+                     f"{d.datamark(e.text)}")
+        if len(e.payload):
+            lines.append(f"data: {d.datamark(e.payload.to_json())}")
+    lines.append(d.close("archive"))
+    if page.next_offset is not None:
+        lines.append(f"More: call again with offset={page.next_offset}.")
+    return "\n".join(lines)
+
+
+def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC) -> list[Tool]:
+    """The metacognition tools: capabilities, stop, start, status."""
+
+    def channels_or_all(channels: list[str] | None) -> list[str]:
+        if not channels:
+            return sorted(pipeline.catalogue)
+        unknown = [c for c in channels if c not in pipeline.catalogue]
+        if unknown:
+            raise ToolError(
+                f"unknown channel(s): {', '.join(unknown)}. Known channels: "
+                f"{', '.join(sorted(pipeline.catalogue)) or 'none'}."
+            )
+        return list(dict.fromkeys(channels))
+
+    @tool(side_effects=False)
+    def get_sensor_capabilities(ctx: ToolContext) -> str:
+        """List your senses: each channel, what it perceives, how its events are
+        condensed (its nature), its parameters, and whether it is active or silenced."""
+        now = clock()
+        if not pipeline.catalogue:
+            return "No sensors are declared."
+        blocks = [_capability(pipeline.status(c, now), now, tz)
+                  for c in sorted(pipeline.catalogue)]
+        return "\n".join(blocks)
+
+    @tool(side_effects=True)
+    def sensor_stop(ctx: ToolContext, channels: list[str], duration: str | float) -> str:
+        """Silence channels for a while, to concentrate. Events arriving meanwhile
+        are counted and archived but never delivered, not even later; the
+        channels reopen by themselves when the duration ends.
+
+        Args:
+            channels: the channels to silence, as named by get_sensor_capabilities.
+            duration: how long: seconds, or text like "90s", "30m", "2h".
+        """
+        wanted = channels_or_all(channels) if channels else []
+        if not wanted:
+            raise ToolError("name at least one channel to silence")
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        now = clock()
+        try:
+            until = pipeline.stop(wanted, seconds, now)
+        except (UnknownChannel, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        capped = ""
+        if until - now < seconds:
+            capped = f" (capped at the longest silence, {format_duration(until - now)})"
+        return (
+            f"Silenced {', '.join(wanted)} until {clock_time(until, tz)}, "
+            f"{format_duration(until - now)} from now{capped}. Events arriving meanwhile "
+            "are counted and archived, not delivered; sensor_start reopens sooner."
+        )
+
+    @tool(side_effects=True)
+    def sensor_start(ctx: ToolContext, channels: list[str]) -> str:
+        """Reopen silenced channels now; events flow again from this moment (what
+        arrived while silenced stays in the archive, it is not delivered).
+
+        Args:
+            channels: the channels to reopen.
+        """
+        wanted = channels_or_all(channels) if channels else []
+        if not wanted:
+            raise ToolError("name at least one channel to reopen")
+        reopened = pipeline.start(wanted, clock())
+        already = [c for c in wanted if c not in reopened]
+        parts = []
+        if reopened:
+            parts.append(f"Reopened {', '.join(reopened)}.")
+        if already:
+            parts.append(f"Already active: {', '.join(already)}.")
+        return " ".join(parts)
+
+    @tool(side_effects=False)
+    def sensor_status(ctx: ToolContext, channels: list[str] | None = None) -> str:
+        """How your senses are doing: active or silenced (and for how long),
+        events counted over the last 1, 5 and 15 minutes with their rates.
+
+        Args:
+            channels: the channels to report; all of them if left out.
+        """
+        now = clock()
+        wanted = channels_or_all(channels)
+        if not wanted:
+            return "No sensors are declared."
+        return "\n".join(_status(pipeline.status(c, now), now, tz) for c in wanted)
+
+    return [get_sensor_capabilities, sensor_stop, sensor_start, sensor_status]
+
+
+def _gate_line(status: ChannelStatus, now: float, tz: tzinfo) -> str:
+    gate = status.gate
+    if gate.open:
+        return "active"
+    assert gate.until is not None
+    line = (f"silenced until {clock_time(gate.until, tz)} "
+            f"({format_duration(gate.time_left(now))} left)")
+    if gate.dropped:
+        line += f", {gate.dropped} dropped so far"
+        if status.silenced_batch:
+            line += f" (archived in batch {status.silenced_batch})"
+    return line
+
+
+def _treatment(info: SensorInfo) -> str:
+    p = info.treatment
+    if info.nature is Nature.AGGREGATABLE:
+        return f"counted per pattern over {format_duration(p.window)} windows"
+    if info.nature is Nature.MERGEABLE:
+        return (f"messages of one sender merged until {format_duration(p.quiet_gap)} of quiet "
+                f"(held at most {format_duration(p.max_hold)})")
+    if info.nature is Nature.STATE:
+        return "only the newest value of each key is delivered"
+    return "each event delivered as it is"
+
+
+def _capability(status: ChannelStatus, now: float, tz: tzinfo) -> str:
+    info = status.info
+    params = ", ".join(f"{k}={v}" for k, v in info.parameters.items())
+    lines = [
+        f"{info.channel}: {info.description}",
+        f"  nature {info.nature.value}: {_treatment(info)}; default urgency "
+        f"{info.default_urgency.value}; "
+        + ("can be silenced" if info.can_silence else "cannot be silenced"),
+    ]
+    if params:
+        lines.append(f"  parameters: {params}")
+    lines.append(f"  now: {_gate_line(status, now, tz)}")
+    return "\n".join(lines)
+
+
+def _status(status: ChannelStatus, now: float, tz: tzinfo) -> str:
+    counts = status.counts
+    windows = " · ".join(
+        f"{format_duration(w.seconds)}: {w.received} ({w.per_minute:.1f}/min)"
+        + (f", {w.dropped} dropped" if w.dropped else "")
+        for w in counts.windows
+    )
+    last = (f"last event {format_duration(now - counts.last_at)} ago"
+            if counts.last_at is not None else "no events yet")
+    return (
+        f"{status.info.channel}: {_gate_line(status, now, tz)}. {windows}. "
+        f"Since start: {counts.received} received, {counts.dropped} dropped; {last}."
+    )
