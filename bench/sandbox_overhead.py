@@ -1,0 +1,112 @@
+"""Start-up overhead of the shell sandbox: `true` under bubblewrap against
+`true` run bare, through the same process runner, measured in the same run.
+Also shows the whole `shell_execute("true")` tool call (sandbox plus the
+versioning of the workspace before and after). Prints figures; asserts nothing.
+
+    .venv/bin/python bench/sandbox_overhead.py [--rounds 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from noema.paths import AgentPaths
+from noema.security.sandbox import Layout, Output, Sandbox, run_process, sandbox_env
+from noema.security.settings import (
+    AutonomySettings,
+    FilesSettings,
+    HandsSettings,
+    RootSettings,
+    ShellSettings,
+)
+from noema.tools.hands import build_hands
+from noema.tools.registry import ToolContext, ToolRegistry
+
+
+async def timed(once) -> float:
+    started = time.perf_counter()
+    await once()
+    return (time.perf_counter() - started) * 1000
+
+
+def line(name: str, samples: list[float]) -> float:
+    p50 = statistics.median(samples)
+    p90 = statistics.quantiles(samples, n=10)[-1]
+    print(f"{name:<46} p50 {p50:7.2f} ms   p90 {p90:7.2f} ms")
+    return p50
+
+
+async def main(rounds: int) -> None:
+    if shutil.which("bwrap") is None:
+        print("bubblewrap is not installed: nothing to measure")
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        ws = Path(scratch) / "ws"
+        ws.mkdir()
+        layout = Layout(ws, (ws,))
+        sandbox = Sandbox(ShellSettings())
+        await sandbox.check(layout)
+
+        async def bare():
+            await run_process(
+                ["/bin/sh", "-c", "true"],
+                cwd=ws,
+                env=sandbox_env(),
+                timeout_s=30,
+                output=Output(4000),
+            )
+
+        async def boxed():
+            await run_process(
+                sandbox.argv(layout, "true"),
+                cwd=ws,
+                env=sandbox_env(),
+                timeout_s=30,
+                output=Output(4000),
+            )
+
+        settings = HandsSettings(
+            files=FilesSettings(roots=(RootSettings(path=ws),)),
+            autonomy=AutonomySettings(tools={"shell_execute": "allow"}),
+        )
+        hands = build_hands(settings, AgentPaths("bench", Path(scratch) / "agent"))
+        registry = ToolRegistry(hands.tools)
+        tool = registry.get("shell_execute")
+        assert tool is not None
+
+        async def whole():
+            result = await registry.run(
+                tool, {"command": "true", "timeout": None}, ToolContext("c", 1, 1)
+            )
+            assert not result.is_error, result.content
+
+        await whole()  # the first call also records the workspace's initial state
+        # Interleaved rounds, so that a burst of load on the machine hits all alike.
+        bare_s, boxed_s, whole_s = [], [], []
+        for _ in range(rounds):
+            bare_s.append(await timed(bare))
+            boxed_s.append(await timed(boxed))
+            whole_s.append(await timed(whole))
+        hands.close()
+
+    print(f"{rounds} rounds each\n")
+    base = line("sh -c true, bare (baseline)", bare_s)
+    box = line("sh -c true under bubblewrap", boxed_s)
+    tool_p50 = line('shell_execute("true"), whole tool call', whole_s)
+    print(
+        f"\nsandbox start-up overhead: {box - base:.2f} ms at p50 (×{box / base:.1f} the bare run)"
+    )
+    print(f"whole tool call against the bare run: ×{tool_p50 / base:.1f}")
+    print("target: overhead <= 30 ms")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=100)
+    asyncio.run(main(parser.parse_args().rounds))

@@ -1,0 +1,121 @@
+"""Autonomy levels: which tool calls run on their own, which wait for the
+person's yes, and which never run.
+
+The level is read at call time, so a setting changed in the GUI applies to
+the next call. An interface (chat, daemon, GUI) that can ask the person
+attaches an Approver; with none attached, an `ask` call is refused with an
+explanation rather than run unasked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
+from .settings import AutonomySettings, Level
+
+log = logging.getLogger(__name__)
+_SHOWN_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What the person is asked to approve."""
+
+    tool: str
+    arguments: str  # a readable summary, long values shortened
+    reason: str
+    call_id: str = ""
+    turn_id: int | None = None
+
+
+class Approver(Protocol):
+    """Asks the person; True means go ahead. Interfaces implement this."""
+
+    async def __call__(self, request: ApprovalRequest) -> bool: ...
+
+
+def summarize(arguments: dict[str, Any]) -> str:
+    """Arguments as `name: value` lines, long values cut with their size."""
+    lines = []
+    for name, value in arguments.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else repr(value)
+        if len(text) > _SHOWN_CHARS:
+            text = f"{text[:_SHOWN_CHARS]}… ({len(text)} characters in all)"
+        lines.append(f"{name}: {text}")
+    return "\n".join(lines)
+
+
+class ApprovalGate:
+    """Applies the autonomy settings to tools."""
+
+    def __init__(self, settings: AutonomySettings, approver: Approver | None = None) -> None:
+        self.settings = settings
+        self._approver = approver
+
+    def attach(self, approver: Approver | None) -> None:
+        """Set (or, with None, remove) who is asked when a call needs approval."""
+        self._approver = approver
+
+    def level(self, tool: Tool) -> Level:
+        return self.settings.level_for(tool.name, tool.side_effects)
+
+    def wrap(self, tool: Tool) -> Tool:
+        """The same tool, guarded by its autonomy level."""
+        inner = tool.handler
+
+        async def guarded(ctx: ToolContext, **arguments: Any) -> str | ToolResult:
+            await self._admit(tool, ctx, arguments)
+            outcome = inner(ctx, **arguments)
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+            return outcome
+
+        return replace(tool, handler=guarded)
+
+    def wrap_all(self, tools: Iterable[Tool]) -> list[Tool]:
+        return [self.wrap(t) for t in tools]
+
+    async def _admit(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> None:
+        level = self.level(tool)
+        if level == "allow":
+            return
+        if level == "deny":
+            raise ToolError(
+                f"{tool.name} is denied by the person's configuration ([autonomy] sets it to "
+                "'deny'), so it was not run. Do not retry it; do the task another way or ask "
+                "the person to do this step."
+            )
+        if self._approver is None:
+            raise ToolError(
+                f"{tool.name} needs the person's approval ([autonomy] sets it to 'ask'), but "
+                "nobody can be asked in this session, so it was not run. Tell the person what "
+                "you wanted to do, or do the task without this tool."
+            )
+        request = ApprovalRequest(
+            tool.name,
+            summarize(arguments),
+            f"the autonomy level of {tool.name} is 'ask'",
+            ctx.call_id,
+            ctx.turn_id,
+        )
+        try:
+            approved = await self._approver(request)
+        except ToolError:
+            raise
+        except Exception as exc:  # the interface failed; the call must not run unasked
+            log.warning("asking for approval of %s failed: %s", tool.name, exc)
+            raise ToolError(
+                f"the person could not be asked to approve {tool.name} ({exc}); it was not run"
+            ) from exc
+        if not approved:
+            raise ToolError(
+                f"the person declined this {tool.name} call; it was not run. Do not repeat "
+                "it unchanged: ask them what they would prefer."
+            )

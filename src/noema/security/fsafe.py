@@ -1,0 +1,247 @@
+"""File operations that cannot be redirected, and writes that cannot tear.
+
+Every operation starts from the root folder's descriptor and opens each
+component of an already-checked path with O_NOFOLLOW. If a component was
+replaced by a symbolic link after the policy looked at the path, the open
+fails and the operation is refused: nothing is read or written through it.
+
+A write goes to a temporary file in the same folder, is flushed to disk, and
+is renamed over the target; a crash or a kill at any moment leaves either the
+old file or the new one, never a mixture.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..tools.registry import ToolError
+from .policy import AccessDenied
+
+TEMP_SUFFIX = ".noema-tmp"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_NEW_FILE_MODE = 0o666 & ~_current_umask()
+
+
+def _swapped(name: str) -> AccessDenied:
+    return AccessDenied(
+        f"{name!r} changed into a link while it was being checked; the operation was refused"
+    )
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_dir(root: Path, parts: Sequence[str], *, create: bool) -> int:
+    """A descriptor of root/parts, opened without following any link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise ToolError(f"the folder {'/'.join(parts)!r} does not exist") from None
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made by someone else meanwhile; the open below judges it
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise _swapped(name) from exc
+            except OSError as exc:
+                # Linux reports a link met with O_DIRECTORY|O_NOFOLLOW as ENOTDIR.
+                if exc.errno == errno.ELOOP or _is_link(name, fd):
+                    raise _swapped(name) from None
+                if exc.errno == errno.ENOTDIR:
+                    raise ToolError(f"{name!r} is a file, not a folder") from None
+                raise
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _split(relative: PurePosixPath) -> tuple[tuple[str, ...], str]:
+    parts = tuple(p for p in relative.parts if p not in ("", "."))
+    if not parts:
+        raise ToolError("that is the root folder itself, not a file")
+    return parts[:-1], parts[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class FileBytes:
+    """The content of a regular file and its permission bits."""
+
+    data: bytes
+    mode: int
+
+
+def read_file(
+    root: Path, relative: PurePosixPath, *, max_bytes: int, allow_hard_links: bool = False
+) -> FileBytes:
+    """Read a regular file below `root`, refusing links, devices and oversized files."""
+    parents, name = _split(relative)
+    dfd = _open_dir(root, parents, create=False)
+    try:
+        try:
+            # O_NONBLOCK: a FIFO planted under the name must not hang the agent.
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dfd
+            )
+        except FileNotFoundError:
+            raise ToolError(f"{relative} does not exist") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _swapped(name) from None
+            raise
+    finally:
+        os.close(dfd)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{relative} is a folder, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{relative} is not a regular file (device, socket or pipe)")
+        if info.st_nlink > 1 and not allow_hard_links:
+            raise AccessDenied(
+                f"{relative} has {info.st_nlink} hard links; another of its names may lie "
+                "outside the folders you may use, so it is not read"
+            )
+        if info.st_size > max_bytes:
+            raise ToolError(
+                f"{relative} is {info.st_size} bytes, above the {max_bytes}-byte limit for "
+                "reading; search it with file_grep instead"
+            )
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            raise ToolError(f"{relative} grew past the {max_bytes}-byte limit while being read")
+        return FileBytes(data, stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(fd)
+
+
+def atomic_write(
+    root: Path, relative: PurePosixPath, data: bytes, *, mode: int | None = None
+) -> None:
+    """Replace (or create) a file below `root` with `data`, all or nothing.
+
+    Missing parent folders are created. The permission bits of an existing
+    file are kept unless `mode` is given. A hard link at the name is broken,
+    not written through: the other names keep the old content.
+    """
+    parents, name = _split(relative)
+    dfd = _open_dir(root, parents, create=True)
+    temp = f".{name[:200]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    try:
+        try:
+            old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
+        if old is not None:
+            if stat.S_ISDIR(old.st_mode):
+                raise ToolError(f"{relative} is a folder, not a file")
+            if stat.S_ISLNK(old.st_mode):
+                raise _swapped(name)
+        final_mode = (
+            mode
+            if mode is not None
+            else (stat.S_IMODE(old.st_mode) if old is not None else _NEW_FILE_MODE)
+        )
+        fd = os.open(
+            temp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dfd,
+        )
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, final_mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        temp = ""
+        os.fsync(dfd)  # the rename itself must survive a power cut
+    finally:
+        if temp:
+            try:
+                os.unlink(temp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+        os.close(dfd)
+
+
+def write_link(root: Path, relative: PurePosixPath, pointee: str) -> None:
+    """Replace (or create) a symbolic link below `root`, atomically.
+
+    Only used to bring back a link recorded in the history; the link grants
+    nothing, since every later access resolves it through the policy.
+    """
+    parents, name = _split(relative)
+    dfd = _open_dir(root, parents, create=True)
+    temp = f".{name[:200]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    try:
+        os.symlink(pointee, temp, dir_fd=dfd)
+        os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        temp = ""
+        os.fsync(dfd)
+    finally:
+        if temp:
+            try:
+                os.unlink(temp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+        os.close(dfd)
+
+
+def remove_file(root: Path, relative: PurePosixPath) -> bool:
+    """Remove a file or link below `root`; False when it was already gone."""
+    parents, name = _split(relative)
+    try:
+        dfd = _open_dir(root, parents, create=False)
+    except ToolError:
+        return False
+    try:
+        os.unlink(name, dir_fd=dfd)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(dfd)
+
+
+def make_dirs(root: Path, relative: PurePosixPath) -> None:
+    """Create a folder and its missing parents below `root`."""
+    parts = tuple(p for p in relative.parts if p not in ("", "."))
+    os.close(_open_dir(root, parts, create=True))

@@ -1,0 +1,254 @@
+"""The reading side of the file tools: walking the roots, glob patterns,
+grep, and paginated reads. Everything here is read-only and checks a stop
+event so that a cancelled search ends promptly in its worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..security import fsafe
+from ..security.policy import Access, AccessPolicy, Root, Target
+from ..security.settings import FilesSettings
+from .registry import ToolError
+
+MAX_LISTED = 200
+MAX_MATCHES = 200
+MAX_VISITED = 200_000
+PAGE_CHARS = 60_000
+LINE_CHARS = 4_000
+_BINARY_PROBE = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """An entry met while walking the roots (its path as listed, not resolved)."""
+
+    path: Path
+    root: Root
+    is_dir: bool
+
+    @property
+    def relative(self) -> str:
+        return self.path.relative_to(self.root.path).as_posix()
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regular expression: `*` within a name, `**` across folders."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def matcher(pattern: str) -> tuple[str, re.Pattern[str]]:
+    """How a pattern is applied ('name', 'relative' or 'absolute') and its regex."""
+    text = pattern.strip()
+    if not text:
+        raise ToolError("the pattern is empty; use e.g. '*.md' or 'src/**/*.py'")
+    if ".." in Path(text).parts:
+        raise ToolError("patterns cannot contain '..'; use a path inside the allowed folders")
+    if text.startswith(("/", "~")):
+        return "absolute", glob_regex(os.path.expanduser(text))
+    if "/" not in text:
+        return "name", glob_regex(text)
+    return "relative", glob_regex(text[2:] if text.startswith("./") else text)
+
+
+def _matches(kind: str, regex: re.Pattern[str], found: Found) -> bool:
+    if kind == "name":
+        return bool(regex.match(found.path.name))
+    if kind == "absolute":
+        return bool(regex.match(str(found.path)))
+    return bool(regex.match(found.relative))
+
+
+def walk(policy: AccessPolicy, stop: threading.Event) -> Iterator[Found]:
+    """Every entry the policy lets the model see, root by root, never through links."""
+    visited = 0
+    for root in policy.roots:
+        if policy.denial(root.path, Access.READ) or not root.path.is_dir():
+            continue
+        for folder, dirnames, filenames in os.walk(root.path):
+            if stop.is_set():
+                return
+            base = Path(folder)
+            kept = []
+            for name in sorted(dirnames):
+                entry = base / name
+                if os.path.islink(entry):
+                    if _visible_link(policy, entry):
+                        yield Found(entry, root, False)
+                    continue
+                # A deeper root is walked on its own; the policy vets the rest.
+                if policy.denial(entry, Access.READ) or policy.root_of(entry) is not root:
+                    continue
+                kept.append(name)
+                yield Found(entry, root, True)
+            dirnames[:] = kept
+            for name in sorted(filenames):
+                entry = base / name
+                if os.path.islink(entry):
+                    if _visible_link(policy, entry):
+                        yield Found(entry, root, False)
+                elif not policy.denial(entry, Access.READ):
+                    yield Found(entry, root, False)
+            visited += len(dirnames) + len(filenames)
+            if visited > MAX_VISITED:
+                raise ToolError(
+                    f"the search stopped after {MAX_VISITED} entries; narrow it with a "
+                    "pattern naming a folder (e.g. 'src/**/*.py')"
+                )
+
+
+def _visible_link(policy: AccessPolicy, link: Path) -> bool:
+    return policy.denial(Path(os.path.realpath(link)), Access.READ, link) is None
+
+
+def find(policy: AccessPolicy, pattern: str, stop: threading.Event) -> str:
+    kind, regex = matcher(pattern)
+    hits = [
+        policy.display(f.path) + ("/" if f.is_dir else "")
+        for f in walk(policy, stop)
+        if _matches(kind, regex, f)
+    ]
+    if not hits:
+        return f"No files or folders match {pattern!r}. {policy.summary()}"
+    shown = hits[:MAX_LISTED]
+    more = (
+        f"\n(showing {MAX_LISTED} of {len(hits)}; narrow the pattern)"
+        if len(hits) > MAX_LISTED
+        else ""
+    )
+    return f"{len(hits)} match(es) for {pattern!r}:\n" + "\n".join(shown) + more
+
+
+def decode_text(target: Target, data: bytes) -> str:
+    """The text of a file, or a clear refusal when it is not text."""
+    if b"\0" in data[:_BINARY_PROBE]:
+        raise ToolError(
+            f"{target.requested} looks binary ({len(data)} bytes); the file tools only read "
+            "and edit text"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"{target.requested} is not UTF-8 text (byte {exc.start} cannot be decoded); the "
+            "file tools only read and edit text"
+        ) from None
+
+
+def read_text(policy: AccessPolicy, files: FilesSettings, target: Target) -> tuple[str, int]:
+    """A checked target's text and permission bits."""
+    content = fsafe.read_file(
+        target.root.path,
+        target.relative,
+        max_bytes=files.max_read_bytes,
+        allow_hard_links=files.allow_hard_links,
+    )
+    return decode_text(target, content.data), content.mode
+
+
+def grep(
+    policy: AccessPolicy,
+    files: FilesSettings,
+    query: str,
+    file_pattern: str | None,
+    stop: threading.Event,
+) -> str:
+    try:
+        regex = re.compile(query)
+    except re.error as exc:
+        raise ToolError(
+            f"the query is not a valid regular expression ({exc}); escape special characters "
+            "such as ( [ . * with a backslash"
+        ) from None
+    selector = matcher(file_pattern) if file_pattern else None
+    lines: list[str] = []
+    total = skipped = 0
+    for found in walk(policy, stop):
+        if found.is_dir or (selector and not _matches(*selector, found)):
+            continue
+        try:
+            target = policy.check(str(found.path), Access.READ)
+            text, _ = read_text(policy, files, target)
+        except ToolError:
+            skipped += 1  # binary, too large, hard-linked, or vanished
+            continue
+        shown = policy.display(found.path)
+        for number, line in enumerate(text.splitlines(), 1):
+            if regex.search(line):
+                total += 1
+                if len(lines) < MAX_MATCHES:
+                    lines.append(f"{shown}:{number}: {line[:300]}")
+    if not lines:
+        where = f" in files matching {file_pattern!r}" if file_pattern else ""
+        return f"No line matches {query!r}{where}."
+    tail = f"\n(showing {MAX_MATCHES} of {total} matching lines)" if total > MAX_MATCHES else ""
+    note = f"\n({skipped} binary, oversized or unreadable files were skipped)" if skipped else ""
+    return "\n".join(lines) + tail + note
+
+
+def read_page(
+    policy: AccessPolicy, files: FilesSettings, path: str, offset: int, limit: int
+) -> str:
+    if offset < 1:
+        raise ToolError("offset is a line number and starts at 1")
+    if limit < 1:
+        raise ToolError("limit must be at least 1 line")
+    target = policy.check(path, Access.READ)
+    text, _ = read_text(policy, files, target)
+    lines = text.splitlines()
+    shown = policy.display(target)
+    if not lines:
+        return f"{shown} is empty."
+    if offset > len(lines):
+        raise ToolError(f"{shown} has {len(lines)} lines; offset {offset} is past its end")
+    page: list[str] = []
+    size = 0
+    last = offset - 1
+    for number in range(offset, min(offset + limit, len(lines) + 1)):
+        line = lines[number - 1]
+        if len(line) > LINE_CHARS:
+            line = line[:LINE_CHARS] + f" [... line cut: {len(line)} characters in all]"
+        if page and size + len(line) > PAGE_CHARS:
+            break
+        page.append(line)
+        size += len(line) + 1
+        last = number
+    header = f"{shown}: lines {offset}-{last} of {len(lines)}"
+    footer = f"\n[more: call file_read with offset={last + 1}]" if last < len(lines) else ""
+    return header + "\n" + "\n".join(page) + footer

@@ -1,0 +1,168 @@
+"""`shell_execute`: a shell command in the sandbox, its file changes versioned.
+
+Cancellation: when the task running a call is cancelled, the command's
+whole process group (and, under bubblewrap, its PID namespace) is killed,
+the files it changed so far are committed, and the partial outcome is kept
+in `InterruptedRuns` under the call ID before CancelledError goes on. The
+orchestrator pops it to tell the model plainly what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from ..security.history import ChangeNote, Version
+from ..security.policy import AccessPolicy, real
+from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
+from ..security.settings import ShellSettings
+from ..security.versioning import Versions
+from .registry import Tool, ToolContext, ToolError, tool
+
+_KEPT_INTERRUPTIONS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptedRun:
+    """A command cancelled while it ran: it was killed; this is what it did."""
+
+    call_id: str
+    command: str
+    output: str  # capped like a normal result
+    output_bytes: int
+    versions: tuple[str, ...]  # versions recording the files it had changed
+
+    def describe(self) -> str:
+        """A plain account for the model's tool result."""
+        changed = (
+            f"Files it changed before that were recorded as version(s) {', '.join(self.versions)}."
+            if self.versions
+            else "It had changed no files."
+        )
+        return (
+            f"The command was cancelled while running and was killed with all its processes. "
+            f"{changed} Output so far ({self.output_bytes} bytes):\n{self.output}"
+        )
+
+
+class InterruptedRuns:
+    """Outcomes of cancelled shell calls, by call ID, until the orchestrator takes them."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[str, InterruptedRun] = OrderedDict()
+
+    def put(self, run: InterruptedRun) -> None:
+        self._runs[run.call_id] = run
+        while len(self._runs) > _KEPT_INTERRUPTIONS:
+            self._runs.popitem(last=False)
+
+    def pop(self, call_id: str) -> InterruptedRun | None:
+        return self._runs.pop(call_id, None)
+
+
+def shell_layout(policy: AccessPolicy, agent_data: Path, settings: ShellSettings) -> Layout:
+    """What a command may see now: the roots, minus the agent's data and the
+    secrets lying at the top of a root."""
+    writable = tuple(r.path for r in policy.writable_roots)
+    readonly = tuple(r.path for r in policy.roots if not r.writable)
+    hidden: list[Path] = []
+    data = real(agent_data)
+    if any(data.is_relative_to(folder) for folder in writable + readonly):
+        hidden.append(data)
+    for folder in writable + readonly:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name != ".git" and any(fnmatchcase(name, g) for g in policy.deny if "/" not in g):
+                hidden.append(folder / name)
+    return Layout(policy.workspace.path, writable, readonly, tuple(hidden), settings.network)
+
+
+def _result(command_timeout: float, finished: Finished, made: list[Version]) -> str:
+    if finished.timed_out:
+        head = (
+            f"The command timed out after {command_timeout:g} s and was killed with all its "
+            "processes."
+        )
+    else:
+        head = f"Exit code {finished.exit_code}."
+    if made:
+        paths = sorted({p for v in made for p in v.paths})
+        shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
+        head += f" Files changed: {shown} (version {', '.join(v.short for v in made)})."
+    body = finished.output if finished.output_bytes else "(no output)"
+    return f"{head}\n{body}"
+
+
+def shell_tools(
+    sandbox: Sandbox,
+    policy: AccessPolicy,
+    versions: Versions,
+    agent_data: Path,
+    interrupted: InterruptedRuns,
+) -> list[Tool]:
+    """`shell_execute`, bound to its sandbox and the workspaces' histories."""
+    settings = sandbox.settings
+
+    def record(ctx: ToolContext, command: str, suffix: str = "") -> list[Version]:
+        flat = " ".join(command.split())
+        note = ChangeNote(
+            "agent", f"shell_execute{suffix}: {flat[:150]}", ctx.turn_id, "shell_execute"
+        )
+        made = []
+        for root in policy.writable_roots:
+            version = versions.store_for(root).record(note)
+            if version is not None:
+                made.append(version)
+        return made
+
+    @tool(side_effects=True)
+    async def shell_execute(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
+        """Run a shell command (sh -c) in the workspace, inside a sandbox: the system is
+        read-only, only the workspace is writable (not its .git), there is no network
+        unless the person allowed it, and the output is cut to its head and tail.
+
+        Args:
+            command: The command line, e.g. 'pytest -q' or 'ls -la src'.
+            timeout: Seconds before the command is killed (default and maximum are
+                configured).
+        """
+        if not command.strip():
+            raise ToolError("the command is empty")
+        limit = settings.timeout_s if timeout is None else timeout
+        if limit <= 0:
+            raise ToolError("timeout must be a positive number of seconds")
+        limit = min(limit, settings.max_timeout_s)
+        layout = shell_layout(policy, agent_data, settings)
+        try:
+            await sandbox.check(layout)
+        except SandboxUnavailable as exc:
+            raise ToolError(f"the command was not run: {exc}") from None
+        for root in policy.writable_roots:
+            versions.store_for(root).record_person()  # the person's edits stay theirs
+        output = Output(settings.output_cap_bytes)
+        try:
+            finished = await sandbox.run(layout, command, limit, output)
+        except asyncio.CancelledError:
+            made = record(ctx, command, " (cancelled)")
+            interrupted.put(
+                InterruptedRun(
+                    ctx.call_id,
+                    command,
+                    output.render(),
+                    output.total,
+                    tuple(v.short for v in made),
+                )
+            )
+            raise
+        except SandboxUnavailable as exc:
+            raise ToolError(f"the command was not run: {exc}") from None
+        return _result(limit, finished, record(ctx, command))
+
+    return [shell_execute]

@@ -1,0 +1,95 @@
+"""Decisions of the access policy on resolved paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from noema.security.policy import Access, AccessDenied, AccessPolicy, Root
+
+
+@pytest.fixture
+def layout(tmp_path: Path):
+    home = tmp_path / "home"
+    (home / "docs" / "project").mkdir(parents=True)
+    (home / "agent").mkdir()
+    policy = AccessPolicy(
+        [Root(home / "docs", False), Root(home / "docs" / "project", True)],
+        deny=("*.pem", "private/*", f"{home}/docs/archive/*"),
+        protected=(home / "agent",),
+    )
+    return home, policy
+
+
+def test_workspace_is_the_first_read_write_root(layout):
+    home, policy = layout
+    assert policy.workspace.path == home / "docs" / "project"
+    assert policy.check("a.txt", Access.WRITE).path == home / "docs" / "project" / "a.txt"
+
+
+def test_innermost_root_decides_the_mode(layout):
+    home, policy = layout
+    assert policy.check(str(home / "docs" / "x.txt"), Access.READ).root.writable is False
+    with pytest.raises(AccessDenied, match="read-only"):
+        policy.check(str(home / "docs" / "x.txt"), Access.WRITE)
+    assert policy.check(str(home / "docs" / "project" / "y"), Access.WRITE).root.writable
+
+
+def test_deny_globs(layout):
+    home, policy = layout
+    for path in (
+        "key.pem",
+        "sub/deep/key.pem",
+        "private/diary.txt",
+        "private/a/b.txt",
+        str(home / "docs" / "archive" / "old.txt"),
+    ):
+        with pytest.raises(AccessDenied, match="deny rule"):
+            policy.check(path, Access.READ)
+    # A relative rule is anchored at its root, not matched anywhere.
+    assert policy.check("notes/private/diary.txt", Access.READ)
+
+
+def test_missing_file_under_a_linked_folder_is_resolved(layout, tmp_path: Path):
+    home, policy = layout
+    (home / "docs" / "project" / "out").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(AccessDenied, match="outside"):
+        policy.check("out/not/yet/there.txt", Access.WRITE)
+
+
+def test_link_inside_the_roots_is_followed(layout):
+    home, policy = layout
+    (home / "docs" / "project" / "up").symlink_to(home / "docs", target_is_directory=True)
+    target = policy.check("up/readme.md", Access.READ)
+    assert target.path == home / "docs" / "readme.md" and not target.root.writable
+
+
+def test_protected_folder_wins_over_roots(tmp_path: Path):
+    policy = AccessPolicy([Root(tmp_path, True)], protected=(tmp_path / "agent",))
+    with pytest.raises(AccessDenied, match="agent's own data"):
+        policy.check("agent/turns.db", Access.READ)
+
+
+def test_refusal_names_what_is_allowed(layout):
+    home, policy = layout
+    with pytest.raises(AccessDenied) as refused:
+        policy.check("/etc/passwd", Access.READ)
+    text = str(refused.value)
+    assert f"{home / 'docs'} (read-only)" in text and "the workspace" in text and "*.pem" in text
+
+
+def test_display_is_relative_in_the_workspace(layout):
+    home, policy = layout
+    assert policy.display(policy.check("a/b.txt", Access.READ)) == "a/b.txt"
+    assert policy.display(home / "docs" / "x") == str(home / "docs" / "x")
+
+
+def test_denial_is_pure(layout, tmp_path: Path):
+    home, policy = layout
+    ghost = home / "docs" / "project" / "never" / "created.txt"
+    assert policy.denial(ghost, Access.WRITE) is None
+    assert not ghost.parent.exists()
+    assert "outside" in policy.denial(Path("/etc/passwd"), Access.READ)
+    assert os.listdir(home / "docs" / "project") == []
