@@ -38,6 +38,11 @@ class AgentPaths:
         return cls(name, (home or noema_home()) / "agents" / name)
 
     @property
+    def agents_dir(self) -> Path:
+        """The folder of every agent on this machine (all of it private to each)."""
+        return self.root.parent
+
+    @property
     def config_file(self) -> Path:
         return self.root / "config.toml"
 

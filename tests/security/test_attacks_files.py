@@ -103,6 +103,16 @@ async def test_agent_data_inside_workspace_is_refused(inner_world: World):
     assert "agent's own data" in result.content
 
 
+async def test_another_agents_data_is_refused_too(inner_world: World):
+    sibling = inner_world.paths.agents_dir / "other"
+    sibling.mkdir()
+    (sibling / "secrets.toml").write_text(f'key = "{AGENT_SECRET}"\n')
+    result = await inner_world.call("file_read", path=".noema/agents/other/secrets.toml")
+    refused(result)
+    found = await inner_world.call("file_grep", query="SECRET", file_pattern="**/*.toml")
+    assert AGENT_SECRET not in found.content
+
+
 async def test_agent_data_through_a_symlink_is_refused(world: World):
     (world.ws / "cfg").symlink_to(world.paths.root, target_is_directory=True)
     refused(await world.call("file_read", path="cfg/secrets.toml"))

@@ -14,7 +14,7 @@ from tests.security.world import BWRAP
 @pytest.mark.skipif(not BWRAP, reason="the demo's shell steps need bubblewrap")
 async def test_demo_shows_the_safety_net(tmp_path: Path):
     printed: list[str] = []
-    await demo_hands(tmp_path / "demo", AgentPaths("demo", tmp_path / "agent"), printed.append)
+    await demo_hands(tmp_path / "demo", AgentPaths.for_agent("demo", tmp_path / "home"), printed.append)
     text = "\n".join(printed)
     assert "refused: cannot undo" in text and "changed after it by the person" in text
     assert "Undid " in text and "todo.md exists after the undo: False" in text

@@ -98,9 +98,10 @@ class AccessPolicy:
 
     @classmethod
     def from_settings(cls, files: FilesSettings, paths: AgentPaths) -> AccessPolicy:
-        """The policy for an agent: its roots, its deny globs, its data kept out."""
+        """The policy for an agent: its roots, its deny globs, and the data of
+        every agent on the machine (its own and its siblings') kept out."""
         roots = [Root(real(r.path), r.mode == "read-write") for r in files.roots]
-        return cls(roots, files.deny, (paths.root,))
+        return cls(roots, files.deny, (paths.agents_dir,))
 
     @property
     def writable_roots(self) -> tuple[Root, ...]:

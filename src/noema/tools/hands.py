@@ -67,6 +67,6 @@ def build_hands(
     interrupted = InterruptedRuns()
     gate = ApprovalGate(settings.autonomy, approver)
     raw = file_tools(policy, versions, settings.files) + shell_tools(
-        sandbox, policy, versions, paths.root, interrupted
+        sandbox, policy, versions, paths.agents_dir, interrupted
     )
     return Hands(tuple(gate.wrap_all(raw)), policy, versions, sandbox, gate, interrupted)
