@@ -54,6 +54,7 @@ class World:
     deny_extra: tuple[str, ...] = ()
     hands: Hands | None = None
     _ids: count = field(default_factory=lambda: count(1))
+    contexts: list = field(default_factory=list)
 
     @classmethod
     def make(cls, base: Path, *, agent_inside: bool = False) -> World:
@@ -106,10 +107,9 @@ class World:
         hands = self.hands or self.build()
         number = next(self._ids)
         registry = ToolRegistry(hands.tools)
-        return await registry.call(
-            ToolCall(f"call-{number}", name, json.dumps(arguments)),
-            ToolContext(f"call-{number}", 500 + number, 1),
-        )
+        ctx = ToolContext(f"call-{number}", 500 + number, 1)
+        self.contexts.append(ctx)
+        return await registry.call(ToolCall(ctx.call_id, name, json.dumps(arguments)), ctx)
 
     def close(self) -> None:
         if self.hands is not None:

@@ -15,7 +15,7 @@ from ..security.settings import HandsSettings
 from ..security.versioning import Versions
 from .files import file_tools
 from .registry import Tool
-from .shell import InterruptedRuns, shell_tools
+from .shell import shell_tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,6 @@ class Hands:
     versions: Versions
     sandbox: Sandbox
     gate: ApprovalGate  # attach the interface's Approver here
-    interrupted: InterruptedRuns  # partial outcomes of cancelled shell calls
 
     async def prepare(self) -> None:
         """Open the workspaces' histories and record their current state, in a
@@ -64,9 +63,8 @@ def build_hands(
         watch_changes=watch_changes,
     )
     sandbox = Sandbox(settings.shell)
-    interrupted = InterruptedRuns()
     gate = ApprovalGate(settings.autonomy, approver)
     raw = file_tools(policy, versions, settings.files) + shell_tools(
-        sandbox, policy, versions, paths.agents_dir, interrupted
+        sandbox, policy, versions, paths.agents_dir
     )
-    return Hands(tuple(gate.wrap_all(raw)), policy, versions, sandbox, gate, interrupted)
+    return Hands(tuple(gate.wrap_all(raw)), policy, versions, sandbox, gate)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import OrderedDict
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -23,14 +22,12 @@ from ..security.settings import ShellSettings
 from ..security.versioning import Versions
 from .registry import Tool, ToolContext, ToolError, tool
 
-_KEPT_INTERRUPTIONS = 64
 
 
 @dataclass(frozen=True, slots=True)
 class InterruptedRun:
     """A command cancelled while it ran: it was killed; this is what it did."""
 
-    call_id: str
     command: str
     output: str  # capped like a normal result
     output_bytes: int
@@ -47,21 +44,6 @@ class InterruptedRun:
             f"The command was cancelled while running and was killed with all its processes. "
             f"{changed} Output so far ({self.output_bytes} bytes):\n{self.output}"
         )
-
-
-class InterruptedRuns:
-    """Outcomes of cancelled shell calls, by call ID, until the orchestrator takes them."""
-
-    def __init__(self) -> None:
-        self._runs: OrderedDict[str, InterruptedRun] = OrderedDict()
-
-    def put(self, run: InterruptedRun) -> None:
-        self._runs[run.call_id] = run
-        while len(self._runs) > _KEPT_INTERRUPTIONS:
-            self._runs.popitem(last=False)
-
-    def pop(self, call_id: str) -> InterruptedRun | None:
-        return self._runs.pop(call_id, None)
 
 
 def shell_layout(policy: AccessPolicy, agent_data: Path, settings: ShellSettings) -> Layout:
@@ -105,7 +87,6 @@ def shell_tools(
     policy: AccessPolicy,
     versions: Versions,
     agent_data: Path,
-    interrupted: InterruptedRuns,
 ) -> list[Tool]:
     """`shell_execute`, bound to its sandbox and the workspaces' histories."""
     settings = sandbox.settings
@@ -151,15 +132,9 @@ def shell_tools(
             finished = await sandbox.run(layout, command, limit, output)
         except asyncio.CancelledError:
             made = record(ctx, command, " (cancelled)")
-            interrupted.put(
-                InterruptedRun(
-                    ctx.call_id,
-                    command,
-                    output.render(),
-                    output.total,
-                    tuple(v.short for v in made),
-                )
-            )
+            run = InterruptedRun(command, output.render(), output.total,
+                                 tuple(v.short for v in made))
+            ctx.interruption.append(run.describe())  # the orchestrator tells the model
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
