@@ -24,7 +24,9 @@ import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .paths import AgentPaths
+from .perception.settings import PerceptionSettings
 from .providers.settings import ModelSettings
+from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
 
 ENV_PREFIX = "NOEMA__"
 
@@ -75,6 +77,14 @@ class Config(_Section):
     models: ModelsSection = ModelsSection()
     cycle: CycleSection = CycleSection()
     storage: StorageSection = StorageSection()
+    files: FilesSettings = FilesSettings()
+    shell: ShellSettings = ShellSettings()
+    autonomy: AutonomySettings = AutonomySettings()
+    perception: PerceptionSettings = PerceptionSettings()
+
+    @property
+    def hands(self) -> HandsSettings:
+        return HandsSettings(files=self.files, shell=self.shell, autonomy=self.autonomy)
 
     @property
     def has_model(self) -> bool:

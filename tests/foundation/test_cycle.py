@@ -9,6 +9,7 @@ from noema.memory.turns import Flag, TurnKind
 from noema.orchestrator.agent import Agent, AgentListener
 from noema.orchestrator.context import build_messages, check_history
 from noema.orchestrator.cycle import CycleSettings, ReasoningCycle
+from noema.orchestrator.settings import ReflexSettings
 from noema.providers.base import ProviderError
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.tools.registry import ToolContext, ToolRegistry, tool
@@ -62,11 +63,13 @@ async def slow_job(ctx: ToolContext) -> str:
     return "done"
 
 
-def make_agent(session, provider, max_steps=24):
+def make_agent(session, provider, max_steps=24, message_while_busy="priority"):
     recorder = Recorder(session.store)
     cycle = ReasoningCycle(session, provider, ToolRegistry([remember, slow_job]),
                            lambda: "You are a test.", CycleSettings(max_steps=max_steps))
-    return Agent(session, cycle, recorder, context_window=1000), recorder
+    agent = Agent(session, cycle, recorder, context_window=1000,
+                  reflexes=ReflexSettings(message_while_busy=message_while_busy))
+    return agent, recorder
 
 
 def valid(session):
@@ -167,9 +170,9 @@ async def test_a_provider_failure_is_reported_and_the_history_stays_valid(sessio
     valid(session)
 
 
-async def test_messages_typed_during_a_cycle_wait_for_its_end(session):
+async def test_messages_typed_during_a_cycle_can_be_set_to_wait_for_its_end(session):
     provider = ScriptedProvider([say("first " * 50), say("second")], token_delay_s=0.002)
-    agent, rec = make_agent(session, provider)
+    agent, rec = make_agent(session, provider, message_while_busy="queue")
     agent.submit("one")
     await asyncio.wait_for(rec.streaming.wait(), 10)
     agent.submit("two")
@@ -177,6 +180,19 @@ async def test_messages_typed_during_a_cycle_wait_for_its_end(session):
     texts = [(t.kind, t.content.split()[0]) for t in session.turns]
     assert texts == [(TurnKind.USER, "one"), (TurnKind.ASSISTANT, "first"),
                      (TurnKind.USER, "two"), (TurnKind.ASSISTANT, "second")]
+    valid(session)
+
+
+async def test_by_default_a_message_typed_during_a_safe_thought_restarts_it(session):
+    provider = ScriptedProvider([say("first " * 50), say("second")], token_delay_s=0.002)
+    agent, rec = make_agent(session, provider)
+    agent.submit("one")
+    await asyncio.wait_for(rec.streaming.wait(), 10)
+    agent.submit("two")
+    await agent.idle()
+    texts = [(t.kind, t.content.split()[0]) for t in session.turns]
+    assert texts == [(TurnKind.USER, "one"), (TurnKind.USER, "two"),
+                     (TurnKind.ASSISTANT, "second")]
     valid(session)
 
 

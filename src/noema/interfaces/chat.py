@@ -16,6 +16,7 @@ from typing import TextIO
 
 from ..memory.turns import Flag, Turn, TurnKind
 from ..orchestrator.agent import Agent, AgentListener
+from ..orchestrator.core import Phase
 
 HELP = """\
 Commands:
@@ -91,6 +92,17 @@ def format_status(agent: Agent) -> str:
         f"state: {'working' if status.busy else 'idle'}"
         + (f", {status.waiting_messages} message(s) waiting" if status.waiting_messages else ""),
     ]
+    reflexes = status.reflexes
+    if reflexes is not None:
+        if status.waiting_events:
+            lines.append(f"events waiting: {status.waiting_events}"
+                         + (" (they wait for you to write)" if reflexes.held else ""))
+        if reflexes.world_budget_exhausted:
+            budget = f"budget for cycles the world starts is spent ({reflexes.world_tokens_spent:,}"
+            budget += f" of {reflexes.world_tokens_per_hour:,} tokens this hour)"
+            lines.append(budget + "; events wait for you")
+        if reflexes.guard_engaged:
+            lines.append("interruptions paused: the current cycle was cancelled too often")
     if status.last_input_tokens is not None:
         lines.append(f"last request, as counted by the model: {status.last_input_tokens:,} tokens")
     if status.save_point_id is not None:
@@ -154,7 +166,8 @@ async def run_chat(agent: Agent, *, banner: str, source: TextIO = sys.stdin,
                 continue
             was_busy = agent.busy
             agent.submit(text)
-            if was_busy:
+            # A message that interrupted the thought needs no note; one that waits does.
+            if was_busy and agent.core.phase is Phase.RUNNING:
                 listener.write("(noted: the agent reads it when the current cycle ends)\n")
     await agent.close()
 

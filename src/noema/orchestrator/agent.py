@@ -1,26 +1,77 @@
-"""The asyncio shell around reasoning cycles for a person at an interface.
+"""The asyncio shell around the reflexes: it feeds the core and does what it decides.
 
-It takes the person's messages, runs one cycle at a time, holds messages that
-arrive mid-cycle until the cycle ends, stops a cycle on request and repairs
-the history afterwards. On start it closes whatever a crashed process left
-open.
+Everything that happens (a message, a stop, a sensor event, a model chunk,
+a tool starting or ending, a cycle ending, a timer) becomes an input of
+`Reflexes`; every decision it returns is performed here, at once and in
+order: cycles run as tasks, a cancellation cancels the task (the model
+stream closes with it) and repairs the history, packages are written to the
+session. Cancelling and repairing are synchronous once the task is
+cancelled, so an interruption costs milliseconds, not a polling period.
+
+On start the shell closes whatever a crashed process left open and picks up
+messages that were stored but never answered.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..memory.session import Session
 from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
+from ..perception.clock import Clock, wall_clock
+from ..perception.events import Event, Urgency
+from ..perception.pipeline import Pipeline
+from ..perception.treatments import UnknownChannel
 from ..providers.base import ProviderError
+from .core import OrchestratorBug, Phase, Reflexes, ReflexStatus
 from .cycle import CycleListener, CycleProgress, ReasoningCycle
-from .repair import answer_unfinished, keep_partial_text, recover_crashed_cycles
+from .decisions import (
+    Decision,
+    Deliver,
+    Dropped,
+    HandOver,
+    KillTool,
+    Queued,
+    SafeCancel,
+    StartCycle,
+    StopCycle,
+    UnsafeCancel,
+    WakeAt,
+)
+from .delivery import Render, write_package
+from .inputs import (
+    CycleAborted,
+    CycleEnded,
+    Input,
+    ModelChunk,
+    Outcome,
+    Perceived,
+    PersonMessage,
+    PersonStop,
+    Polled,
+    StepStarted,
+    Tick,
+    ToolFinished,
+    ToolStarted,
+)
+from .repair import (
+    ToolReports,
+    answer_unfinished,
+    discard_cycle,
+    keep_partial_text,
+    recover_crashed_cycles,
+)
+from .settings import ReflexSettings
+from .urgency import UrgencyRules
 
 log = logging.getLogger(__name__)
+
+STOPPED_NOTE = "The person stopped you here. Wait for what they say next."
 
 
 class AgentListener(CycleListener):
@@ -30,6 +81,17 @@ class AgentListener(CycleListener):
     def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None: ...
     def on_notice(self, text: str) -> None: ...
     def on_idle(self) -> None: ...
+    def on_decision(self, decision: Decision) -> None:
+        """Every decision of the reflexes, as it is performed (for displays and logs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Senses:
+    """What the shell needs from perception: the pipeline (catalogue, gate,
+    archive) and how packed events are written for the model."""
+
+    pipeline: Pipeline
+    render: Render
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +103,29 @@ class AgentStatus:
     waiting_messages: int
     last_input_tokens: int | None
     save_point_id: int | None
+    reflexes: ReflexStatus | None = None
 
     @property
     def context_share(self) -> float:
         return self.context_tokens / self.context_window if self.context_window else 0.0
 
+    @property
+    def waiting_events(self) -> int:
+        return self.reflexes.waiting.events if self.reflexes else 0
+
+
+Abort = SafeCancel | UnsafeCancel | StopCycle
+
+# How a cancelled cycle is recorded in the store and told to the interface.
+_ABORT_STATUS: dict[type, str] = {
+    SafeCancel: "cancelled_safe",
+    UnsafeCancel: "cancelled_unsafe",
+    StopCycle: "stopped",
+}
+
 
 class Agent:
-    """One conversation: messages in, cycles run, history kept valid."""
+    """One conversation: the person and the senses in, cycles run, history kept valid."""
 
     def __init__(
         self,
@@ -57,15 +134,30 @@ class Agent:
         listener: AgentListener | None = None,
         *,
         context_window: int,
+        reflexes: ReflexSettings | None = None,
+        senses: Senses | None = None,
+        clock: Clock = wall_clock,
+        tool_reports: ToolReports | None = None,
     ) -> None:
         self.session = session
         self.cycle = cycle
         self.listener = listener or AgentListener()
         self.context_window = context_window
+        self.senses = senses
+        settings = reflexes or ReflexSettings()
+        self.rules = UrgencyRules.from_settings(settings.rules)
+        self.core = Reflexes(senses.pipeline.catalogue if senses else {}, settings)
+        self._clock = clock
+        self._tool_reports = tool_reports
         self._task: asyncio.Task[None] | None = None
+        self._run: int | None = None
         self._progress: CycleProgress | None = None
-        self._stop_requested = False
+        self._abort: Abort | None = None
+        self._started_call: int | None = None
+        self._staged: dict[int, Turn] = {}
+        self._timer: asyncio.TimerHandle | None = None
         self._last_input_tokens: int | None = None
+        self._tap = _Tap(self)
 
     # -- lifecycle --------------------------------------------------------
 
@@ -73,41 +165,44 @@ class Agent:
         """Repair what a previous process left and pick up unanswered messages."""
         for notice in recover_crashed_cycles(self.session):
             self.listener.on_notice(notice)
-        if self.session.staged():
-            self._ensure_running("restart")
+        for turn in self.session.staged():
+            if turn.id not in self._staged:
+                self._staged[turn.id] = turn
+                self._feed(PersonMessage(turn.id, self._clock()))
 
     async def close(self) -> None:
         """Stop any running cycle (its history repaired) before the process exits."""
-        if self._task and not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        task = self._task
+        if task and not task.done():
+            self._abort = None
+            task.cancel()
+            await asyncio.wait({task})
 
     # -- the person's side ------------------------------------------------
 
     def submit(self, text: str, *, channel: str = "terminal", sender: str | None = None) -> Turn:
         """Take a message from the person. It is stored before this returns."""
-        new = NewTurn(TurnKind.USER, text, channel=channel, sender=sender)
-        turn = self.session.stage(new)
-        self._ensure_running("user")
+        turn = self.session.stage(NewTurn(TurnKind.USER, text, channel=channel, sender=sender))
+        self._staged[turn.id] = turn
+        self._feed(PersonMessage(turn.id, self._clock()))
         return turn
 
     async def stop(self) -> bool:
-        """Stop the current cycle; False if there was none."""
+        """Stop the current cycle and wait until its history is repaired; False if none ran."""
         task = self._task
-        if task is None or task.done() or self._progress is None:
+        self._feed(PersonStop(self._clock()))
+        if task is None or task.done() or self.core.phase is not Phase.CANCELLING:
             return False
-        self._stop_requested = True
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(task)
+        await asyncio.wait({task})
         return True
 
     async def idle(self) -> None:
-        """Wait until no cycle runs and no message waits."""
-        while self._task and not self._task.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(self._task)
+        """Wait until no cycle runs (cycles that follow one another included)."""
+        while (task := self._task) is not None and not task.done():
+            await asyncio.wait({task})
 
     @property
     def busy(self) -> bool:
@@ -123,62 +218,222 @@ class Agent:
             waiting_messages=len(self.session.staged()),
             last_input_tokens=self._last_input_tokens,
             save_point_id=self.session.save_point_id,
+            reflexes=self.core.status(self._clock()),
         )
 
-    # -- driving cycles ---------------------------------------------------
+    # -- the senses' side ---------------------------------------------------
 
-    def _ensure_running(self, origin: str) -> None:
-        if not self.busy:
-            self._task = asyncio.get_running_loop().create_task(self._drive(origin))
-
-    async def _drive(self, origin: str) -> None:
-        """Run cycles while messages wait."""
-        while staged := self.session.staged():
-            self.session.admit(staged)
-            await self._one_cycle(origin)
-            origin = "user"
-        self.listener.on_idle()
-
-    async def _one_cycle(self, origin: str) -> None:
-        store = self.session.store
-        cycle_id = store.open_cycle(origin)
-        progress = self._progress = CycleProgress(cycle_id)
-        self.listener.on_cycle_start(cycle_id, origin)
-        outcome, error = "failed", None
+    def perceive(self, event: Event) -> None:
+        """A sensor's event (the hub's `on_event`): classified, gated, archived, fed."""
+        if self.senses is None:
+            log.warning("event %s from %s ignored: the agent has no senses", event.id, event.channel)
+            return
+        pipeline = self.senses.pipeline
+        info = pipeline.catalogue.get(event.channel)
+        verdict = self.rules.classify(event, info.default_urgency if info else Urgency.NORMAL)
+        now = self._clock()
         try:
-            outcome = await self.cycle.run(progress, self.listener)
+            archived = pipeline.admit(event, now, bypass_gate=verdict.bypass_stopped_sensor)
+        except UnknownChannel:
+            log.warning("event %s ignored: no sensor declares channel %s", event.id, event.channel)
+            return
+        if archived is not None:  # None: the model silenced the channel
+            self._feed(Perceived(archived, verdict.urgency, now))
+
+    def pending_events(self) -> str:
+        """What the model's own pool_event() call returns: every waiting event, packed."""
+        run = self.core.run
+        if run is None or self.senses is None:
+            raise OrchestratorBug("pool_event() was called outside a cycle or without senses")
+        now = self._clock()
+        for decision in self._feed(Polled(run, now)):
+            if isinstance(decision, HandOver):
+                return self.senses.render(decision.items, now)
+        raise OrchestratorBug("the core answered a poll without a HandOver")
+
+    # -- feeding the core and performing its decisions ------------------------------
+
+    def _feed(self, signal: Input) -> list[Decision]:
+        decisions = self.core.handle(signal)
+        for decision in decisions:
+            _PERFORM[type(decision)](self, decision)
+            self.listener.on_decision(decision)
+        return decisions
+
+    def _start_cycle(self, d: StartCycle) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._drive(d), name=f"cycle:{d.run}")
+
+    def _deliver(self, d: Deliver) -> None:
+        now = self._clock()
+        write_package(
+            self.session, d.package, notice=d.notice, staged=self._staged,
+            render=self.senses.render if self.senses else None, now=now,
+        )
+        for turn_id in d.package.person_turns:
+            self._staged.pop(turn_id, None)
+        if self.senses is not None and d.package.items:
+            # Sealing archive batches writes to disk; the events are already in
+            # the turn store, so it can wait until the next request is on its way.
+            asyncio.get_running_loop().call_soon(
+                self.senses.pipeline.delivered, d.package.items, now
+            )
+
+    def _hand_over(self, d: HandOver) -> None:
+        if self.senses is not None and d.items:
+            self.senses.pipeline.delivered(d.items, self._clock())
+
+    def _cancel(self, d: Abort) -> None:
+        self._abort = d
+        if isinstance(d, (SafeCancel, UnsafeCancel)):
+            self.listener.on_notice(f"interrupted: {d.cause.describe()}")
+        if self._task is not None:
+            self._task.cancel()
+
+    def _kill_tool(self, d: KillTool) -> None:
+        progress = self._progress
+        if progress is not None and progress.running_job is not None:
+            progress.running_job.cancel()
+
+    def _wake_at(self, d: WakeAt) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if d.when is not None:
+            delay = max(0.0, d.when - self._clock())
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._feed(Tick(self._clock()))
+
+    def _note(self, d: Queued | Dropped) -> None:
+        if isinstance(d, Dropped):
+            log.info("event %s dropped: %s", d.event_id, d.reason)
+        else:
+            log.debug("%s waits: %s", d.ref, d.reason.value)
+
+    # -- one cycle ---------------------------------------------------------------
+
+    async def _drive(self, start: StartCycle) -> None:
+        store = self.session.store
+        cycle_id = store.open_cycle(start.origin.value)
+        progress = self._progress = CycleProgress(cycle_id)
+        self._run = start.run
+        self.listener.on_cycle_start(cycle_id, start.origin.value)
+        outcome, error, why = Outcome.FAILED, None, None
+        try:
+            end = await self.cycle.run(progress, self._tap)
+            outcome = Outcome(end.value)
         except asyncio.CancelledError:
-            if not self._stop_requested:
+            if self._abort is None:  # the agent is shutting down
                 self._repair(progress, "the agent was shut down", stopped=False)
-                store.close_cycle(cycle_id, "shutdown")
-                self.listener.on_cycle_end(cycle_id, "shutdown", None)
+                self._close(progress, "shutdown", None)
                 raise
-            outcome = "stopped"
-            self._repair(progress, "the person stopped the cycle", stopped=True)
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the cancellation was ours and ends here
         except ProviderError as exc:
-            error = str(exc)
-            self._repair(progress, "the model request failed", stopped=False)
+            error, why = str(exc), "the model request failed"
         except Exception as exc:  # a bug of ours: logged in full, told plainly
             log.exception("cycle %s failed", cycle_id)
             error = f"internal error ({type(exc).__name__}: {exc}); see the log for details"
-            self._repair(progress, "of an internal error", stopped=False)
-        finally:
-            self._stop_requested = False
-            self._progress = None
-            if progress.usage:
-                self._last_input_tokens = progress.usage.input_tokens
-        store.close_cycle(cycle_id, str(outcome))
-        self.listener.on_cycle_end(cycle_id, str(outcome), error)
+            why = "of an internal error"
+        if self._abort is not None:
+            # Even a cycle that ended as the cancellation arrived is aborted as decided.
+            self._finish_abort(start.run, progress, self._abort)
+            return
+        if why is not None:
+            self._repair(progress, why, stopped=False)
+        self._close(progress, outcome.value, error)
+        self._feed(CycleEnded(start.run, outcome, progress.tokens, self._clock()))
+        self._idle_unless_followed()
+
+    def _finish_abort(self, run: int, progress: CycleProgress, abort: Abort) -> None:
+        if isinstance(abort, SafeCancel):
+            discard_cycle(self.session, progress)
+        elif isinstance(abort, UnsafeCancel):
+            answer_unfinished(self.session, progress, abort.cause.describe(), self._tool_reports)
+        else:
+            self._repair(progress, "the person stopped the cycle", stopped=True)
+        self._abort = None
+        self._close(progress, _ABORT_STATUS[type(abort)], None)
+        self._feed(CycleAborted(run, progress.tokens, self._clock()))
+        self._idle_unless_followed()
+
+    def _close(self, progress: CycleProgress, status: str, error: str | None) -> None:
+        self.session.store.close_cycle(progress.cycle_id, status)
+        self._progress = None
+        self._run = None
+        self._started_call = None
+        if progress.usage:
+            self._last_input_tokens = progress.usage.input_tokens
+        self.listener.on_cycle_end(progress.cycle_id, status, error)
+
+    def _idle_unless_followed(self) -> None:
+        # Called by a cycle's task as it ends: if no next cycle replaced it, the agent is idle.
+        if self._task is asyncio.current_task():
+            self.listener.on_idle()
 
     def _repair(self, progress: CycleProgress, why: str, *, stopped: bool) -> None:
         keep_partial_text(self.session, progress, in_context=stopped)
-        answer_unfinished(self.session, progress, why)
+        answer_unfinished(self.session, progress, why, self._tool_reports)
         if stopped:
-            self.session.append(
-                NewTurn(
-                    TurnKind.NOTE,
-                    "The person stopped you here. Wait for what they say next.",
-                    cycle_id=progress.cycle_id,
-                    flags=Flag.SYNTHETIC,
-                )
+            note = self.session.append(
+                NewTurn(TurnKind.NOTE, STOPPED_NOTE, cycle_id=progress.cycle_id,
+                        flags=Flag.SYNTHETIC)
             )
+            progress.stored.append(note.id)
+
+
+class _Tap(CycleListener):
+    """Feeds the core from the running cycle, then forwards to the interface."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def _run(self) -> int:
+        run = self.agent._run
+        if run is None:
+            raise OrchestratorBug("a cycle reported progress with no run in flight")
+        return run
+
+    def on_model_request(self, step: int) -> None:
+        a = self.agent
+        a._feed(StepStarted(self._run(), step, a._clock()))
+        a.listener.on_model_request(step)
+
+    def on_text(self, delta: str) -> None:
+        a = self.agent
+        a._feed(ModelChunk(self._run(), a._clock()))
+        a.listener.on_text(delta)
+
+    def on_turn(self, turn: Turn) -> None:
+        self.agent.listener.on_turn(turn)
+
+    def on_tool_start(self, call: Turn, side_effects: bool) -> None:
+        a = self.agent
+        a._started_call = call.id
+        a._feed(ToolStarted(self._run(), call.id, call.tool_name or "?", side_effects, a._clock()))
+        a.listener.on_tool_start(call, side_effects)
+
+    def on_tool_end(self, call: Turn, result: Turn) -> None:
+        a = self.agent
+        # Calls refused before running (unknown tool, bad arguments) never started.
+        if a._started_call == call.id:
+            a._started_call = None
+            a._feed(ToolFinished(self._run(), call.id, not result.has(Flag.ERROR), a._clock()))
+        a.listener.on_tool_end(call, result)
+
+
+_PERFORM: dict[type, Callable[[Agent, Any], None]] = {
+    StartCycle: Agent._start_cycle,
+    Deliver: Agent._deliver,
+    HandOver: Agent._hand_over,
+    SafeCancel: Agent._cancel,
+    UnsafeCancel: Agent._cancel,
+    StopCycle: Agent._cancel,
+    KillTool: Agent._kill_tool,
+    WakeAt: Agent._wake_at,
+    Queued: Agent._note,
+    Dropped: Agent._note,
+}

@@ -10,11 +10,13 @@ reads to repair the history (see `repair.py`).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..memory.session import Session
+from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
 from ..providers.base import (
     ModelRequest,
@@ -22,9 +24,10 @@ from ..providers.base import (
     ResponseBuilder,
     TextDelta,
     ToolCall,
+    ToolSpec,
     Usage,
 )
-from ..tools.registry import ToolContext, ToolRegistry, ToolResult
+from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
 from .context import build_messages
 
 
@@ -62,9 +65,12 @@ class CycleProgress:
     running: Turn | None = None  # the call whose tool is running now
     running_context: ToolContext | None = None
     running_side_effects: bool = False
+    running_job: asyncio.Task[ToolResult] | None = None  # the tool's own task, to kill it alone
+    running_began: bool = False  # the running tool's code was entered (it may have acted)
     side_effects_started: int = 0
     last_confirmed_action: str | None = None
     usage: Usage | None = None
+    tokens: int = 0  # input and output over all the cycle's model calls
 
 
 class ReasoningCycle:
@@ -83,6 +89,15 @@ class ReasoningCycle:
         self.tools = tools
         self.system_prompt = system_prompt
         self.settings = settings
+        self._specs: tuple[tuple[str, ...], tuple[ToolSpec, ...]] | None = None
+
+    def _tool_specs(self) -> tuple[ToolSpec, ...]:
+        # Building JSON schemas costs milliseconds per request, on the path of
+        # every restart after an interruption; tools are only ever added.
+        names = tuple(self.tools.names())
+        if self._specs is None or self._specs[0] != names:
+            self._specs = (names, self.tools.specs())
+        return self._specs[1]
 
     async def run(self, progress: CycleProgress, listener: CycleListener) -> CycleEnd:
         """Run the cycle recorded in `progress` to its end."""
@@ -110,18 +125,27 @@ class ReasoningCycle:
         """One model call; stores its text and tool calls, returns the calls."""
         request = ModelRequest(
             messages=build_messages(self.system_prompt(), self.session.turns),
-            tools=self.tools.specs(),
+            tools=self._tool_specs(),
             max_tokens=self.settings.max_output_tokens,
             temperature=self.settings.temperature,
         )
         listener.on_model_request(progress.step)
         builder = ResponseBuilder()
         progress.partial.clear()
-        async for event in self.provider.stream(request):
-            builder.feed(event)
-            if isinstance(event, TextDelta):
-                progress.partial.append(event.text)
-                listener.on_text(event.text)
+        # Charged before the stream: a request cut short was still paid for.
+        estimated_input = sum(estimate_tokens(m.content) for m in request.messages)
+        try:
+            async for event in self.provider.stream(request):
+                builder.feed(event)
+                if isinstance(event, TextDelta):
+                    progress.partial.append(event.text)
+                    listener.on_text(event.text)
+        finally:
+            usage = builder.usage
+            progress.tokens += (
+                usage.input_tokens + usage.output_tokens if usage
+                else estimated_input + estimate_tokens(builder.text)
+            )
         response = builder.build()
         progress.usage = response.usage or progress.usage
 
@@ -160,9 +184,39 @@ class ReasoningCycle:
             if found.side_effects:
                 progress.side_effects_started += 1
             listener.on_tool_start(call, found.side_effects)
-            result = await self.tools.run(found, args, ctx)
-            if found.side_effects and not result.is_error:
-                progress.last_confirmed_action = f"{found.name} (turn {call.id})"
+            progress.running_began = False
+            job = progress.running_job = asyncio.ensure_future(
+                self._run_tool(found, args, ctx, progress)
+            )
+            try:
+                result = await job
+            except asyncio.CancelledError:
+                # Cancelled after the tool had already returned: its result is
+                # true and is stored before the cancellation goes on.
+                if not job.done() or job.cancelled() or job.exception() is not None:
+                    raise
+                self._store_result(call, job.result(), progress, listener)
+                raise
+            finally:
+                progress.running_job = None
+        self._store_result(call, result, progress, listener)
+        # A tool that finished despite a cancellation (an atomic write does) has
+        # its true result stored above; the cancellation still stands.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
+
+    async def _run_tool(
+        self, found: Tool, args: dict, ctx: ToolContext, progress: CycleProgress
+    ) -> ToolResult:
+        progress.running_began = True
+        return await self.tools.run(found, args, ctx)
+
+    def _store_result(
+        self, call: Turn, result: ToolResult, progress: CycleProgress, listener: CycleListener
+    ) -> None:
+        if progress.running_side_effects and not result.is_error:
+            progress.last_confirmed_action = f"{call.tool_name} (turn {call.id})"
         stored = self.session.append(result_turn(call, result, progress.cycle_id))
         progress.running = progress.running_context = None
         progress.running_side_effects = False

@@ -1,0 +1,87 @@
+"""Packages into the history: the person's messages and the pool_event pattern.
+
+Events reach the model as a synthetic assistant call to `pool_event()` and
+its result (kind EVENT), so the strict role order of every provider holds
+and only the orchestrator can write such turns. The person's messages were
+stored when typed (staged) and are admitted here. After an unsafe
+cancellation the `haveCurrentOperationsBeenCancelled()` notice comes first.
+Everything one `Deliver` writes is one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from ..memory.session import Session
+from ..memory.turns import Flag, NewTurn, Turn, TurnKind
+from ..perception.items import Item
+from .decisions import Package, PersonEntry, WorldEntry
+from .repair import cancellation_notice
+
+POOL_EVENT = "pool_event"
+
+Render = Callable[[Sequence[Item], float], str]
+"""Packs items as the text of a pool_event result, at a given time."""
+
+
+def synthetic_call_id(prefix: str) -> str:
+    """A call ID no model will ever reuse (IDs must be unique over the history)."""
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def pool_event_turns(text: str, call_id: str) -> list[NewTurn]:
+    """The synthetic pool_event() call and its result carrying packed events."""
+    return [
+        NewTurn(
+            TurnKind.TOOL_CALL, tool_name=POOL_EVENT, call_id=call_id, arguments="{}",
+            flags=Flag.SYNTHETIC,
+        ),
+        NewTurn(TurnKind.EVENT, text, tool_name=POOL_EVENT, call_id=call_id, flags=Flag.SYNTHETIC),
+    ]
+
+
+def groups(package: Package) -> Iterator[tuple[PersonEntry, ...] | tuple[WorldEntry, ...]]:
+    """Runs of consecutive entries of one kind, in package order: each run of
+    events becomes one pool_event delivery, each run of messages is admitted."""
+    run: list = []
+    for entry in package.entries:
+        if run and type(run[-1]) is not type(entry):
+            yield tuple(run)
+            run = []
+        run.append(entry)
+    if run:
+        yield tuple(run)
+
+
+def write_package(
+    session: Session,
+    package: Package,
+    *,
+    notice: bool,
+    staged: Mapping[int, Turn],
+    render: Render | None,
+    now: float,
+) -> list[Turn]:
+    """Append a package (after the cancellation notice, if asked) in one
+    transaction; returns the turns now at the end of the session."""
+    before = len(session)
+    with session.store.transaction():
+        if notice:
+            session.append_all(cancellation_notice(None, synthetic_call_id("cancelled")))
+        for run in groups(package):
+            if isinstance(run[0], PersonEntry):
+                session.admit([_staged_turn(session, staged, e.turn_id) for e in run])
+                continue
+            if render is None:
+                raise ValueError("events cannot be delivered without a renderer")
+            items = [e.item for e in run if isinstance(e, WorldEntry)]
+            session.append_all(pool_event_turns(render(items, now), synthetic_call_id("pool")))
+    return list(session.turns[before:])
+
+
+def _staged_turn(session: Session, staged: Mapping[int, Turn], turn_id: int) -> Turn:
+    turn = staged.get(turn_id) or session.store.get(turn_id)
+    if turn is None:
+        raise LookupError(f"the person's message {turn_id} is not in the store")
+    return turn
