@@ -330,24 +330,22 @@ async def test_the_status_reports_the_reflexes(session):
     assert not rec.of(UnsafeCancel)
 
 
-async def test_a_tool_that_keeps_its_account_elsewhere_is_heard(session):
-    kept: dict[str, str] = {}
-
+async def test_a_cancelled_tool_tells_the_model_what_it_did(session):
     @tool(side_effects=True)
     async def long_command(ctx: ToolContext) -> str:
-        """A command whose outcome on cancellation is kept by call ID."""
+        """A command that reports its effect when it is cancelled."""
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
-            kept[ctx.call_id] = "Killed with its processes; output so far: 'compiling 3/9'."
+            ctx.interruption.append("Killed with its processes; output so far: 'compiling 3/9'.")
             raise
         return "done"
 
     provider = ScriptedProvider([say("", call("long_command")), say("Noted.")])
-    agent, rec = make_agent(session, provider, [long_command], tool_reports=lambda cid: kept.pop(cid, None))
+    agent, rec = make_agent(session, provider, [long_command])
     agent.submit("build it")
     await wait(rec.tool_started)
     agent.perceive(event("pager", "evt-13"))
     await agent.idle()
     result = next(t for t in session.turns if t.tool_name == "long_command" and t.is_result)
-    assert "compiling 3/9" in result.content and not kept
+    assert "compiling 3/9" in result.content

@@ -46,7 +46,7 @@ def test_the_tools_and_their_side_effects(setup):
                                 "pool_event", "sensor_start", "sensor_status", "sensor_stop"]
     effects = {n: registry.get(n).side_effects for n in registry.names()}
     assert effects == {"get_sensor_capabilities": False, "lookup_sensory_archive": False,
-                       "pool_event": True, "sensor_start": True, "sensor_status": False,
+                       "pool_event": False, "sensor_start": True, "sensor_status": False,
                        "sensor_stop": True}
 
 

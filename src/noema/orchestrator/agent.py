@@ -60,7 +60,6 @@ from .inputs import (
     ToolStarted,
 )
 from .repair import (
-    ToolReports,
     answer_unfinished,
     discard_cycle,
     keep_partial_text,
@@ -137,7 +136,6 @@ class Agent:
         reflexes: ReflexSettings | None = None,
         senses: Senses | None = None,
         clock: Clock = wall_clock,
-        tool_reports: ToolReports | None = None,
     ) -> None:
         self.session = session
         self.cycle = cycle
@@ -148,7 +146,6 @@ class Agent:
         self.rules = UrgencyRules.from_settings(settings.rules)
         self.core = Reflexes(senses.pipeline.catalogue if senses else {}, settings)
         self._clock = clock
-        self._tool_reports = tool_reports
         self._task: asyncio.Task[None] | None = None
         self._run: int | None = None
         self._progress: CycleProgress | None = None
@@ -352,7 +349,7 @@ class Agent:
         if isinstance(abort, SafeCancel):
             discard_cycle(self.session, progress)
         elif isinstance(abort, UnsafeCancel):
-            answer_unfinished(self.session, progress, abort.cause.describe(), self._tool_reports)
+            answer_unfinished(self.session, progress, abort.cause.describe())
         else:
             self._repair(progress, "the person stopped the cycle", stopped=True)
         self._abort = None
@@ -376,7 +373,7 @@ class Agent:
 
     def _repair(self, progress: CycleProgress, why: str, *, stopped: bool) -> None:
         keep_partial_text(self.session, progress, in_context=stopped)
-        answer_unfinished(self.session, progress, why, self._tool_reports)
+        answer_unfinished(self.session, progress, why)
         if stopped:
             note = self.session.append(
                 NewTurn(TurnKind.NOTE, STOPPED_NOTE, cycle_id=progress.cycle_id,

@@ -11,17 +11,12 @@ uncertain so the model checks before retrying.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from ..memory.session import Session
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
 from .cycle import CycleProgress
 
 CANCELLED_TOOL = "haveCurrentOperationsBeenCancelled"
-
-ToolReports = Callable[[str], str | None]
-"""What a tool left, by call ID, to say what it did when it was cancelled."""
-
 
 def keep_partial_text(
     session: Session, progress: CycleProgress, *, in_context: bool = False
@@ -63,21 +58,17 @@ def discard_cycle(session: Session, progress: CycleProgress) -> None:
     progress.unanswered.clear()
 
 
-def answer_unfinished(
-    session: Session, progress: CycleProgress, why: str, reports: ToolReports | None = None
-) -> list[Turn]:
+def answer_unfinished(session: Session, progress: CycleProgress, why: str) -> list[Turn]:
     """Give each stored-but-unanswered call a result that tells what happened.
 
     `why` completes "... because {why}", e.g. "the person stopped the cycle".
-    A cancelled tool's account of its effect comes from its ToolContext or,
-    for tools that keep it elsewhere, from `reports`.
+    A cancelled tool's account of its effect comes from its ToolContext.
     """
     keep_partial_text(session, progress)
     news = []
     for call in progress.unanswered:
         if progress.running is not None and call.id == progress.running.id:
-            extra = reports(call.call_id or "") if reports else None
-            news.append(_interrupted_result(call, progress, why, extra))
+            news.append(_interrupted_result(call, progress, why))
         else:
             news.append(
                 NewTurn(
@@ -97,12 +88,8 @@ def answer_unfinished(
     return stored
 
 
-def _interrupted_result(
-    call: Turn, progress: CycleProgress, why: str, extra: str | None = None
-) -> NewTurn:
+def _interrupted_result(call: Turn, progress: CycleProgress, why: str) -> NewTurn:
     reported = list(progress.running_context.interruption) if progress.running_context else []
-    if extra:
-        reported.append(extra)
     if not progress.running_began and not reported:
         text = (
             f"Not run: this call was cancelled before it started because {why}. "

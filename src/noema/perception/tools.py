@@ -43,11 +43,12 @@ def pool_event_tool(pending: Pending) -> Tool:
     """`pool_event()`: the events waiting for the model, packed and rendered.
 
     `pending` belongs to the orchestrator: it drains its queue and renders
-    it. Taking events off the queue is a change that a discarded response
-    would lose, so the tool declares side effects.
+    it. The orchestrator puts polled events back if the cycle is discarded,
+    so polling changes nothing for good and the tool is read-only: a model
+    that looks at its senses does not make its thought unsafe to cancel.
     """
 
-    @tool(side_effects=True)
+    @tool(side_effects=False)
     async def pool_event(ctx: ToolContext) -> str:
         """Receive the events your senses reported that you have not seen yet
         (messages, log activity, file changes, state updates), packed and

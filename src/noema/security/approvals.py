@@ -9,6 +9,8 @@ explanation rather than run unasked.
 
 from __future__ import annotations
 
+import asyncio
+
 import inspect
 import logging
 from collections.abc import Iterable
@@ -107,6 +109,11 @@ class ApprovalGate:
         )
         try:
             approved = await self._approver(request)
+        except asyncio.CancelledError:
+            ctx.interruption.append(
+                "It never ran: it was still waiting for the person's approval, so it had no effect."
+            )
+            raise
         except ToolError:
             raise
         except Exception as exc:  # the interface failed; the call must not run unasked
