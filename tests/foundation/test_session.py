@@ -62,3 +62,16 @@ def test_marks_apply_to_the_session_copy_and_the_store(store, session):
     session.mark([t.id], Flag.PRUNED)
     assert session.turns[0].has(Flag.PRUNED)
     assert Session.load(store).turns[0].has(Flag.PRUNED)
+
+
+def test_a_failed_transaction_leaves_memory_and_disk_in_agreement(store, session):
+    session.append(NewTurn(TurnKind.USER, "kept"))
+    waiting = session.stage(NewTurn(TurnKind.USER, "staged"))
+    with pytest.raises(RuntimeError):
+        with session.transaction():
+            session.admit([waiting])
+            session.append(NewTurn(TurnKind.ASSISTANT, "half"))
+            raise RuntimeError("crash in the middle of a delivery")
+    assert [t.content for t in session.turns] == ["kept"]
+    assert Session.load(store).ids() == session.ids()
+    assert [t.id for t in session.staged()] == [waiting.id]

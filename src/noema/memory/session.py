@@ -8,7 +8,8 @@ exactly the one that was acknowledged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 from .store import PREFIXED_COLUMNS, TurnStore, row_to_turn
@@ -66,17 +67,22 @@ class Session:
         self._turns.append(turn)
         return turn
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Several changes as one: on failure the database rolls back and the
+        in-memory session returns to what it was, so the two never disagree."""
+        turns, save_point = list(self._turns), self.save_point_id
+        try:
+            with self.store.transaction():
+                yield
+        except BaseException:
+            self._turns, self.save_point_id = turns, save_point
+            raise
+
     def append_all(self, news: Iterable[NewTurn]) -> list[Turn]:
         """Append several turns in one transaction (all or none)."""
-        with self.store.transaction():
-            added = []
-            try:
-                for new in news:
-                    added.append(self.append(new))
-            except BaseException:
-                del self._turns[len(self._turns) - len(added) :]
-                raise
-        return added
+        with self.transaction():
+            return [self.append(new) for new in news]
 
     def stage(self, new: NewTurn) -> Turn:
         """Store a turn now (it is acknowledged) but keep it out of the context

@@ -66,7 +66,7 @@ def write_package(
     """Append a package (after the cancellation notice, if asked) in one
     transaction; returns the turns now at the end of the session."""
     before = len(session)
-    with session.store.transaction():
+    with session.transaction():
         if notice:
             session.append_all(cancellation_notice(None, synthetic_call_id("cancelled")))
         for run in groups(package):
