@@ -1,24 +1,46 @@
 """The composition root: the one place that wires the parts of an agent together.
 
-Nothing else reaches across packages; interfaces receive an `App` built here.
+Nothing else reaches across packages; interfaces receive an `App` built here,
+call `await app.start()` inside their event loop and `await app.aclose()` at
+the end.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo
 
 from .config import Config, load_secrets
 from .identity import Identity
 from .memory.session import Session
 from .memory.store import TurnStore
-from .orchestrator.agent import Agent, AgentListener
+from .memory.turns import TurnKind
+from .orchestrator.agent import Agent, AgentListener, Senses
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
 from .orchestrator.prompt import build_system_prompt
 from .paths import AgentPaths
+from .perception import (
+    Pipeline,
+    SensorCrash,
+    SensorHub,
+    SensoryArchive,
+    SessionDelimiter,
+    perception_tools,
+    render_pool_event,
+    wall_clock,
+)
+from .perception.sensors import build_sensors
 from .providers.base import Provider
+from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
+from .tools.hands import Hands, build_hands
 from .tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
 
 
 class NoModelConfigured(Exception):
@@ -37,8 +59,40 @@ class App:
     provider: Provider
     tools: ToolRegistry
     agent: Agent
+    hands: Hands
+    pipeline: Pipeline
+    hub: SensorHub
+    _background: list[asyncio.Task] = field(default_factory=list)
+
+    def attach_approver(self, approver: Approver | None) -> None:
+        """Who is asked when a tool's autonomy level is `ask`."""
+        self.hands.gate.attach(approver)
+
+    async def start(self) -> None:
+        """Repair what a previous process left, then let the senses speak."""
+        self.agent.start()
+        self.hub.start()
+        # The first snapshot of a large workspace takes seconds; not on the first write.
+        self._background.append(asyncio.create_task(self.hands.prepare()))
+
+    async def aclose(self) -> None:
+        """Stop cleanly: sensors, the running cycle (history repaired), then storage."""
+        await self.hub.stop()
+        await self.agent.close()
+        for task in self._background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        closer = getattr(self.provider, "aclose", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()
+        self.close()
 
     def close(self) -> None:
+        """Release files and databases (for use outside an event loop)."""
+        self.hands.close()
+        self.pipeline.archive.close()
         self.store.close()
 
 
@@ -64,28 +118,69 @@ def build_app(
     *,
     provider: Provider | None = None,
     listener: AgentListener | None = None,
+    approver: Approver | None = None,
 ) -> App:
-    """Open the agent's data and wire store, session, tools, model and shell."""
+    """Open the agent's data and wire store, session, senses, hands, model and shell."""
     paths.ensure()
+    listener = listener or AgentListener()
+    zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else ZoneInfo("UTC")
     store = TurnStore(paths.turns_db, durable_to_power_loss=config.storage.durability == "power")
     session = Session.load(store)
     identity = Identity(paths.identity_dir)
     identity.ensure_defaults()
     provider = provider or build_provider_from_config(config, paths)
+    hands = build_hands(config.hands, paths, approver)
 
-    tools = ToolRegistry([*time_tools(config.agent.timezone), *identity_tools(identity)])
+    senses = config.perception
+    sensors = build_sensors(
+        senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone
+    )
+    pipeline = Pipeline(
+        SensoryArchive(paths.archive_db, flush_every=senses.archive_flush_every),
+        [s.info for s in sensors],
+        max_silence=senses.max_silence,
+    )
+    delimiter = SessionDelimiter.new()
+
+    def render(items, now: float) -> str:
+        return render_pool_event(items, delimiter, now=now, k=senses.sandwich_k, tz=zone,
+                                 max_chars=senses.max_text_chars)
+
+    agent_ref: list[Agent] = []  # pool_event needs the agent, built below
+    tools = ToolRegistry([
+        *time_tools(config.agent.timezone),
+        *identity_tools(identity),
+        *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter,
+                          pending=lambda: agent_ref[0].pending_events(), tz=zone),
+        *hands.tools,
+    ])
 
     def system_prompt() -> str:
-        return build_system_prompt(
-            identity, agent_name=paths.name, language=config.agent.language
+        return build_system_prompt(identity, agent_name=paths.name,
+                                   language=config.agent.language)
+
+    cycle = ReasoningCycle(session, provider, tools, system_prompt,
+                           CycleSettings(max_steps=config.cycle.max_steps))
+    agent = Agent(session, cycle, listener, context_window=provider.context_window,
+                  reflexes=config.reflexes, senses=Senses(pipeline, render))
+    agent_ref.append(agent)
+
+    def sensor_crashed(crash: SensorCrash) -> None:
+        log.warning("sensor %s crashed: %s", crash.channel, crash.error)
+        listener.on_notice(
+            f"the {crash.channel} sensor failed ({crash.error}); retrying in {crash.retry_in:.0f} s"
         )
 
-    cycle = ReasoningCycle(
-        session,
-        provider,
-        tools,
-        system_prompt,
-        CycleSettings(max_steps=config.cycle.max_steps),
-    )
-    agent = Agent(session, cycle, listener, context_window=provider.context_window)
-    return App(paths, config, store, session, identity, provider, tools, agent)
+    hub = SensorHub(agent.perceive, on_crash=sensor_crashed, clock=wall_clock)
+    for sensor in sensors:
+        hub.add(sensor)
+    return App(paths, config, store, session, identity, provider, tools, agent, hands,
+               pipeline, hub)
+
+
+def _last_exchange(session: Session) -> float | None:
+    """When the person and the model last spoke (for the clock sensor)."""
+    for turn in reversed(session.turns):
+        if turn.kind in (TurnKind.USER, TurnKind.ASSISTANT):
+            return turn.ts
+    return None

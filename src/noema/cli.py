@@ -93,10 +93,7 @@ def chat(obj: Context) -> None:
         f"Noema · agent {obj.paths.name} · model {app.provider.name}/{app.provider.model}\n"
         f"data: {obj.paths.root}\n/help lists the commands; Ctrl-C stops a reply."
     )
-    try:
-        asyncio.run(run_chat(app.agent, banner=banner, listener=listener))
-    finally:
-        app.close()
+    asyncio.run(run_chat(app, banner=banner, listener=listener))
 
 
 @cli.command()

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .paths import AgentPaths
 from .perception.settings import PerceptionSettings
 from .providers.settings import ModelSettings
+from .orchestrator.settings import ReflexSettings
 from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
 
 ENV_PREFIX = "NOEMA__"
@@ -81,6 +82,7 @@ class Config(_Section):
     shell: ShellSettings = ShellSettings()
     autonomy: AutonomySettings = AutonomySettings()
     perception: PerceptionSettings = PerceptionSettings()
+    reflexes: ReflexSettings = ReflexSettings()
 
     @property
     def hands(self) -> HandsSettings:

@@ -17,7 +17,7 @@ NOEMA = [sys.executable, "-m", "noema"]
 
 def env_for(home: Path) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA")}
-    return {**clean, "NOEMA_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    return {**clean, "NOEMA_HOME": str(home), "HOME": str(home), "PYTHONUNBUFFERED": "1"}
 
 
 def test_the_demo_runs_offline_end_to_end(tmp_path):
@@ -117,3 +117,52 @@ def test_chat_streams_stops_and_reports_status(tmp_path):
     finally:
         chat.close(force=True)
     assert "Traceback" not in (chat.before or "")
+
+
+APPROVAL_SCRIPT = """
+[[responses]]
+[[responses.tool_calls]]
+name = "shell_execute"
+arguments = { command = "echo approved-run > proof.txt" }
+
+[[responses]]
+text = "Done, the file is there."
+
+[[responses]]
+[[responses.tool_calls]]
+name = "shell_execute"
+arguments = { command = "echo unwanted > other.txt" }
+
+[[responses]]
+text = "Understood, I left it."
+"""
+
+
+def test_chat_asks_the_person_before_a_command_runs(tmp_path):
+    agent_dir = tmp_path / "agents" / "default"
+    agent_dir.mkdir(parents=True)
+    workspace = tmp_path / "ws"
+    (agent_dir / "script.toml").write_text(APPROVAL_SCRIPT)
+    (agent_dir / "config.toml").write_text(
+        "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\nscript = 'script.toml'\n"
+        f"[[files.roots]]\npath = '{workspace}'\n")
+    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(tmp_path),
+                         encoding="utf-8", timeout=30)
+    try:
+        chat.expect("you> ")
+        chat.sendline("write the proof file")
+        chat.expect("shell_execute needs your approval")
+        chat.expect(r"allow it\? \[y/N\]")
+        chat.sendline("y")
+        chat.expect("Done, the file is there.")
+        chat.sendline("now the other one")
+        chat.expect(r"allow it\? \[y/N\]")
+        chat.sendline("n")
+        chat.expect("declined")
+        chat.expect("Understood, I left it.")
+        chat.sendline("/quit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert (workspace / "proof.txt").read_text() == "approved-run\n"
+    assert not (workspace / "other.txt").exists()

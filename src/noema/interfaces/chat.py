@@ -14,9 +14,11 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
+from ..app import App
 from ..memory.turns import Flag, Turn, TurnKind
 from ..orchestrator.agent import Agent, AgentListener
 from ..orchestrator.core import Phase
+from ..security.approvals import ApprovalRequest
 
 HELP = """\
 Commands:
@@ -123,11 +125,42 @@ def _start_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | No
     threading.Thread(target=read, name="stdin", daemon=True).start()
 
 
-async def run_chat(agent: Agent, *, banner: str, source: TextIO = sys.stdin,
+YES = {"y", "yes", "s", "si", "sí"}
+
+
+class TerminalApprover:
+    """Asks the person at the terminal; the next line they type is the answer."""
+
+    def __init__(self, listener: TerminalListener) -> None:
+        self.listener = listener
+        self._waiting: asyncio.Future[str] | None = None
+
+    async def __call__(self, request: ApprovalRequest) -> bool:
+        self.listener.on_notice(f"{request.tool} needs your approval: {request.arguments}")
+        self.listener.write("  allow it? [y/N] ")
+        self._waiting = asyncio.get_running_loop().create_future()
+        try:
+            answer = await self._waiting
+        finally:
+            self._waiting = None
+        return answer.strip().lower() in YES
+
+    def answer(self, line: str) -> bool:
+        """Take a typed line as the answer if a question is open."""
+        if self._waiting is None or self._waiting.done():
+            return False
+        self._waiting.set_result(line)
+        return True
+
+
+async def run_chat(app: App, *, banner: str, source: TextIO = sys.stdin,
                    out: TextIO = sys.stdout,
                    listener: TerminalListener | None = None) -> None:
     """The chat loop; returns when the person quits."""
+    agent = app.agent
     listener = listener or TerminalListener(out)
+    approver = TerminalApprover(listener)
+    app.attach_approver(approver)
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     _start_reader(loop, lines, source)
@@ -144,15 +177,28 @@ async def run_chat(agent: Agent, *, banner: str, source: TextIO = sys.stdin,
             listener.write("\n(press Ctrl-C again or type /quit to leave)\n")
         last_interrupt[0] = now
 
+    try:
+        await _converse(app, approver, listener, lines, banner, on_interrupt)
+    finally:
+        await app.aclose()
+
+
+async def _converse(app: App, approver: TerminalApprover, listener: TerminalListener,
+                    lines: asyncio.Queue[str | None], banner: str,
+                    on_interrupt: Callable[[], None]) -> None:
+    agent = app.agent
+    loop = asyncio.get_running_loop()
     with _signal_handler(loop, signal.SIGINT, on_interrupt):
         listener.write(banner + "\n")
-        agent.start()
+        await app.start()
         if not agent.busy:
             listener.write(PROMPT)
         while True:
             line = await lines.get()
             if line is None:
                 break
+            if approver.answer(line):
+                continue
             text = line.strip()
             if not text:
                 if not agent.busy:
@@ -169,7 +215,6 @@ async def run_chat(agent: Agent, *, banner: str, source: TextIO = sys.stdin,
             # A message that interrupted the thought needs no note; one that waits does.
             if was_busy and agent.core.phase is Phase.RUNNING:
                 listener.write("(noted: the agent reads it when the current cycle ends)\n")
-    await agent.close()
 
 
 async def _command(text: str, agent: Agent, listener: TerminalListener) -> str | None:

@@ -23,7 +23,11 @@ from ..config import Config
 from ..memory.turns import Flag
 from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
+from ..security.settings import FilesSettings, RootSettings
 from .chat import TerminalListener
+from .demo_hands import demo_hands
+from .demo_perception import run_perception_demo
+from .demo_reflexes import run_reflexes_demo
 
 SKILL = """\
 # Weekly review
@@ -58,8 +62,14 @@ class DemoPrinter(TerminalListener):
         pass
 
 
+def demo_config(paths: AgentPaths) -> Config:
+    """Defaults, but the workspace is a folder of the demo's own."""
+    workspace = paths.agents_dir.parent / "workspace"
+    return Config(files=FilesSettings(roots=(RootSettings(path=workspace),)))
+
+
 def open_demo_app(paths: AgentPaths, provider: ScriptedProvider, listener: DemoPrinter) -> App:
-    return build_app(paths, Config(), provider=provider, listener=listener)
+    return build_app(paths, demo_config(paths), provider=provider, listener=listener)
 
 
 async def _exchange(app: App, printer: DemoPrinter, text: str) -> None:
@@ -90,7 +100,7 @@ async def chapter_tools(paths: AgentPaths, printer: DemoPrinter, pace: float) ->
     (paths.identity_dir / "skills").mkdir(parents=True, exist_ok=True)
     (paths.identity_dir / "skills" / "weekly-review.md").write_text(SKILL, encoding="utf-8")
     try:
-        app.agent.start()
+        await app.start()
         await _exchange(app, printer, "Good morning! What time is it in Madrid and in Tokyo?")
         await _exchange(app, printer, "Can we do a weekly review on Friday?")
         printer.say(
@@ -100,7 +110,7 @@ async def chapter_tools(paths: AgentPaths, printer: DemoPrinter, pace: float) ->
         printer.say(f"The store now holds {app.store.count()} turns; the session has "
                     f"{len(app.session)} of them in context.")
     finally:
-        app.close()
+        await app.aclose()
 
 
 CRASH_MARK = "[demo] streaming"
@@ -123,7 +133,7 @@ def crash_child(home: str, pace: float) -> None:
     app = open_demo_app(paths, provider, printer)
 
     async def main() -> None:
-        app.agent.start()
+        await app.start()
         await _exchange(app, printer, "Tell me a long story about how you remember things.")
 
     asyncio.run(main())
@@ -171,7 +181,7 @@ async def chapter_restart(paths: AgentPaths, printer: DemoPrinter, pace: float) 
     )
     app = open_demo_app(paths, provider, printer)
     try:
-        app.agent.start()  # closes the cycle the killed process left open
+        await app.start()  # closes the cycle the killed process left open
         await _exchange(app, printer, "Are you still there?")
         kinds = Counter(t.kind.value for t in app.session.turns)
         printer.say(f"Session restored with {len(app.session)} turns "
@@ -180,7 +190,7 @@ async def chapter_restart(paths: AgentPaths, printer: DemoPrinter, pace: float) 
         for turn in interrupted:
             printer.say(f"turn {turn.id} ({turn.kind}, written by the runtime): {turn.content[:160]}")
     finally:
-        app.close()
+        await app.aclose()
 
 
 def _count_turns(paths: AgentPaths) -> int:
@@ -192,10 +202,29 @@ def _count_turns(paths: AgentPaths) -> int:
         return int(db.execute("SELECT COUNT(*) FROM turns").fetchone()[0])
 
 
+async def chapter_hands(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("4. Hands with a safety net: versioned writes, undo, the sandbox")
+    scratch = paths.agents_dir.parent / "hands"
+    await demo_hands(scratch, AgentPaths.for_agent("hands", scratch / "home"), printer.say)
+
+
+async def chapter_perception(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("5. Perception: what the model sees of a log storm, a chat burst, a mail count")
+    run_perception_demo(printer.say, workdir=paths.agents_dir.parent / "perception")
+
+
+async def chapter_reflexes(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("6. Reflexes: a thought interrupted, safely and unsafely")
+    await run_reflexes_demo(printer.out, paths.agents_dir.parent / "reflexes", pace=pace)
+
+
+CHAPTERS = (chapter_tools, chapter_crash, chapter_restart, chapter_hands, chapter_perception,
+            chapter_reflexes)
+
+
 async def _run(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
-    await chapter_tools(paths, printer, pace)
-    await chapter_crash(paths, printer, pace)
-    await chapter_restart(paths, printer, pace)
+    for chapter in CHAPTERS:
+        await chapter(paths, printer, pace)
 
 
 def run_demo(*, pace: float = 0.01, keep: bool = False, out: TextIO | None = None) -> int:

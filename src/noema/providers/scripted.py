@@ -98,13 +98,13 @@ class ScriptedProvider:
             self.position += 1
         else:
             response = ScriptedResponse(EXHAUSTED)
+        # Even with no delay every piece passes through the event loop, as
+        # bytes from a socket would: a cancellation can land between pieces.
         for piece in re.findall(r"\S+\s*|\s+", response.text):
-            if self.token_delay_s:
-                await asyncio.sleep(self.token_delay_s)
+            await asyncio.sleep(self.token_delay_s)
             yield TextDelta(piece)
         for index, scripted in enumerate(response.tool_calls):
-            if self.token_delay_s:
-                await asyncio.sleep(self.token_delay_s)
+            await asyncio.sleep(self.token_delay_s)
             half = len(scripted.arguments) // 2
             # Split the arguments the way real servers do, to exercise assembly.
             yield ToolCallDelta(index, f"call_{self.position}_{index}", scripted.name,
