@@ -108,6 +108,60 @@ def demo(pace: float, keep: bool) -> None:
     sys.exit(code)
 
 
+# -- file versions ---------------------------------------------------------------
+
+
+def _versions(call) -> None:  # type: ignore[no-untyped-def]
+    from .interfaces.versions_cli import VersionsCommandError
+
+    try:
+        click.echo(call())
+    except VersionsCommandError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@cli.command()
+@click.argument("path", required=False)
+@click.option("--limit", "-n", default=30, show_default=True, help="How many versions.")
+@click.pass_obj
+def history(obj: Context, path: str | None, limit: int) -> None:
+    """Versions of the workspace, or of one file: who changed what, and when."""
+    from .interfaces import versions_cli
+
+    _versions(lambda: versions_cli.history(obj.config().files, obj.paths, path, limit=limit))
+
+
+@cli.command()
+@click.argument("path", required=False)
+@click.argument("version", required=False)
+@click.pass_obj
+def diff(obj: Context, path: str | None, version: str | None) -> None:
+    """With a VERSION: what it changed. Without: changes on disk not yet recorded."""
+    from .interfaces import versions_cli
+
+    _versions(lambda: versions_cli.diff(obj.config().files, obj.paths, path, version))
+
+
+@cli.command()
+@click.argument("path")
+@click.argument("version")
+@click.pass_obj
+def restore(obj: Context, path: str, version: str) -> None:
+    """Bring PATH back as it was in VERSION (recorded as a new version)."""
+    from .interfaces import versions_cli
+
+    _versions(lambda: versions_cli.restore(obj.config().files, obj.paths, path, version))
+
+
+@cli.command()
+@click.pass_obj
+def undo(obj: Context) -> None:
+    """Revert the agent's last write, unless you edited that file since."""
+    from .interfaces import versions_cli
+
+    _versions(lambda: versions_cli.undo(obj.config().files, obj.paths))
+
+
 # -- config ----------------------------------------------------------------------
 
 

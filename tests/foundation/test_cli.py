@@ -166,3 +166,14 @@ def test_chat_asks_the_person_before_a_command_runs(tmp_path):
         chat.close(force=True)
     assert (workspace / "proof.txt").read_text() == "approved-run\n"
     assert not (workspace / "other.txt").exists()
+
+    def noema(*args):
+        return subprocess.run([*NOEMA, *args], capture_output=True, text=True,
+                              env=env_for(tmp_path), timeout=60)
+
+    history = noema("history")
+    assert history.returncode == 0
+    assert "agent" in history.stdout and "shell_execute" in history.stdout
+    undone = noema("undo")
+    assert undone.returncode == 0 and "Undid" in undone.stdout
+    assert not (workspace / "proof.txt").exists()
