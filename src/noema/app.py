@@ -22,7 +22,7 @@ from .memory.turns import TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
 from .orchestrator.prompt import build_system_prompt
-from .paths import AgentPaths
+from .paths import AgentLock, AgentPaths
 from .perception import (
     Pipeline,
     SensorCrash,
@@ -62,6 +62,7 @@ class App:
     hands: Hands
     pipeline: Pipeline
     hub: SensorHub
+    lock: AgentLock
     _background: list[asyncio.Task] = field(default_factory=list)
 
     def attach_approver(self, approver: Approver | None) -> None:
@@ -94,6 +95,7 @@ class App:
         self.hands.close()
         self.pipeline.archive.close()
         self.store.close()
+        self.lock.release()
 
 
 def build_provider_from_config(config: Config, paths: AgentPaths,
@@ -122,6 +124,22 @@ def build_app(
 ) -> App:
     """Open the agent's data and wire store, session, senses, hands, model and shell."""
     paths.ensure()
+    lock = AgentLock(paths)  # raises AgentBusy if another process runs this agent
+    try:
+        return _wire(paths, config, lock, provider, listener, approver)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _wire(
+    paths: AgentPaths,
+    config: Config,
+    lock: AgentLock,
+    provider: Provider | None,
+    listener: AgentListener | None,
+    approver: Approver | None,
+) -> App:
     listener = listener or AgentListener()
     zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else ZoneInfo("UTC")
     store = TurnStore(paths.turns_db, durable_to_power_loss=config.storage.durability == "power")
@@ -175,7 +193,7 @@ def build_app(
     for sensor in sensors:
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
-               pipeline, hub)
+               pipeline, hub, lock)
 
 
 def _last_exchange(session: Session) -> float | None:

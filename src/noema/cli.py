@@ -13,7 +13,7 @@ import click
 from . import config as configuration
 from .app import NoModelConfigured, build_app
 from .config import Config, ConfigError
-from .paths import DEFAULT_AGENT, AgentPaths
+from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
 from .providers.base import ProviderError
 
 
@@ -87,7 +87,7 @@ def chat(obj: Context) -> None:
     listener = TerminalListener(sys.stdout)
     try:
         app = build_app(obj.paths, config, listener=listener)
-    except (NoModelConfigured, ProviderError) as exc:
+    except (NoModelConfigured, ProviderError, AgentBusy) as exc:
         raise click.ClickException(str(exc)) from None
     banner = (
         f"Noema · agent {obj.paths.name} · model {app.provider.name}/{app.provider.model}\n"

@@ -7,6 +7,7 @@ shared with another.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from dataclasses import dataclass
@@ -70,6 +71,11 @@ class AgentPaths:
         return self.root / "identity"
 
     @property
+    def lock_file(self) -> Path:
+        """Held by the one process that runs this agent."""
+        return self.root / "agent.lock"
+
+    @property
     def logs_dir(self) -> Path:
         return self.root / "logs"
 
@@ -78,3 +84,38 @@ class AgentPaths:
         for folder in (self.root, self.identity_dir, self.logs_dir):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self
+
+
+class AgentBusy(Exception):
+    """Another process is running this agent."""
+
+
+class AgentLock:
+    """An exclusive lock on an agent: two processes must never drive one session.
+
+    The kernel releases it when the process dies, even by `kill -9`, so a
+    crash never leaves a stale lock behind.
+    """
+
+    def __init__(self, paths: AgentPaths) -> None:
+        paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._file = open(paths.lock_file, "a+", encoding="utf-8")  # noqa: SIM115
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.seek(0)
+            holder = self._file.read().strip() or "another process"
+            self._file.close()
+            raise AgentBusy(
+                f"agent {paths.name!r} is already running ({holder}). Stop that one first, "
+                "or pick another agent with --agent NAME."
+            ) from None
+        self._file.seek(0)
+        self._file.truncate()
+        self._file.write(f"pid {os.getpid()}")
+        self._file.flush()
+
+    def release(self) -> None:
+        if not self._file.closed:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()

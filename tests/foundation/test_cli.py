@@ -177,3 +177,23 @@ def test_chat_asks_the_person_before_a_command_runs(tmp_path):
     undone = noema("undo")
     assert undone.returncode == 0 and "Undid" in undone.stdout
     assert not (workspace / "proof.txt").exists()
+
+
+def test_one_agent_is_driven_by_one_process_at_a_time(tmp_path):
+    from noema.paths import AgentBusy, AgentLock, AgentPaths
+
+    paths = AgentPaths.for_agent("ana", tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from noema.paths import AgentLock, AgentPaths;"
+         f"l = AgentLock(AgentPaths.for_agent('ana', __import__('pathlib').Path({str(tmp_path)!r})));"
+         "print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(AgentBusy, match=rf"already running \(pid {holder.pid}\)"):
+            AgentLock(paths)
+    finally:
+        holder.kill()
+        holder.wait()
+    AgentLock(paths).release()  # a killed holder leaves no stale lock
