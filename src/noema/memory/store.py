@@ -9,17 +9,20 @@ and uses the porter stemmer.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
@@ -99,6 +102,27 @@ CREATE TABLE IF NOT EXISTS save_points (
     text       TEXT NOT NULL,
     report     TEXT NOT NULL
 );
+
+-- A save point, accepted or rejected, is a record of what the chronicler
+-- wrote and what the validator said: history, never rewritten.
+CREATE TRIGGER IF NOT EXISTS save_points_never_deleted BEFORE DELETE ON save_points
+BEGIN
+    SELECT RAISE(ABORT, 'save points are kept: a save point can never be deleted');
+END;
+
+CREATE TRIGGER IF NOT EXISTS save_points_never_edited BEFORE UPDATE ON save_points
+BEGIN
+    SELECT RAISE(ABORT, 'save points are kept: a save point can never be edited');
+END;
+
+-- Notes the model pinned with annotate_observation; turn_id is the call.
+CREATE TABLE IF NOT EXISTS observations (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    created REAL NOT NULL,
+    turn_id INTEGER NOT NULL REFERENCES turns(id),
+    source  TEXT NOT NULL,
+    note    TEXT NOT NULL
+);
 """
 
 TURN_COLUMNS = (
@@ -151,6 +175,8 @@ class TurnStore:
         )
         self._lock = threading.RLock()
         self._depth = 0
+        self._last_write = time.monotonic()
+        self._upkeep: _Upkeep | None = None
         self.conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL survives a killed process (the WAL is in the OS cache);
         # FULL also survives a power cut, at an fsync per commit.
@@ -176,6 +202,8 @@ class TurnStore:
                 finally:
                     self._depth -= 1
                 return
+            if self._upkeep is not None:
+                self._upkeep.give_way()
             self.conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
@@ -186,22 +214,56 @@ class TurnStore:
                 raise
             self._depth = 0
             self.conn.execute("COMMIT")
+            self._last_write = time.monotonic()
+            if self._upkeep is not None:
+                self._upkeep.dirty.set()
 
     def close(self) -> None:
+        if self._upkeep is not None:
+            self._upkeep.stop()
+            self._upkeep = None
         with self._lock:
             self.conn.close()
 
+    def start_upkeep(self, *, quiet_s: float = 0.2, merge_pages: int = 64) -> None:
+        """Keep the full-text index merged and the WAL checkpointed from a background
+        thread, working only when no write happened for `quiet_s` seconds.
+
+        Left to itself, FTS5 merges index segments inside the commit of whichever
+        append crosses a threshold, and that append takes tens of milliseconds.
+        With upkeep running, appends only flush their own small segment; the
+        merging happens while the conversation is quiet. Without upkeep (short
+        commands, other tools) FTS5's crisis merges still bound the segments.
+        """
+        if self._upkeep is not None or str(self.path) == ":memory:":
+            return
+        with self.transaction() as db:
+            db.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('automerge', 0)")
+        self._upkeep = _Upkeep(self.path, lambda: self._last_write, quiet_s, merge_pages)
+        self._upkeep.start()
+
     # -- turns ------------------------------------------------------------
 
-    def append(self, new: NewTurn) -> Turn:
-        """Append a turn and index it; returns it with its new ID."""
-        ts = time.time()
+    def append(self, new: NewTurn, *, at: float | None = None) -> Turn:
+        """Append a turn and index it; returns it with its new ID.
+
+        `at` sets the timestamp instead of the clock, for imports and
+        benchmarks that replay dated conversations. IDs follow time, so it
+        may not be earlier than the latest turn's.
+        """
+        ts = time.time() if at is None else at
         tokens = turn_tokens(new)
         content: str | None = new.content
         packed: bytes | None = None
         if len(new.content) > COMPRESS_ABOVE // 4 and len(new.content.encode()) > COMPRESS_ABOVE:
             packed, content = zlib.compress(new.content.encode(), 6), None
         with self.transaction() as db:
+            if at is not None:
+                latest = db.execute("SELECT ts FROM turns ORDER BY id DESC LIMIT 1").fetchone()
+                if latest and at < latest[0]:
+                    raise StoreError(
+                        f"a turn dated {at} cannot follow one dated {latest[0]}: IDs follow time"
+                    )
             cursor = db.execute(
                 "INSERT INTO turns (ts, kind, role, content, content_z, tool_name, call_id,"
                 " arguments, channel, sender, tokens, cycle_id, flags)"
@@ -300,11 +362,20 @@ class TurnStore:
             where.append("t.ts <= ?")
             params.append(until)
         params.append(limit)
-        sql = (
-            f"SELECT {PREFIXED_COLUMNS}, bm25(turns_fts) AS score FROM turns_fts"
-            f" JOIN turns t ON t.id = turns_fts.rowid WHERE {' AND '.join(where)}"
-            " ORDER BY score LIMIT ?"
-        )
+        if len(where) == 1:
+            # Rank inside the index first and join only the winners: joining
+            # every match before sorting reads rows that are then thrown away.
+            sql = (
+                f"SELECT {PREFIXED_COLUMNS}, f.score FROM (SELECT rowid, bm25(turns_fts) AS score"
+                " FROM turns_fts WHERE turns_fts MATCH ? ORDER BY score LIMIT ?) f"
+                " JOIN turns t ON t.id = f.rowid ORDER BY f.score"
+            )
+        else:
+            sql = (
+                f"SELECT {PREFIXED_COLUMNS}, bm25(turns_fts) AS score FROM turns_fts"
+                f" JOIN turns t ON t.id = turns_fts.rowid WHERE {' AND '.join(where)}"
+                " ORDER BY score LIMIT ?"
+            )
         try:
             rows = self.conn.execute(sql, params).fetchall()
         except sqlite3.OperationalError as exc:
@@ -345,3 +416,71 @@ def row_to_turn(row: Sequence) -> Turn:
         tool_name=tool_name, call_id=call_id, arguments=arguments, channel=channel,
         sender=sender, tokens=tokens, cycle_id=cycle_id, flags=Flag(flags),
     )
+
+
+class _Upkeep(threading.Thread):
+    """Merges index segments and checkpoints the WAL when writes are quiet."""
+
+    def __init__(
+        self, path: Path, last_write: Callable[[], float], quiet_s: float, merge_pages: int
+    ) -> None:
+        super().__init__(name="turn-store-upkeep", daemon=True)
+        self.path = path
+        self.last_write = last_write
+        self.quiet_s = quiet_s
+        self.merge_pages = merge_pages
+        self._halt = threading.Event()
+        self.dirty = threading.Event()  # set by every commit; upkeep sleeps until then
+        self._db: sqlite3.Connection | None = None
+        self._merging = False
+
+    def give_way(self) -> None:
+        """Abort a merge in progress (it rolls back whole) so a write need not wait."""
+        if self._merging and self._db is not None:
+            self._db.interrupt()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.dirty.set()
+        self.join(timeout=5)
+
+    def run(self) -> None:
+        try:
+            db = self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
+        except sqlite3.Error:
+            return
+        try:
+            while not self._halt.is_set():
+                self.dirty.wait()
+                self.dirty.clear()
+                # wait for a quiet moment: the last write at least quiet_s ago
+                while not self._halt.is_set():
+                    calm = time.monotonic() - self.last_write()
+                    if calm >= self.quiet_s:
+                        break
+                    self._halt.wait(self.quiet_s - calm)
+                if not self._halt.is_set():
+                    self._step(db)
+        except sqlite3.Error:
+            log.exception("turn store upkeep stopped")
+        finally:
+            db.close()
+
+    def _step(self, db: sqlite3.Connection) -> None:
+        # One bounded merge at a time, so an append that arrives meanwhile
+        # waits for a few milliseconds at most; FTS5 made no change when the
+        # total changes grew by less than two.
+        while not self._halt.is_set() and time.monotonic() - self.last_write() >= self.quiet_s:
+            before = db.total_changes
+            self._merging = True
+            try:
+                db.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('merge', ?)",
+                           (self.merge_pages,))
+            except sqlite3.OperationalError:  # interrupted by a write: it comes first
+                break
+            finally:
+                self._merging = False
+            if db.total_changes - before < 2:
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                return
+        self.dirty.set()  # interrupted by a write: finish after the next quiet moment

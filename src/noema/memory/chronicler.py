@@ -1,0 +1,248 @@
+"""The chronicler: a separate model call that retells a block of turns as a save point.
+
+It reads the previous save point and the block (each turn with its ID) and
+writes a new save point with two sections, a short State and the Journey, in
+the configured language. When the validator rejects an attempt, the next
+request carries the rejected text and the failures, named one by one.
+
+The protocol below is ours, written from the project's specification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+from ..providers.base import Message, MessageRole, ModelRequest, Provider, ResponseBuilder
+from .render import compact_ranges, render_block
+from .turns import Turn, TurnKind
+from .validator import Citable, Failure
+
+HEADINGS = {"en": ("State", "The Journey"), "es": ("Estado", "El Viaje")}
+
+_PROTOCOL = {
+    "en": """\
+You are the chronicler of a long conversation between a person and {agent}, an AI agent.
+The conversation grows too long to stay whole in {agent}'s working memory, so its oldest
+part is handed to you from time to time. What you write becomes {agent}'s memory of that
+part: from now on it will read your chronicle instead of those turns, and whenever it needs
+the exact words it can fetch any original turn by the ID you cite.
+
+You receive the previous save point (none the first time), which already tells the story up
+to this point, and a block of turns, oldest first, each introduced by its ID in square
+brackets. You write a new save point that replaces the previous one, so it must stand on
+its own: carry the earlier story forward (older parts may be told more briefly) and continue
+it with the new turns, as one story.
+
+Write exactly these two sections and nothing before or after them:
+
+## {state}
+A few lines on where things stand now: what the person wants, what was decided, what is
+still open or promised, the facts that will matter next (names, numbers, paths, dates).
+
+## {journey}
+The chronicle, in paragraphs of prose.
+
+How to write the Journey:
+1. Tell the story; do not summarise it. Keep the intentions (why something was asked or
+   done), the doubts, the false starts and the corrections, the order in which one thing led
+   to another, and the tone between the person and the agent. A list of points is a failure.
+   A terse Journey is a failure. A detailed chronicle that someone arriving now could follow
+   is what is wanted.
+2. Cite inline, where the idea appears: put {{cite:ID}} right after the words that come from
+   that turn, inside the sentence, before its full stop. Right: "The turning point came when
+   the person explained that the system learned from text {{cite:6}}, a detail that changed
+   the direction of the conversation." Wrong: "... a detail that changed the direction of the
+   conversation. {{cite:6}}". Never gather citations at the end of a paragraph and never put
+   them on a line of their own. Several IDs may share a marker when one phrase rests on
+   them all: {{cite:12, 14}}.
+3. Turns marked FLASHBACK are memories, not new events: there the agent re-read its own past
+   with lookup_turn or search_full_history. Narrate the act of remembering, for example "to
+   answer precisely, the agent went back to its records and found the original discussion of
+   the migration {{cite:40}}", and never tell the recalled content as if it happened again.
+4. Cite only the IDs you were given: the turns of the block, the turns the previous save point
+   cites, and the older turns a flashback brought back. They are listed at the end of the
+   input. Never invent, alter, round or guess an ID; if you are not sure which turn said
+   something, cite the one you are sure of, or none.
+5. Tool calls and their results can be told briefly ("it read the file and found that..."),
+   cited when their content matters.
+6. Write in English.""",
+    "es": """\
+Eres el cronista de una conversación larga entre una persona y {agent}, un agente de IA.
+La conversación crece demasiado para caber entera en la memoria de trabajo de {agent}, así
+que de vez en cuando se te entrega su parte más antigua. Lo que escribas será la memoria que
+{agent} tenga de esa parte: desde ahora leerá tu crónica en lugar de esos turnos y, cuando
+necesite las palabras exactas, podrá recuperar cualquier turno original por el ID que cites.
+
+Recibes el punto de guardado anterior (ninguno la primera vez), que ya cuenta la historia
+hasta aquí, y un bloque de turnos, del más antiguo al más reciente, cada uno precedido de su
+ID entre corchetes. Escribes un punto de guardado nuevo que sustituye al anterior, así que
+debe sostenerse solo: lleva adelante la historia previa (lo más antiguo puede contarse más
+brevemente) y continúala con los turnos nuevos, como una sola historia.
+
+Escribe exactamente estas dos secciones, sin nada antes ni después:
+
+## {state}
+Unas pocas líneas sobre cómo están las cosas ahora: qué quiere la persona, qué se decidió,
+qué queda pendiente o prometido, los datos que importarán después (nombres, cifras, rutas,
+fechas).
+
+## {journey}
+La crónica, en párrafos de prosa.
+
+Cómo escribir el Viaje:
+1. Cuenta la historia; no la resumas. Conserva las intenciones (por qué se pidió o se hizo
+   algo), las dudas, los tropiezos y las correcciones, el orden en que una cosa llevó a otra y
+   el tono entre la persona y el agente. Una lista de puntos es un fracaso. Un Viaje escueto es
+   un fracaso. Lo que se busca es una crónica detallada que alguien que llegue ahora pueda
+   seguir.
+2. Cita en línea, donde aparece la idea: pon {{cite:ID}} justo después de las palabras que
+   vienen de ese turno, dentro de la frase y antes de su punto. Bien: "El giro llegó cuando la
+   persona aclaró que su sistema aprendía del texto {{cite:6}}, un detalle que cambió el rumbo
+   de la conversación." Mal: "... un detalle que cambió el rumbo de la conversación.
+   {{cite:6}}". No acumules citas al final de un párrafo ni las pongas en una línea aparte.
+   Varios IDs pueden compartir marca cuando una frase se apoya en todos: {{cite:12, 14}}.
+3. Los turnos marcados FLASHBACK son recuerdos, no sucesos nuevos: ahí el agente releyó su
+   propio pasado con lookup_turn o search_full_history. Narra el acto de recordar, por
+   ejemplo "para responder con precisión, el agente volvió a sus registros y encontró la
+   conversación original sobre la migración {{cite:40}}", y nunca cuentes lo recordado como si
+   volviera a ocurrir.
+4. Cita solo los IDs que se te dieron: los turnos del bloque, los que cita el punto de
+   guardado anterior y los turnos antiguos que trajo un flashback. Aparecen al final de la
+   entrada. Nunca inventes, alteres, redondees ni adivines un ID; si no sabes con certeza qué
+   turno dijo algo, cita el que sí sepas, o ninguno.
+5. Las llamadas a herramientas y sus resultados pueden contarse brevemente ("leyó el fichero y
+   vio que..."), citándolas cuando su contenido importe.
+6. Escribe en español.""",
+}
+
+_INPUT = {
+    "en": (
+        "# Previous save point\n{previous}\n\n"
+        "# Turns to chronicle: {count} turns, IDs {first} to {last}\n\n{turns}\n\n"
+        "# Citable IDs\n{citable}\n\n"
+        "Write the new save point now.{length}"
+    ),
+    "es": (
+        "# Punto de guardado anterior\n{previous}\n\n"
+        "# Turnos que narrar: {count} turnos, IDs {first} a {last}\n\n{turns}\n\n"
+        "# IDs citables\n{citable}\n\n"
+        "Escribe ahora el nuevo punto de guardado.{length}"
+    ),
+}
+
+_NO_PREVIOUS = {
+    "en": "(none: this is the first save point of the conversation)",
+    "es": "(ninguno: es el primer punto de guardado de la conversación)",
+}
+
+_LENGTH = {
+    "en": " For these turns a Journey of at least {words} words is expected.",
+    "es": " Para estos turnos se espera un Viaje de al menos {words} palabras.",
+}
+
+_RETRY = {
+    "en": (
+        "The validator rejected that save point:\n{failures}\n\n"
+        "Write the whole save point again, with both sections, fixing these points and keeping "
+        "everything that was right."
+    ),
+    "es": (
+        "El validador rechazó ese punto de guardado:\n{failures}\n\n"
+        "Escribe de nuevo el punto de guardado completo, con las dos secciones, corrigiendo "
+        "estos puntos y conservando todo lo que estaba bien."
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ChronicleRequest:
+    """Everything one save point is written from."""
+
+    previous_text: str | None
+    block: tuple[Turn, ...]
+    citable: Citable
+    language: str = "en"
+    agent_name: str = "the agent"
+    result_chars: int = 1500
+    min_journey_words: int = 40
+    zone: ZoneInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A rejected attempt, to be shown back to the chronicler."""
+
+    text: str
+    failures: tuple[Failure, ...]
+
+
+def _tongue(language: str) -> str:
+    return language if language in _PROTOCOL else "en"
+
+
+def expected_words(request: ChronicleRequest) -> int:
+    """A floor for the Journey's length that grows with what the block says."""
+    said = sum(
+        len(t.content.split()) for t in request.block if t.kind in (TurnKind.USER, TurnKind.ASSISTANT)
+    )
+    return max(request.min_journey_words, min(600, said // 5))
+
+
+def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = ()) -> tuple[Message, ...]:
+    """The chronicler's conversation: protocol, input, and any rejected attempts."""
+    lang = _tongue(request.language)
+    state, journey = HEADINGS[lang]
+    system = _PROTOCOL[lang].format(agent=request.agent_name, state=state, journey=journey)
+    block = request.block
+    user = _INPUT[lang].format(
+        previous=(request.previous_text or "").strip() or _NO_PREVIOUS[lang],
+        count=len(block),
+        first=block[0].id,
+        last=block[-1].id,
+        turns=render_block(block, result_chars=request.result_chars, zone=request.zone),
+        citable=compact_ranges(request.citable.all),
+        length=_LENGTH[lang].format(words=expected_words(request)),
+    )
+    messages = [Message(MessageRole.SYSTEM, system), Message(MessageRole.USER, user)]
+    for rejection in rejections:
+        listed = "\n".join(f"{n}. {f.message}" for n, f in enumerate(rejection.failures, 1))
+        messages.append(Message(MessageRole.ASSISTANT, rejection.text or "(empty)"))
+        messages.append(Message(MessageRole.USER, _RETRY[lang].format(failures=listed)))
+    return tuple(messages)
+
+
+class Chronicler:
+    """Writes save points with its own model."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider.name}/{self.provider.model}"
+
+    @property
+    def context_window(self) -> int:
+        return self.provider.context_window
+
+    async def write(self, request: ChronicleRequest, rejections: Sequence[Rejection] = ()) -> str:
+        """One attempt at the save point's text (provider errors propagate)."""
+        model_request = ModelRequest(
+            messages=build_messages(request, rejections),
+            max_tokens=self.max_output_tokens,
+            temperature=self.temperature,
+        )
+        builder = ResponseBuilder()
+        async for event in self.provider.stream(model_request):
+            builder.feed(event)
+        return builder.build().text

@@ -1,0 +1,337 @@
+"""Compaction: when the session grows too large, its oldest block becomes a save point.
+
+The `Compactor` runs in the background. The shell calls `maybe_start()` after
+each cycle; if the context passed its threshold, a task selects the oldest
+block, asks the chronicler for a save point, validates it (retrying with the
+failures named) and, only if it is valid, swaps block and previous save
+point for it in one transaction. The conversation goes on meanwhile: turns
+that arrive while the chronicler writes are never part of the block and
+stay in the session.
+
+Nothing is written before that final transaction, so a process that dies
+mid-compaction leaves the session exactly as it was, and the next process
+simply compacts again. A failed compaction is recorded as a rejected save
+point, and the next try waits until the conversation has moved on a little,
+which is read from the store, so it holds across restarts as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+from ..providers.base import ProviderError
+from . import savepoints
+from .chronicler import Chronicler, ChronicleRequest, Rejection
+from .pruning import context_cost, prune
+from .render import render_turn
+from .savepoints import AttemptRecord, Report, SavePoint, Status
+from .selection import Block, select_block
+from .session import Session
+from .settings import MemorySettings
+from .tokens import estimate_tokens
+from .turns import Turn
+from .validator import Citable, Verdict, citable, validate
+
+log = logging.getLogger(__name__)
+
+# The chronicler's instructions and headings, counted against its window.
+PROTOCOL_TOKENS = 1_500
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """The outcome of writing one save point: the last verdict and every attempt."""
+
+    verdict: Verdict | None  # None when the chronicler could not be reached
+    attempts: tuple[AttemptRecord, ...]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is not None and self.verdict.ok
+
+
+class CompactionListener:
+    """Hears what a compaction does, for display. Every method is optional."""
+
+    def on_compaction_start(self, block: Block, reason: str) -> None: ...
+    def on_attempt(self, number: int, verdict: Verdict) -> None: ...
+    def on_compaction_end(self, outcome: Outcome) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a compaction ended."""
+
+    status: str  # "accepted", "rejected", "abandoned" (the session moved under it), "nothing"
+    save_point: SavePoint | None = None
+    reason: str = ""
+
+
+async def draft_save_point(
+    chronicler: Chronicler,
+    request: ChronicleRequest,
+    *,
+    retries: int,
+    min_coverage: float = 0.0,
+    listener: CompactionListener | None = None,
+) -> Draft:
+    """Ask for a save point until one is valid or the retries run out."""
+    rejections: list[Rejection] = []
+    attempts: list[AttemptRecord] = []
+    verdict: Verdict | None = None
+    for number in range(1, retries + 2):
+        started = time.perf_counter()
+        try:
+            text = await chronicler.write(request, rejections)
+        except ProviderError as exc:
+            return Draft(verdict, tuple(attempts), f"the chronicler failed: {exc}")
+        spent = time.perf_counter() - started
+        verdict = validate(
+            text,
+            allowed=request.citable,
+            block=request.block,
+            min_journey_words=request.min_journey_words,
+            min_coverage=min_coverage,
+        )
+        if listener:
+            listener.on_attempt(number, verdict)
+        attempts.append(AttemptRecord(
+            number=number,
+            failures=tuple((f.code, f.message) for f in verdict.failures),
+            chars=len(verdict.text),
+            chronicler_s=round(spent, 3),
+            validator_ms=round(verdict.seconds * 1000, 3),
+            text="" if verdict.ok else text,
+        ))
+        if verdict.ok:
+            break
+        rejections.append(Rejection(text, verdict.failures))
+    return Draft(verdict, tuple(attempts))
+
+
+def make_report(
+    draft: Draft, *, chronicler: str, language: str, session_last: int | None = None
+) -> Report:
+    """The report stored with a save point."""
+    verdict = draft.verdict
+    return Report(
+        cited=verdict.cited if verdict else (),
+        covered=verdict.covered if verdict else 0,
+        coverable=verdict.coverable if verdict else 0,
+        chars=len(verdict.text) if verdict else 0,
+        words=len(verdict.text.split()) if verdict else 0,
+        tokens=verdict.tokens if verdict else 0,
+        retries=max(len(draft.attempts) - 1, 0),
+        chronicler=chronicler,
+        language=language,
+        attempts=draft.attempts,
+        error=draft.error,
+        notes=verdict.notes if verdict else (),
+        session_last=session_last,
+    )
+
+
+class Compactor:
+    """Compacts one session in the background, one compaction at a time."""
+
+    def __init__(
+        self,
+        session: Session,
+        chronicler: Chronicler,
+        settings: MemorySettings,
+        *,
+        context_window: int,
+        language: str = "en",
+        agent_name: str = "the agent",
+        prompt_tokens: Callable[[], int] | None = None,
+        zone: ZoneInfo | None = None,
+        listener: CompactionListener | None = None,
+    ) -> None:
+        self.session = session
+        self.store = session.store
+        self.chronicler = chronicler
+        self.settings = settings
+        self.context_window = context_window
+        self.language = settings.language_or(language)
+        self.agent_name = agent_name
+        self.prompt_tokens = prompt_tokens
+        self.zone = zone
+        self.listener = listener or CompactionListener()
+        self._task: asyncio.Task[Outcome] | None = None
+
+    # -- deciding ----------------------------------------------------------
+
+    def context_tokens(self) -> int:
+        """What the context weighs: the prompt (with the chronicle) and the session."""
+        if self.prompt_tokens is not None:
+            outside = self.prompt_tokens()
+        else:
+            current = self.current_save_point()
+            outside = estimate_tokens(current.text) if current else 0
+        return outside + sum(context_cost(t) for t in self.session.turns)
+
+    def due(self) -> str | None:
+        """Why the session should be compacted now, or None."""
+        turns = len(self.session)
+        if turns <= self.settings.keep_recent_turns + self.settings.min_block_turns:
+            return None
+        if self._waiting_after_failure():
+            return None
+        tokens = self.context_tokens()
+        threshold = int(self.context_window * self.settings.trigger_fraction)
+        if tokens > threshold:
+            return f"the context holds about {tokens:,} tokens, past {threshold:,}"
+        if turns >= self.settings.trigger_turns:
+            return f"the session holds {turns} turns (the limit is {self.settings.trigger_turns})"
+        return None
+
+    def _waiting_after_failure(self) -> bool:
+        latest = savepoints.latest(self.store)
+        if latest is None or latest.accepted or not self.session.turns:
+            return False
+        newest = self.session.turns[-1].id
+        failed_at = latest.report.session_last or latest.last_turn
+        return newest < failed_at + self.settings.retry_after_turns
+
+    def current_save_point(self) -> SavePoint | None:
+        sp_id = self.session.save_point_id
+        return savepoints.get(self.store, sp_id) if sp_id is not None else None
+
+    # -- running -----------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def prune(self) -> list[int]:
+        """Prune bulky old tool results from working memory."""
+        return prune(
+            self.session,
+            older_than=self.settings.prune_after_turns,
+            min_tokens=self.settings.prune_min_tokens,
+        )
+
+    def maybe_start(self) -> asyncio.Task[Outcome] | None:
+        """Prune, then start a background compaction if one is due and none runs."""
+        if self.busy:
+            return None
+        self.prune()
+        reason = self.due()
+        if reason is None:
+            return None
+        self._task = asyncio.get_running_loop().create_task(self.compact(reason))
+        self._task.add_done_callback(_log_failure)
+        return self._task
+
+    async def close(self) -> None:
+        """Cancel a running compaction; nothing of it was written."""
+        if self._task and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def next_block(self) -> Block | None:
+        """The block a compaction started now would take (for display and previews)."""
+        return self._select(self.current_save_point())
+
+    async def compact(self, reason: str = "asked") -> Outcome:
+        """Select, chronicle, validate and, if valid, replace. Safe to cancel."""
+        previous = self.current_save_point()
+        block = self._select(previous)
+        if block is None:
+            outcome = Outcome("nothing", reason="no block can be compacted yet")
+            self.listener.on_compaction_end(outcome)
+            return outcome
+        self.listener.on_compaction_start(block, reason)
+        allowed = citable(
+            previous.text if previous else None,
+            block.turns,
+            lambda ids: (t.id for t in self.store.get_many(ids)),
+        )
+        request = self._request(previous, block, allowed)
+        draft = await draft_save_point(
+            self.chronicler,
+            request,
+            retries=self.settings.retries,
+            min_coverage=self.settings.min_coverage,
+            listener=self.listener,
+        )
+        outcome = self._conclude(previous, block, draft)
+        self.listener.on_compaction_end(outcome)
+        return outcome
+
+    def _select(self, previous: SavePoint | None) -> Block | None:
+        settings = self.settings
+        turns = self.session.turns
+        room = int(self.chronicler.context_window * settings.chronicler_input_fraction)
+        room -= PROTOCOL_TOKENS + (estimate_tokens(previous.text) if previous else 0)
+        total = sum(context_cost(t) for t in turns)
+        return select_block(
+            turns,
+            keep_recent=settings.keep_recent_turns,
+            target_tokens=int(total * settings.block_fraction),
+            max_tokens=max(room, 0),
+            min_turns=settings.min_block_turns,
+            max_turns=settings.max_block_turns,
+            open_cycles=frozenset(self.store.open_cycles()),
+            cost=lambda t: self._render_cost(t),
+        )
+
+    def _render_cost(self, turn: Turn) -> int:
+        return estimate_tokens(render_turn(turn, result_chars=self.settings.render_result_chars))
+
+    def _request(self, previous: SavePoint | None, block: Block, allowed: Citable) -> ChronicleRequest:
+        return ChronicleRequest(
+            previous_text=previous.text if previous else None,
+            block=block.turns,
+            citable=allowed,
+            language=self.language,
+            agent_name=self.agent_name,
+            result_chars=self.settings.render_result_chars,
+            min_journey_words=self.settings.min_journey_words,
+            zone=self.zone,
+        )
+
+    def _conclude(self, previous: SavePoint | None, block: Block, draft: Draft) -> Outcome:
+        newest = self.session.turns[-1].id if self.session.turns else None
+        report = make_report(draft, chronicler=self.chronicler.label, language=self.language,
+                             session_last=newest)
+        previous_id = previous.id if previous else None
+        if not draft.ok:
+            text = draft.verdict.text if draft.verdict else ""
+            rejected = savepoints.record(
+                self.store, status=Status.REJECTED, previous=previous_id,
+                turn_ids=block.ids, text=text, report=report,
+            )
+            failures = draft.verdict.failures if draft.verdict else ()
+            why = draft.error or "; ".join(f.code for f in failures)
+            return Outcome("rejected", rejected, why)
+        assert draft.verdict is not None
+        with self.store.transaction():
+            # The session may have moved while the chronicler wrote: only
+            # swap if every block turn and the previous save point are still
+            # what the chronicle was written from.
+            present = set(self.session.ids())
+            if self.session.save_point_id != previous_id or not set(block.ids) <= present:
+                return Outcome("abandoned", reason="the session changed while the chronicler wrote")
+            accepted = savepoints.record(
+                self.store, status=Status.ACCEPTED, previous=previous_id,
+                turn_ids=block.ids, text=draft.verdict.text, report=report,
+            )
+            self.session.replace_with_save_point(block.ids, accepted.id)
+        return Outcome("accepted", accepted, f"{len(block.ids)} turns became save point {accepted.id}")
+
+
+def _log_failure(task: asyncio.Task[Outcome]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.error("compaction failed", exc_info=error)

@@ -1,0 +1,158 @@
+"""The memory tools offered to the model: lookup_turn, search_full_history, annotate_observation."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from ..tools.registry import Tool, ToolContext, ToolError, tool
+from . import observations
+from .recall import turn_body, turn_header
+from .render import cut
+from .search import ROLE_KINDS, HistorySearch
+from .store import StoreError, TurnStore
+
+MAX_CONTEXT_WINDOW = 5
+TURN_CHARS = 12_000  # one page of a long turn
+NEIGHBOUR_CHARS = 1_500
+MAX_LIMIT = 50
+
+
+def memory_tools(
+    store: TurnStore,
+    search: HistorySearch,
+    *,
+    zone: ZoneInfo | None = None,
+    pinned_limit: int = 20,
+) -> list[Tool]:
+    """The three memory tools bound to one store."""
+
+    @tool(side_effects=False)
+    def lookup_turn(ctx: ToolContext, id: int, context_window: int = 0, offset: int = 0) -> str:
+        """Read an original turn of the conversation by its ID, for example one that the
+        chronicle cites as {cite:ID}, or one found with search_full_history.
+
+        Args:
+            id: The turn's ID.
+            context_window: How many turns before and after it to show as well (0 to 5).
+            offset: For a very long turn, the character to start reading from.
+        """
+        if not 0 <= context_window <= MAX_CONTEXT_WINDOW:
+            raise ToolError(f"context_window must be between 0 and {MAX_CONTEXT_WINDOW}")
+        if offset < 0:
+            raise ToolError("offset cannot be negative")
+        target = store.get(id)
+        if target is None:
+            raise ToolError(f"there is no turn {id}; turn IDs go from 1 to {store.last_id()}")
+        around = store.range(id - context_window, id + context_window) if context_window else [target]
+        parts = []
+        for turn in around:
+            if turn.id == id:
+                body = turn_body(turn)
+                page = body[offset : offset + TURN_CHARS]
+                if offset and not page:
+                    raise ToolError(f"turn {id} has only {len(body):,} characters")
+                shown = f"{turn_header(turn, zone)} ◀ requested\n{page}"
+                if offset + TURN_CHARS < len(body):
+                    shown += (
+                        f"\n[characters {offset:,}-{offset + len(page):,} of {len(body):,}; "
+                        f"call lookup_turn(id={id}, offset={offset + len(page)}) for more]"
+                    )
+                parts.append(shown)
+            else:
+                parts.append(f"{turn_header(turn, zone)}\n{cut(turn_body(turn), NEIGHBOUR_CHARS, turn.id)}")
+        return "\n\n".join(parts)
+
+    @tool(side_effects=False)
+    def search_full_history(
+        ctx: ToolContext,
+        query: str,
+        limit: int = 10,
+        roles: list[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> str:
+        """Search every turn of the conversation ever kept, including those no longer in
+        your context, and get the best matches with a snippet each. Write the query as
+        words that the turns you look for would contain; names and dates help.
+
+        Args:
+            query: What to look for.
+            limit: How many turns to return (1 to 50).
+            roles: Only these kinds of turn: user, assistant, tool, event, note.
+            since: Only turns from this date or time on (ISO, e.g. 2025-03-01 or 2025-03-01T09:30).
+            until: Only turns up to this date or time (a date includes that whole day).
+        """
+        if not query.strip():
+            raise ToolError("the query is empty; give the words to look for")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolError(f"limit must be between 1 and {MAX_LIMIT}")
+        if roles:
+            unknown = sorted(set(roles) - set(ROLE_KINDS))
+            if unknown:
+                raise ToolError(f"unknown role(s) {', '.join(unknown)}; use {', '.join(ROLE_KINDS)}")
+        start = _moment(since, zone, end_of_day=False) if since else None
+        end = _moment(until, zone, end_of_day=True) if until else None
+        try:
+            found = search.search(query, limit=limit, roles=roles or None, since=start, until=end)
+        except StoreError as exc:
+            raise ToolError(str(exc)) from None
+        read = ", ".join(found.terms) or "nothing searchable"
+        lines = []
+        if not found.hits:
+            lines.append(f'No turn matches "{query}" (searched for: {read}).')
+        else:
+            lines.append(f'{len(found.hits)} turn(s) for "{query}", best first (searched for: {read}).')
+        if found.dropped:
+            lines.append(f"Left out as too common to help: {', '.join(found.dropped)}.")
+        if found.recent_only:
+            lines.append(
+                f"These words are so common that only the latest {found.recent_only:,} turns were "
+                "searched; add more specific words, or since/until, to reach older ones."
+            )
+        for hit in found.hits:
+            lines.append(f"\n{turn_header(hit.turn, zone)}\n  {hit.snippet}")
+        if found.hits:
+            lines.append("\nRead a whole turn with lookup_turn(id); context_window shows its neighbours.")
+        return "\n".join(lines)
+
+    @tool(side_effects=False)
+    def annotate_observation(ctx: ToolContext, source: str, note: str) -> str:
+        """Pin a short note distilled from something bulky (a long tool result, a document,
+        a page) so it stays in view after that turn is pruned or compacted.
+
+        Args:
+            source: Where the note comes from, e.g. "read_file report.csv (turn 812)".
+            note: The observation itself, a few sentences at most.
+        """
+        try:
+            pinned = observations.pin(store, ctx.turn_id, source, note)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return (
+            f"Pinned observation {pinned.id}. It stays in your system prompt among the "
+            f"{pinned_limit} newest pinned notes."
+        )
+
+    return [lookup_turn, search_full_history, annotate_observation]
+
+
+def _moment(text: str, zone: ZoneInfo | None, *, end_of_day: bool) -> float:
+    """Epoch seconds for an ISO date or date-time in the person's zone."""
+    tz = zone or timezone.utc
+    value = text.strip()
+    try:
+        if len(value) == 10:
+            day = date.fromisoformat(value)
+            moment = datetime.combine(day, time.min, tz)
+            if end_of_day:
+                moment += timedelta(days=1) - timedelta(microseconds=1)
+            return moment.timestamp()
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ToolError(
+            f"{text!r} is not an ISO date or date-time; write 2025-03-01 or 2025-03-01T09:30"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=tz)
+    return moment.timestamp()
