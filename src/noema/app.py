@@ -16,8 +16,10 @@ from zoneinfo import ZoneInfo
 
 from .config import Config, load_secrets
 from .identity import Identity
+from .memory.assembly import Memory, build_memory
 from .memory.session import Session
 from .memory.store import TurnStore
+from .memory.tokens import estimate_tokens
 from .memory.turns import TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
@@ -62,6 +64,7 @@ class App:
     hands: Hands
     pipeline: Pipeline
     hub: SensorHub
+    memory: Memory
     lock: AgentLock
     _background: list[asyncio.Task] = field(default_factory=list)
 
@@ -80,6 +83,7 @@ class App:
         """Stop cleanly: sensors, the running cycle (history repaired), then storage."""
         await self.hub.stop()
         await self.agent.close()
+        await self.memory.close()
         for task in self._background:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -119,14 +123,16 @@ def build_app(
     config: Config,
     *,
     provider: Provider | None = None,
+    chronicler: Provider | None = None,
     listener: AgentListener | None = None,
     approver: Approver | None = None,
 ) -> App:
-    """Open the agent's data and wire store, session, senses, hands, model and shell."""
+    """Open the agent's data and wire store, session, memory, senses, hands, model
+    and shell. `provider` and `chronicler` replace the configured models."""
     paths.ensure()
     lock = AgentLock(paths)  # raises AgentBusy if another process runs this agent
     try:
-        return _wire(paths, config, lock, provider, listener, approver)
+        return _wire(paths, config, lock, provider, chronicler, listener, approver)
     except BaseException:
         lock.release()
         raise
@@ -137,16 +143,19 @@ def _wire(
     config: Config,
     lock: AgentLock,
     provider: Provider | None,
+    chronicler: Provider | None,
     listener: AgentListener | None,
     approver: Approver | None,
 ) -> App:
     listener = listener or AgentListener()
     zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else ZoneInfo("UTC")
     store = TurnStore(paths.turns_db, durable_to_power_loss=config.storage.durability == "power")
+    store.start_upkeep()  # index merges and checkpoints happen while the store is quiet
     session = Session.load(store)
     identity = Identity(paths.identity_dir)
     identity.ensure_defaults()
     provider = provider or build_provider_from_config(config, paths)
+    chronicler = chronicler or _chronicler_from_config(config, paths, provider)
     hands = build_hands(config.hands, paths, approver)
 
     senses = config.perception
@@ -164,6 +173,18 @@ def _wire(
         return render_pool_event(items, delimiter, now=now, k=senses.sandwich_k, tz=zone,
                                  max_chars=senses.max_text_chars)
 
+    def system_prompt() -> str:
+        return build_system_prompt(identity, agent_name=paths.name,
+                                   language=config.agent.language, chronicle=memory.chronicle())
+
+    chronicler_settings = config.chronicler
+    memory = build_memory(
+        session, chronicler, config.memory, context_window=provider.context_window,
+        language=config.agent.language, agent_name=paths.name, zone=zone,
+        prompt_tokens=lambda: estimate_tokens(system_prompt()),
+        chronicler_max_output_tokens=(
+            chronicler_settings.max_output_tokens if chronicler_settings else None),
+    )
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
     tools = ToolRegistry([
         *time_tools(config.agent.timezone),
@@ -171,11 +192,8 @@ def _wire(
         *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter,
                           pending=lambda: agent_ref[0].pending_events(), tz=zone),
         *hands.tools,
+        *memory.tools,
     ])
-
-    def system_prompt() -> str:
-        return build_system_prompt(identity, agent_name=paths.name,
-                                   language=config.agent.language)
 
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
                            CycleSettings(max_steps=config.cycle.max_steps))
@@ -193,7 +211,16 @@ def _wire(
     for sensor in sensors:
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
-               pipeline, hub, lock)
+               pipeline, hub, memory, lock)
+
+
+def _chronicler_from_config(config: Config, paths: AgentPaths, reasoning: Provider) -> Provider:
+    """The chronicler's own model if one is configured, else the reasoning model."""
+    from .providers.catalog import build_provider
+
+    if config.models.chronicler is None:
+        return reasoning
+    return build_provider(config.models.chronicler, load_secrets(paths))
 
 
 def _last_exchange(session: Session) -> float | None:

@@ -162,6 +162,133 @@ def undo(obj: Context) -> None:
     _versions(lambda: versions_cli.undo(obj.config().files, obj.paths))
 
 
+# -- memory ----------------------------------------------------------------------
+
+
+class _MemoryView:
+    """The turn store and session, opened read-mostly for a memory command."""
+
+    def __init__(self, obj: Context) -> None:
+        from zoneinfo import ZoneInfo
+
+        from .memory.session import Session
+        from .memory.store import TurnStore
+
+        if not obj.paths.turns_db.exists():
+            raise click.ClickException(f"agent {obj.paths.name!r} has no conversation yet")
+        config = obj.config()
+        self.zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else None
+        self.store = TurnStore(obj.paths.turns_db)
+        self.session = Session.load(self.store)
+
+    def __enter__(self) -> _MemoryView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def memory(ctx: click.Context) -> None:
+    """The save points of the chronicle (with no subcommand: list them)."""
+    if ctx.invoked_subcommand is None:
+        from .interfaces.memory_cli import list_save_points
+
+        with _MemoryView(ctx.obj) as view:
+            click.echo(list_save_points(view.store, view.session, zone=view.zone))
+
+
+@memory.command("show")
+@click.argument("save_point_id", type=int)
+@click.pass_obj
+def memory_show(obj: Context, save_point_id: int) -> None:
+    """One save point, with every citation resolved to its turn."""
+    from .interfaces.memory_cli import show_save_point
+
+    with _MemoryView(obj) as view:
+        click.echo(show_save_point(view.store, save_point_id, zone=view.zone))
+
+
+@memory.command("search")
+@click.argument("query", nargs=-1, required=True)
+@click.option("--limit", "-n", default=10, show_default=True)
+@click.option("--role", "roles", multiple=True,
+              type=click.Choice(["user", "assistant", "tool", "event", "note"]),
+              help="Only turns of this kind (repeatable).")
+@click.pass_obj
+def memory_search(obj: Context, query: tuple[str, ...], limit: int, roles: tuple[str, ...]) -> None:
+    """Search every turn ever stored (ranked, with snippets)."""
+    from .interfaces.memory_cli import search_memory
+    from .memory.search import HistorySearch
+
+    with _MemoryView(obj) as view:
+        search = HistorySearch(view.store, zone=view.zone)
+        try:
+            click.echo(search_memory(search, " ".join(query), limit=limit,
+                                     roles=list(roles) or None, zone=view.zone))
+        finally:
+            search.close()
+
+
+@memory.command("export")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_obj
+def memory_export(obj: Context, out: Path) -> None:
+    """Write the conversation as JSON lines (the format `noema lab compact` reads)."""
+    from .interfaces.memory_cli import export_turns
+
+    with _MemoryView(obj) as view, out.open("w", encoding="utf-8") as sink:
+        count = export_turns(view.store, sink, agent=obj.paths.name, session=view.session)
+    click.echo(f"{count} turns written to {out}")
+
+
+@cli.group()
+def lab() -> None:
+    """Offline experiments on exported conversations."""
+
+
+@lab.command("compact")
+@click.argument("export", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--provider", help="Provider to try (default: the configured chronicler).")
+@click.option("--model", help="Model to try, with --provider.")
+@click.option("--base-url", help="Endpoint, with --provider.")
+@click.option("--script", type=click.Path(exists=True, path_type=Path),
+              help="A model script, with --provider scripted.")
+@click.option("--blocks", default=3, show_default=True, help="Save points to write at most.")
+@click.option("--block-turns", type=int, help="Turns per block (default: as the agent would).")
+@click.option("--quiet", is_flag=True, help="Only the validator's reports, not the texts.")
+@click.pass_obj
+def lab_compact(obj: Context, export: Path, provider: str | None, model: str | None,
+                base_url: str | None, script: Path | None, blocks: int,
+                block_turns: int | None, quiet: bool) -> None:
+    """Run a chronicler over an exported conversation and print the validator's report."""
+    from .interfaces.memory_cli import lab_compact as run_lab, read_export
+    from .providers.catalog import build_provider
+    from .providers.settings import ModelSettings
+
+    config = obj.config()
+    if provider:
+        try:
+            settings = ModelSettings(provider=provider, model=model or "default",
+                                     base_url=base_url, script=script)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    elif config.chronicler is not None:
+        settings = config.chronicler
+    else:
+        raise click.ClickException("no chronicler is configured; pass --provider and --model")
+    try:
+        chronicler = build_provider(settings, configuration.load_secrets(obj.paths))
+        text = asyncio.run(run_lab(read_export(export), chronicler, config.memory,
+                                   language=config.memory.language_or(config.agent.language),
+                                   agent_name=obj.paths.name, max_save_points=blocks,
+                                   block_turns=block_turns, show_text=not quiet))
+    except (ProviderError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(text)
+
+
 # -- config ----------------------------------------------------------------------
 
 

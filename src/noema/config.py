@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .paths import AgentPaths
 from .perception.settings import PerceptionSettings
 from .providers.settings import ModelSettings
+from .memory.settings import MemorySettings
 from .orchestrator.settings import ReflexSettings
 from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
 
@@ -83,6 +84,7 @@ class Config(_Section):
     autonomy: AutonomySettings = AutonomySettings()
     perception: PerceptionSettings = PerceptionSettings()
     reflexes: ReflexSettings = ReflexSettings()
+    memory: MemorySettings = MemorySettings()
 
     @property
     def hands(self) -> HandsSettings:

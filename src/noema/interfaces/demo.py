@@ -26,6 +26,7 @@ from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, RootSettings
 from .chat import TerminalListener
 from .demo_hands import demo_hands
+from .demo_memory import memory_chapter
 from .demo_perception import run_perception_demo
 from .demo_reflexes import run_reflexes_demo
 
@@ -218,8 +219,14 @@ async def chapter_reflexes(paths: AgentPaths, printer: DemoPrinter, pace: float)
     await run_reflexes_demo(printer.out, paths.agents_dir.parent / "reflexes", pace=pace)
 
 
+async def chapter_memory(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("7. Narrative memory: a save point, a rejected citation, a recall")
+    home = paths.agents_dir.parent / "memory"
+    await memory_chapter(AgentPaths.for_agent("memory", home), printer.write, printer, pace=pace)
+
+
 CHAPTERS = (chapter_tools, chapter_crash, chapter_restart, chapter_hands, chapter_perception,
-            chapter_reflexes)
+            chapter_reflexes, chapter_memory)
 
 
 async def _run(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:

@@ -150,7 +150,6 @@ async def memory_chapter(
     paths: AgentPaths, out: Callable[[str], None], printer: AgentListener, *, pace: float = 0.0
 ) -> None:
     """Run the chapter on a fresh agent folder; `out` prints, `printer` shows the cycles."""
-    out("\n=== Narrative memory: a save point, a rejected citation, a recall ===\n")
     paths.ensure()
     store = TurnStore(paths.turns_db)
     session = Session.load(store)
