@@ -49,6 +49,9 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
+RUNS_THE_AGENT = {"chat"}
+
+
 @click.group(invoke_without_command=True)
 @click.option("--agent", "-a", default=lambda: os.environ.get("NOEMA_AGENT", DEFAULT_AGENT),
               show_default="default", help="Which agent (each has its own data folder).")
@@ -64,14 +67,17 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
     ctx.obj = Context(agent, home)
     if ctx.invoked_subcommand is None:
         if ctx.obj.config().has_model:
+            _setup_logging(ctx.obj.paths, verbose)
             ctx.invoke(chat)
         else:
             click.echo("No model is configured yet, so here is the offline demo.\n"
                        "(`noema config --help` shows how to configure a model.)\n")
             ctx.invoke(demo)
         return
-    if ctx.invoked_subcommand not in {"config"}:
+    if ctx.invoked_subcommand in RUNS_THE_AGENT:
         _setup_logging(ctx.obj.paths, verbose)
+    else:  # inspection commands leave no trace in the agent's folder
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
 
 
 @cli.command()
