@@ -159,14 +159,12 @@ def _wire(
     hands = build_hands(config.hands, paths, approver)
 
     senses = config.perception
+    archive = SensoryArchive(paths.archive_db, flush_every=senses.archive_flush_every)
     sensors = build_sensors(
-        senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone
+        senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone,
+        bookmarks=archive.bookmark,  # a log sensor resumes where it stopped
     )
-    pipeline = Pipeline(
-        SensoryArchive(paths.archive_db, flush_every=senses.archive_flush_every),
-        [s.info for s in sensors],
-        max_silence=senses.max_silence,
-    )
+    pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     delimiter = SessionDelimiter.new()
 
     def render(items, now: float) -> str:
@@ -198,7 +196,8 @@ def _wire(
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
                            CycleSettings(max_steps=config.cycle.max_steps))
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
-                  reflexes=config.reflexes, senses=Senses(pipeline, render))
+                  reflexes=config.reflexes,
+                  senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000))
     agent_ref.append(agent)
 
     def sensor_crashed(crash: SensorCrash) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from noema.memory.turns import Flag, TurnKind
+from noema.orchestrator.core import Phase
 from noema.orchestrator.decisions import (
     KillTool,
     Queued,
@@ -349,3 +350,19 @@ async def test_a_cancelled_tool_tells_the_model_what_it_did(session):
     await agent.idle()
     result = next(t for t in session.turns if t.tool_name == "long_command" and t.is_result)
     assert "compiling 3/9" in result.content
+
+
+async def test_a_cycle_cancelled_before_its_task_first_runs_still_ends(session):
+    """A sensor that reports a burst in one go: the first urgent event starts a
+    cycle, the second cancels it before its task has run a single step. The
+    abort must still be carried out, or the agent would wait for it forever."""
+    provider = ScriptedProvider([say("Two pages."), say("Both seen.")])
+    agent, rec = make_agent(session, provider, reflexes={"idle_quiet_window_s": 0,
+                                                         "idle_max_wait_s": 0})
+    agent.perceive(event("pager", "evt-13 disk failing"))
+    agent.perceive(event("pager", "evt-14 disk gone"))
+    await agent.idle()
+    assert [outcome for outcome, _ in rec.ends] == ["cancelled_safe", "answered"]
+    assert sorted(event_ids(session.turns)) == ["evt-13", "evt-14"]
+    assert agent.core.phase is Phase.IDLE
+    check_both_protocols(session.turns)

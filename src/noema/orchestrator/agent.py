@@ -8,8 +8,18 @@ stream closes with it) and repairs the history, packages are written to the
 session. Cancelling and repairing are synchronous once the task is
 cancelled, so an interruption costs milliseconds, not a polling period.
 
-On start the shell closes whatever a crashed process left open and picks up
+On start the shell closes whatever a crashed process left open, settles the
+deliveries the sensory archive was unsure of (the turn store is the judge),
+feeds again every archived event the model never received, and picks up
 messages that were stored but never answered.
+
+Events and the archive: an event is acknowledged when the archive commits
+it (see `perception.archive`). The shell commits at most `Senses.commit_delay`
+after an event arrives, and commits every package's events, as a pending
+delivery, before the package's turns are written; once the turns are
+committed the delivery is settled. So a crash at any point leaves each
+acknowledged event either delivered exactly once or still owed, and what is
+owed is delivered after the restart.
 """
 
 from __future__ import annotations
@@ -17,14 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..memory.session import Session
 from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
 from ..perception.clock import Clock, wall_clock
-from ..perception.events import Event, Urgency
+from ..perception.events import Event, Nature, SensorInfo, Urgency
 from ..perception.pipeline import Pipeline
 from ..perception.treatments import UnknownChannel
 from ..providers.base import ProviderError
@@ -43,7 +53,7 @@ from .decisions import (
     UnsafeCancel,
     WakeAt,
 )
-from .delivery import Render, write_package
+from .delivery import DeliveryLedger, EventCall, Render, plan_package, write_package
 from .inputs import (
     CycleAborted,
     CycleEnded,
@@ -54,6 +64,8 @@ from .inputs import (
     PersonMessage,
     PersonStop,
     Polled,
+    RestoreBegun,
+    RestoreDone,
     StepStarted,
     Tick,
     ToolFinished,
@@ -71,6 +83,8 @@ from .urgency import UrgencyRules
 log = logging.getLogger(__name__)
 
 STOPPED_NOTE = "The person stopped you here. Wait for what they say next."
+DEFAULT_COMMIT_DELAY = 0.05
+RETIRED_NOTE = " (no longer configured: it only delivers events from before a restart)"
 
 
 class AgentListener(CycleListener):
@@ -87,10 +101,16 @@ class AgentListener(CycleListener):
 @dataclass(frozen=True, slots=True)
 class Senses:
     """What the shell needs from perception: the pipeline (catalogue, gate,
-    archive) and how packed events are written for the model."""
+    archive), how packed events are written for the model, and the longest an
+    arrived event waits before the archive commits it (acknowledges it)."""
 
     pipeline: Pipeline
     render: Render
+    commit_delay: float = DEFAULT_COMMIT_DELAY
+
+    def __post_init__(self) -> None:
+        if not 0 < self.commit_delay <= 10:
+            raise ValueError("commit_delay is a positive number of seconds, at most 10")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +167,7 @@ class Agent:
         self.core = Reflexes(senses.pipeline.catalogue if senses else {}, settings)
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
+        self._driving = False  # the cycle's task has begun to run
         self._run: int | None = None
         self._progress: CycleProgress | None = None
         self._abort: Abort | None = None
@@ -154,21 +175,61 @@ class Agent:
         self._staged: dict[int, Turn] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._last_input_tokens: int | None = None
+        self._ledger = (DeliveryLedger(senses.pipeline, session.store, senses.commit_delay)
+                        if senses is not None else None)
         self._tap = _Tap(self)
 
     # -- lifecycle --------------------------------------------------------
 
     def start(self) -> None:
-        """Repair what a previous process left and pick up unanswered messages."""
+        """Repair what a previous process left, deliver the events it still owed,
+        and pick up unanswered messages.
+
+        Call it inside the event loop, before the sensor hub starts: the
+        events owed are fed again (with their own IDs and times, their urgency
+        classified by the current rules) together with the waiting messages,
+        and nothing starts a cycle until all of them are in.
+        """
         for notice in recover_crashed_cycles(self.session):
             self.listener.on_notice(notice)
+        restored = self._restore()
         for turn in self.session.staged():
             if turn.id not in self._staged:
                 self._staged[turn.id] = turn
                 self._feed(PersonMessage(turn.id, self._clock()))
+        if restored:
+            self._feed(RestoreDone(self._clock()))
+            self.listener.on_notice(
+                f"{restored} event(s) received before the restart had not reached the model; "
+                "they are delivered now")
+
+    def _restore(self) -> int:
+        """Settle the deliveries a crash left pending, then feed again (between
+        RestoreBegun and the caller's RestoreDone) every event still owed."""
+        if self._ledger is None:
+            return 0
+        pipeline, archive = self._ledger.pipeline, self._ledger.archive
+        now = self._clock()
+        self._ledger.settle_pending(now)
+        declared: dict[str, SensorInfo] | None = None
+        count = 0
+        for event in archive.undelivered():
+            if not count:
+                self._feed(RestoreBegun(now))
+            info = pipeline.catalogue.get(event.channel)
+            if info is None:
+                declared = archive.channels() if declared is None else declared
+                info = retired(event.channel, declared.get(event.channel))
+                pipeline.restore_channel(info)
+            verdict = self.rules.classify(event, info.default_urgency)
+            self._take_in(event, verdict.urgency, now)
+            count += 1
+        archive.flush()
+        return count
 
     async def close(self) -> None:
-        """Stop any running cycle (its history repaired) before the process exits."""
+        """Stop any running cycle (its history repaired) and commit what the
+        archive holds, before the process exits."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -177,6 +238,8 @@ class Agent:
             self._abort = None
             task.cancel()
             await asyncio.wait({task})
+        if self._ledger is not None:
+            self._ledger.close()
 
     # -- the person's side ------------------------------------------------
 
@@ -221,9 +284,18 @@ class Agent:
     # -- the senses' side ---------------------------------------------------
 
     def perceive(self, event: Event) -> None:
-        """A sensor's event (the hub's `on_event`): classified, gated, archived, fed."""
+        """A sensor's event (the hub's `on_event`): classified, gated, archived, fed.
+
+        It is acknowledged when the archive commits it, at most
+        `Senses.commit_delay` later. A repeat of an event already received
+        (same ID) is the same event: it is neither archived nor delivered again.
+        """
         if self.senses is None:
             log.warning("event %s from %s ignored: the agent has no senses", event.id, event.channel)
+            return
+        if self.core.seen(event.id):
+            log.info("event %s ignored: already received, and an event is delivered once",
+                     event.id)
             return
         pipeline = self.senses.pipeline
         info = pipeline.catalogue.get(event.channel)
@@ -235,7 +307,16 @@ class Agent:
             log.warning("event %s ignored: no sensor declares channel %s", event.id, event.channel)
             return
         if archived is not None:  # None: the model silenced the channel
-            self._feed(Perceived(archived, verdict.urgency, now))
+            self._take_in(archived, verdict.urgency, now)
+        if self._ledger is not None:
+            self._ledger.commit_soon()
+
+    def _take_in(self, event: Event, urgency: Urgency, now: float) -> None:
+        # The core refuses a repeat it remembers: its archived copy is settled as refused.
+        for decision in self._feed(Perceived(event, urgency, now)):
+            if (isinstance(decision, Dropped) and decision.event_id == event.id
+                    and event.batch_id is not None and self._ledger is not None):
+                self._ledger.archive.refuse(event, now)
 
     def pending_events(self) -> str:
         """What the model's own pool_event() call returns: every waiting event, packed."""
@@ -258,32 +339,49 @@ class Agent:
         return decisions
 
     def _start_cycle(self, d: StartCycle) -> None:
+        self._driving = False
         self._task = asyncio.get_running_loop().create_task(self._drive(d), name=f"cycle:{d.run}")
 
     def _deliver(self, d: Deliver) -> None:
         now = self._clock()
-        write_package(
-            self.session, d.package, notice=d.notice, staged=self._staged,
-            render=self.senses.render if self.senses else None, now=now,
-        )
+        steps = plan_package(d.package)
+        # Pending in the archive before the turns exist, settled once they do:
+        # whichever commit a crash falls between, the turn store decides.
+        ledger = self._ledger
+        opened = ledger.open([s for s in steps if isinstance(s, EventCall)], now) if ledger else []
+        try:
+            write_package(
+                self.session, steps, notice=d.notice, staged=self._staged,
+                render=self.senses.render if self.senses else None, now=now,
+            )
+        except BaseException:
+            if ledger is not None:
+                ledger.settle(opened, False, now)
+            raise
+        if ledger is not None:
+            ledger.settle(opened, True, now)
         for turn_id in d.package.person_turns:
             self._staged.pop(turn_id, None)
-        if self.senses is not None and d.package.items:
-            # Sealing archive batches writes to disk; the events are already in
-            # the turn store, so it can wait until the next request is on its way.
-            asyncio.get_running_loop().call_soon(
-                self.senses.pipeline.delivered, d.package.items, now
-            )
 
     def _hand_over(self, d: HandOver) -> None:
-        if self.senses is not None and d.items:
-            self.senses.pipeline.delivered(d.items, self._clock())
+        if self._ledger is None or not d.items:
+            return
+        call = self._progress.running if self._progress is not None else None
+        if call is None:
+            raise OrchestratorBug("events were handed over with no pool_event call running")
+        self._ledger.hand_over(call, d, self._clock())
+
+    def _settle_handed(self) -> None:
+        if self._ledger is not None:
+            self._ledger.settle_handed(self._clock())
 
     def _cancel(self, d: Abort) -> None:
         self._abort = d
         if isinstance(d, (SafeCancel, UnsafeCancel)):
             self.listener.on_notice(f"interrupted: {d.cause.describe()}")
-        if self._task is not None:
+        # A task cancelled before its first step never runs `_drive`, so nothing
+        # would report the abort: a cycle that has not begun sees it as it begins.
+        if self._task is not None and self._driving:
             self._task.cancel()
 
     def _kill_tool(self, d: KillTool) -> None:
@@ -317,6 +415,10 @@ class Agent:
         progress = self._progress = CycleProgress(cycle_id)
         self._run = start.run
         self.listener.on_cycle_start(cycle_id, start.origin.value)
+        self._driving = True
+        if self._abort is not None:  # cancelled before it began: nothing ran
+            self._finish_abort(start.run, progress, self._abort)
+            return
         outcome, error, why = Outcome.FAILED, None, None
         try:
             end = await self.cycle.run(progress, self._tap)
@@ -324,6 +426,7 @@ class Agent:
         except asyncio.CancelledError:
             if self._abort is None:  # the agent is shutting down
                 self._repair(progress, "the agent was shut down", stopped=False)
+                self._settle_handed()
                 self._close(progress, "shutdown", None)
                 raise
             task = asyncio.current_task()
@@ -341,6 +444,7 @@ class Agent:
             return
         if why is not None:
             self._repair(progress, why, stopped=False)
+        self._settle_handed()
         self._close(progress, outcome.value, error)
         self._feed(CycleEnded(start.run, outcome, progress.tokens, self._clock()))
         self._idle_unless_followed()
@@ -352,6 +456,7 @@ class Agent:
             answer_unfinished(self.session, progress, abort.cause.describe())
         else:
             self._repair(progress, "the person stopped the cycle", stopped=True)
+        self._settle_handed()
         self._abort = None
         self._close(progress, _ABORT_STATUS[type(abort)], None)
         self._feed(CycleAborted(run, progress.tokens, self._clock()))
@@ -380,6 +485,16 @@ class Agent:
                         flags=Flag.SYNTHETIC)
             )
             progress.stored.append(note.id)
+
+
+def retired(channel: str, declared: SensorInfo | None) -> SensorInfo:
+    """The declaration of a channel no sensor reports on any more, from what the
+    archive remembers of it (or a plain discrete one if it remembers nothing)."""
+    if declared is None:
+        return SensorInfo(channel, "A sensor" + RETIRED_NOTE, Nature.DISCRETE)
+    if declared.description.endswith(RETIRED_NOTE):
+        return declared
+    return replace(declared, description=declared.description + RETIRED_NOTE)
 
 
 class _Tap(CycleListener):

@@ -11,6 +11,11 @@ Every rule lives in the tables below: `POLICY` (urgency x cycle safety ->
 action), `HELD_BACK` (what a guard turns a cancellation into) and
 `TRANSITIONS` (phase x input -> handler). An input with no entry for the
 current phase is a bug of ours and raises `OrchestratorBug`.
+
+After a restart the shell feeds the events the archive still owes the model
+between `RestoreBegun` and `RestoreDone`, while idle: in between nothing
+starts a cycle, so the restored events and the waiting messages make one
+package, as if they had all just arrived.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ from .inputs import (
     PersonMessage,
     PersonStop,
     Polled,
+    RestoreBegun,
+    RestoreDone,
     StepStarted,
     Tick,
     ToolFinished,
@@ -141,6 +148,7 @@ class Reflexes:
         self._burst_first: float | None = None  # first and last world arrival not yet taken
         self._burst_last: float | None = None
         self._wake: float | None = None
+        self._restoring = False  # between RestoreBegun and RestoreDone
 
     # -- reading ----------------------------------------------------------------
 
@@ -152,6 +160,10 @@ class Reflexes:
     def run(self) -> int | None:
         """The number of the cycle in flight (or being cancelled), if any."""
         return self._record.run if self._record else None
+
+    def seen(self, event_id: str) -> bool:
+        """Whether an event with this ID was already accepted (a repeat is refused)."""
+        return event_id in self._registry
 
     def cycle(self) -> CycleView | None:
         r = self._record
@@ -267,6 +279,8 @@ class Reflexes:
         )
 
     def _start_if_due(self, now: float, out: list[Decision]) -> None:
+        if self._restoring:
+            return
         if self._queue.has_person():
             self._start(now, out, Origin.PERSON)
             return
@@ -304,7 +318,9 @@ class Reflexes:
             out.append(WakeAt(when))
 
     def _next_wake(self, now: float) -> float | None:
-        if self._phase is not Phase.IDLE or self._held() or not self._queue.world_waiting():
+        if self._phase is not Phase.IDLE or self._restoring or self._held():
+            return None
+        if not self._queue.world_waiting():
             return None
         if self._budget.exhausted(now):
             return self._budget.frees_at(now)
@@ -386,7 +402,9 @@ def _perceived_idle(core: Reflexes, signal: Perceived, out: list[Decision], now:
         return
     core._start_if_due(now, out)
     if core._phase is Phase.IDLE:
-        if core._held():
+        if core._restoring:
+            reason = QueueReason.RESTORING
+        elif core._held():
             reason = QueueReason.HELD
         elif core._budget.exhausted(now):
             reason = QueueReason.BUDGET
@@ -409,6 +427,20 @@ def _perceived_cancelling(
 ) -> None:
     if core._accept_event(signal, out, now):
         out.append(Queued(signal.event.id, signal.urgency, False, QueueReason.CANCELLING))
+
+
+def _restore_begun(
+    core: Reflexes, signal: RestoreBegun, out: list[Decision], now: float
+) -> None:
+    if core._restoring:
+        raise OrchestratorBug("a restore began while another was under way")
+    core._restoring = True
+
+
+def _restore_done(core: Reflexes, signal: RestoreDone, out: list[Decision], now: float) -> None:
+    if not core._restoring:
+        raise OrchestratorBug("a restore ended that never began")
+    core._restoring = False  # handle() then starts what is due and schedules the rest
 
 
 def _tick(core: Reflexes, signal: Tick, out: list[Decision], now: float) -> None:
@@ -461,7 +493,8 @@ def _polled(core: Reflexes, signal: Polled, out: list[Decision], now: float) -> 
     record.handing.extend(entries)
     if entries and not core._queue.world_waiting():
         core._burst_first = core._burst_last = None
-    out.append(HandOver(record.run, tuple(e.item for e in entries)))
+    held = tuple(run for e in entries for run in e.held)
+    out.append(HandOver(record.run, tuple(e.item for e in entries), held))
 
 
 def _ended(core: Reflexes, signal: CycleEnded, out: list[Decision], now: float) -> None:
@@ -500,6 +533,8 @@ TRANSITIONS: Mapping[tuple[Phase, type], Handler] = {
     (Phase.IDLE, PersonStop): _stop_idle,
     (Phase.IDLE, Perceived): _perceived_idle,
     (Phase.IDLE, Tick): _tick,
+    (Phase.IDLE, RestoreBegun): _restore_begun,
+    (Phase.IDLE, RestoreDone): _restore_done,
     (Phase.RUNNING, PersonMessage): _message_running,
     (Phase.RUNNING, PersonStop): _stop_running,
     (Phase.RUNNING, Perceived): _perceived_running,

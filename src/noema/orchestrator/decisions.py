@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..perception.archive import Run
 from ..perception.events import Urgency
 from ..perception.items import Aggregate, Discrete, Item, StateValue, Utterance
 
@@ -32,6 +33,7 @@ class QueueReason(enum.StrEnum):
     CANCELLING = "a cancellation is under way: it goes in the next package"
     IDLE = "the agent is idle and waits for the burst to end"
     HELD = "after a stop or a failure the agent waits for new input"
+    RESTORING = "events from before the restart are being restored"
 
 
 def item_time(item: Item) -> float:
@@ -63,11 +65,13 @@ class PersonEntry:
 
 @dataclass(frozen=True, slots=True)
 class WorldEntry:
-    """A package of treated events (one item) with its urgency class."""
+    """A package of treated events (one item) with its urgency class and the
+    archive offsets of every raw event it stands for."""
 
     item: Item
     urgency: Urgency
     seq: int
+    held: tuple[Run, ...] = ()
 
     @property
     def at(self) -> float:
@@ -102,6 +106,10 @@ class Package:
     @property
     def items(self) -> tuple[Item, ...]:
         return tuple(e.item for e in self.entries if isinstance(e, WorldEntry))
+
+    @property
+    def world(self) -> tuple[WorldEntry, ...]:
+        return tuple(e for e in self.entries if isinstance(e, WorldEntry))
 
     @property
     def event_count(self) -> int:
@@ -153,10 +161,12 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class HandOver:
-    """The answer to the model's own pool_event() call: what is pending now."""
+    """The answer to the model's own pool_event() call: what is pending now, and
+    the archive offsets of the raw events it stands for."""
 
     run: int
     items: tuple[Item, ...]
+    held: tuple[Run, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

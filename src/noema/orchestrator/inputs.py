@@ -83,6 +83,27 @@ class Perceived:
 
 
 @dataclass(frozen=True, slots=True)
+class RestoreBegun:
+    """Events from before a restart are about to be fed again (as `Perceived`):
+    until `RestoreDone`, nothing starts a cycle, so they all go in one package."""
+
+    at: float
+
+    def __post_init__(self) -> None:
+        _check_at(self.at)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreDone:
+    """Every event from before the restart has been fed again."""
+
+    at: float
+
+    def __post_init__(self) -> None:
+        _check_at(self.at)
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Time passed: the wake-up the core asked for with `WakeAt`, or any later one."""
 
@@ -202,6 +223,6 @@ class CycleAborted:
 
 
 Input = (
-    PersonMessage | PersonStop | Perceived | Tick | StepStarted | ModelChunk | ToolStarted
-    | ToolFinished | Polled | CycleEnded | CycleAborted
+    PersonMessage | PersonStop | Perceived | RestoreBegun | RestoreDone | Tick | StepStarted
+    | ModelChunk | ToolStarted | ToolFinished | Polled | CycleEnded | CycleAborted
 )

@@ -1,7 +1,9 @@
 """The prioritised queue: what waits to reach the model, by urgency class.
 
 Events go through the treatments of their class (one `Treatments` per
-class, so a normal aggregate window never holds back an urgent alert). At a
+class, so a normal aggregate window never holds back an urgent alert), and
+each class's `Holdings` keeps the archive offsets every package stands for,
+so a delivery can be recorded in the archive event by event. At a
 delivery the priority and urgent classes are drained whole and the normal
 class gives what is ripe; the person's messages wait beside them. A package
 is ordered urgent > priority > normal, and by time within a class.
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..perception.events import Event, SensorInfo, Urgency
+from ..perception.pipeline import Holdings
 from ..perception.treatments import Treatments
 from .decisions import Entry, Package, PersonEntry, WorldEntry
 
@@ -40,6 +43,7 @@ class PendingQueue:
     def __init__(self, catalogue: Mapping[str, SensorInfo]) -> None:
         self._catalogue = catalogue
         self._treatments = {u: Treatments(catalogue) for u in Urgency}
+        self._holdings = {u: Holdings() for u in Urgency}
         self._ready: list[Entry] = []
         self._seq = itertools.count(1)
 
@@ -56,6 +60,7 @@ class PendingQueue:
     def add_event(self, event: Event, urgency: Urgency, now: float) -> None:
         """Into the treatment of its class (UnknownChannel if no sensor declares it)."""
         self._treatments[urgency].add(event, now)
+        self._holdings[urgency].add(event, self._catalogue[event.channel].nature)
 
     def put_back(self, entries: Iterable[Entry]) -> None:
         """Entries handed over in a cycle that was then discarded: they wait again."""
@@ -103,8 +108,10 @@ class PendingQueue:
 
     def _ripen(self, now: float, force_all: bool) -> None:
         for urgency, treatments in self._treatments.items():
+            holdings = self._holdings[urgency]
             for item in treatments.drain(now, force=force_all or _FORCED[urgency]):
-                self._ready.append(WorldEntry(item, urgency, next(self._seq)))
+                self._ready.append(
+                    WorldEntry(item, urgency, next(self._seq), holdings.take(item)))
 
     def take(self, now: float) -> Package | None:
         """Everything deliverable now, as one ordered package (None if nothing)."""

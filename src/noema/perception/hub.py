@@ -5,6 +5,13 @@ A sensor is any object with an `info: SensorInfo` and an
 sensor that raises is reported and restarted after a growing delay; a
 sensor that keeps running long enough is considered healthy again and its
 delay starts over. Nothing a sensor does can stop the hub or the agent.
+
+`emit` hands an event on at once, but the event is acknowledged only when
+the sensory archive commits it, a short delay later (see
+`perception.archive`). A sensor whose source keeps what it has not
+acknowledged (a log file it can read again) keeps its place with a
+`Bookmark` instead of trusting `emit`: the archive's bookmark is committed
+with the events read before it.
 """
 
 from __future__ import annotations
@@ -50,6 +57,34 @@ class Emitter:
         )
         self._sink(event)
         return event
+
+
+class Bookmark(Protocol):
+    """Where a sensor stands in its source, kept across restarts (JSON data)."""
+
+    def load(self) -> Mapping[str, Any] | None:
+        """The last place saved, or None if there is none."""
+        ...
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        """Keep the current place."""
+        ...
+
+
+class MemoryBookmark:
+    """A bookmark that lasts as long as the process: a sensor restarted after a
+    crash resumes, a restarted agent does not."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        self._state: dict[str, Any] | None = None
+
+    def load(self) -> Mapping[str, Any] | None:
+        return None if self._state is None else dict(self._state)
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        self._state = dict(state)
 
 
 class Sensor(Protocol):

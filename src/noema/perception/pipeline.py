@@ -4,21 +4,104 @@ The pipeline is the whole of perception's bookkeeping for one agent: the
 catalogue of declared sensors, the gate, the recent counts, the archive and
 one `Treatments`. The orchestrator shell may use it whole (`ingest`, then
 `drain` when it wants to deliver), or call `admit` and keep its own
-treatments per urgency class, handing drained items back to `delivered`.
-It has no clock of its own: `now` comes with every call.
+treatments per urgency class, recording what it delivers with
+`open_deliveries` and `settle`. It has no clock of its own: `now` comes
+with every call.
+
+`Holdings` keeps, beside a `Treatments`, exactly which archived events each
+pending package stands for, so a delivery records the offsets it carried
+even when a package's gap is not one run (a stream split between urgency
+classes, events replayed after a restart).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .archive import SILENCED_BUCKET, SensoryArchive
-from .events import Event, SensorInfo
+from .archive import SILENCED_BUCKET, Run, SensoryArchive
+from .events import Event, Nature, SensorInfo
 from .gate import DEFAULT_MAX_SILENCE, Gate, GateState
 from .items import Aggregate, Discrete, Item, StateValue
 from .stats import ChannelCounts, ChannelStats
 from .treatments import Treatments, UnknownChannel, bucket_of
+
+
+class HoldingsMismatch(RuntimeError):
+    """A package accounts for other events than its group received: our bug."""
+
+
+def item_bucket(item: Item) -> str:
+    """The bucket (see `bucket_of`) of the events an item was made from."""
+    if isinstance(item, (Aggregate, StateValue)):
+        return "key:" + item.key
+    return "from:" + item.sender
+
+
+class _Held:
+    __slots__ = ("count", "runs")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.runs = array("q")  # flat (batch, first, last) triples, in arrival order
+
+
+class Holdings:
+    """Which archived events each pending package holds, by offset runs.
+
+    A treatment packs every pending event of one group (a channel and its
+    bucket) into one item when it drains it, so the group's runs are exactly
+    what the item carries. Consecutive offsets of a batch share one run, so
+    a burst costs a few numbers however long it is.
+    """
+
+    __slots__ = ("_groups",)
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, str], _Held] = {}
+
+    def add(self, event: Event, nature: Nature) -> None:
+        """Count an event handed to the treatments."""
+        group = (event.channel, bucket_of(event, nature))
+        held = self._groups.get(group)
+        if held is None:
+            held = self._groups[group] = _Held()
+        held.count += 1
+        if event.batch_id is None or event.batch_seq is None:
+            return  # never archived: nothing to record
+        # Batch IDs come from the archive ("b42"): the number is read without a regex.
+        batch, seq, runs = int(event.batch_id[1:]), event.batch_seq, held.runs
+        if runs and runs[-3] == batch and runs[-1] + 1 == seq:
+            runs[-1] = seq
+        else:
+            runs.extend((batch, seq, seq))
+
+    def take(self, item: Item) -> tuple[Run, ...]:
+        """The runs of a drained item; HoldingsMismatch if the counts disagree."""
+        held = self._groups.pop((item.channel, item_bucket(item)), None)
+        count = 0 if held is None else held.count
+        if count != item.count:
+            raise HoldingsMismatch(
+                f"a package of {item.channel} stands for {item.count} events, its group "
+                f"received {count}"
+            )
+        runs = held.runs if held is not None else array("q")
+        return tuple(
+            (runs[i], runs[i + 1], runs[i + 2]) for i in range(0, len(runs), 3))
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+
+@dataclass(frozen=True, slots=True)
+class Parcel:
+    """Items about to reach the model in one pool_event result, and the archived
+    events they stand for; `token` is the call ID of that pool_event call."""
+
+    token: str
+    items: tuple[Item, ...]
+    runs: tuple[Run, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +129,24 @@ class Pipeline:
         self.gate = Gate(self.catalogue, max_silence=max_silence)
         self.stats = ChannelStats()
         self.treatments = Treatments(self.catalogue)
+        self.holdings = Holdings()
         self._silenced: set[str] = set()  # channels with an open batch of dropped events
         for info in sensors:
             self.register(info)
 
     def register(self, info: SensorInfo) -> None:
-        """Declare a sensor; re-declaring a channel replaces its declaration."""
+        """Declare a sensor; re-declaring a channel replaces its declaration.
+
+        The archive keeps the declaration, so the channel's events can still
+        be delivered after a restart without it (see `restore_channel`).
+        """
         self.catalogue[info.channel] = info
+        self.archive.remember_channel(info)
+
+    def restore_channel(self, info: SensorInfo) -> None:
+        """Declare a channel known only from the archive: its events from before a
+        restart are still to deliver, but no sensor reports on it any more."""
+        self.catalogue.setdefault(info.channel, info)
 
     # -- the flow of events ------------------------------------------------
 
@@ -83,6 +177,7 @@ class Pipeline:
         if archived is None:
             return False
         self.treatments.add(archived, now)
+        self.holdings.add(archived, self.catalogue[archived.channel].nature)
         return True
 
     def ready(self, now: float) -> bool:
@@ -92,18 +187,42 @@ class Pipeline:
         return self.treatments.next_deadline()
 
     def drain(self, now: float, force: bool = False) -> list[Item]:
-        """The deliverable packages of the pipeline's own treatments (see `delivered`)."""
+        """The deliverable packages of the pipeline's own treatments, recorded in the
+        archive as delivered (the caller hands them over at once)."""
         items = self.treatments.drain(now, force)
-        self.delivered(items, now)
+        if items:
+            runs = tuple(run for item in items for run in self.holdings.take(item))
+            opened = self.open_deliveries([Parcel("drain", tuple(items), runs)], now)
+            self.settle(opened, True, now)
+            self.archive.flush()
         return items
 
-    def delivered(self, items: Iterable[Item], now: float) -> None:
-        """Items are being delivered: seal their batches and make the archive durable."""
+    def open_deliveries(
+        self, parcels: Sequence[Parcel], now: float, *, after_turn: int = 0
+    ) -> list[int]:
+        """Parcels are about to be written as pool_event results: seal their
+        batches and commit them as pending deliveries (with every event staged
+        so far). Returns one delivery ID per parcel that carries archived events
+        (in order), for `settle` once the turn store has committed or failed."""
+        self._seal([item for parcel in parcels for item in parcel.items], now)
+        opened = [
+            self.archive.open_delivery(p.token, p.runs, now, after_turn=after_turn)
+            for p in parcels if p.runs
+        ]
+        self.archive.flush()
+        return opened
+
+    def settle(self, deliveries: Iterable[int], delivered: bool, now: float) -> None:
+        """Staged: the deliveries reached the model (or not, and their events are
+        still to deliver). Committed with the archive's next flush."""
+        for delivery in deliveries:
+            self.archive.settle(delivery, delivered, now)
+
+    def _seal(self, items: Iterable[Item], now: float) -> None:
         batch_ids: set[str | None] = set()
         for item in items:
             batch_ids.update(_batches_of(item))
         self.archive.seal(batch_ids, now)
-        self.archive.flush()
 
     # -- voluntary control ---------------------------------------------------
 

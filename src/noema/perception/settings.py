@@ -32,7 +32,13 @@ class ClockSettings(_Strict):
 
 
 class LogFileSettings(_Strict):
-    """One log file to follow."""
+    """One log file to follow.
+
+    The sensor resumes where it stood after a crash or a restart; it reads
+    back at most `resume_max_bytes` of a file (0: never catch up, start at
+    the end), skipping the older part with a note. `from_start` only matters
+    the first time, when there is no place to resume from.
+    """
 
     path: Path
     channel: Channel | None = None  # default: "log." and the file's name
@@ -41,6 +47,7 @@ class LogFileSettings(_Strict):
     from_start: bool = False
     urgency: Urgency = Urgency.NORMAL
     can_silence: bool = True
+    resume_max_bytes: int = Field(8 * 1024 * 1024, ge=0, le=1 << 40)
 
     @property
     def channel_name(self) -> str:
@@ -91,6 +98,9 @@ class PerceptionSettings(_Strict):
     sandwich_k: int = Field(3, ge=1, le=50)
     max_text_chars: int = Field(1000, ge=80, le=100_000)
     archive_flush_every: int = Field(1000, ge=1, le=100_000)
+    # An event is acknowledged when the archive commits it: at most this long
+    # after it arrives (or at once when archive_flush_every events wait).
+    archive_commit_ms: int = Field(50, ge=1, le=10_000)
     max_silence: Duration = 24 * 3600.0
 
     @model_validator(mode="after")

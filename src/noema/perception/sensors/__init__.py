@@ -7,17 +7,23 @@ from collections.abc import Callable
 from datetime import UTC, tzinfo
 
 from ..clock import Clock, wall_clock
-from ..hub import Sensor, Sleep
+from ..hub import Bookmark, Sensor, Sleep
 from ..settings import PerceptionSettings
 from .clock import ClockSensor, SilenceWatch
 from .folder import FolderSensor, describe_changes
-from .logfile import LogFileSensor, LogFollower, normalise_line
+from .logfile import LogFileSensor, LogFollower, LogPosition, normalise_line
 from .simulated import SimulatedSensor, Stimulus
 
 __all__ = [
-    "ClockSensor", "FolderSensor", "LogFileSensor", "LogFollower", "SilenceWatch",
-    "SimulatedSensor", "Stimulus", "build_sensors", "describe_changes", "normalise_line",
+    "ClockSensor", "FolderSensor", "LogFileSensor", "LogFollower", "LogPosition",
+    "SilenceWatch", "SimulatedSensor", "Stimulus", "bookmark_source", "build_sensors",
+    "describe_changes", "normalise_line",
 ]
+
+
+def bookmark_source(channel: str) -> str:
+    """The name a sensor's bookmark is kept under."""
+    return "sensor:" + channel
 
 
 def build_sensors(
@@ -27,8 +33,15 @@ def build_sensors(
     clock: Clock = wall_clock,
     sleep: Sleep = asyncio.sleep,
     tz: tzinfo = UTC,
+    bookmarks: Callable[[str], Bookmark] | None = None,
 ) -> list[Sensor]:
-    """The sensors the settings enable (none if perception is disabled)."""
+    """The sensors the settings enable (none if perception is disabled).
+
+    `bookmarks` gives a durable bookmark by name (the sensory archive's
+    `bookmark`), so sensors that can read their source again resume where
+    they stood after a restart; without it they resume only after a crash
+    inside this process.
+    """
     if not settings.enabled:
         return []
     sensors: list[Sensor] = []
@@ -41,7 +54,8 @@ def build_sensors(
         sensors.append(LogFileSensor(
             log.path, channel=log.channel_name, window=log.window,
             poll_interval=log.poll_interval, from_start=log.from_start, urgency=log.urgency,
-            can_silence=log.can_silence, sleep=sleep,
+            can_silence=log.can_silence, sleep=sleep, max_backlog=log.resume_max_bytes,
+            bookmark=bookmarks(bookmark_source(log.channel_name)) if bookmarks else None,
         ))
     for folder in settings.folders:
         sensors.append(FolderSensor(
