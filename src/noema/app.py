@@ -197,7 +197,9 @@ def _wire(
                            CycleSettings(max_steps=config.cycle.max_steps))
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
                   reflexes=config.reflexes,
-                  senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000))
+                  senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),
+                  after_cycle=memory.compactor.maybe_start,
+                  context_tokens=memory.compactor.context_tokens)
     agent_ref.append(agent)
 
     def sensor_crashed(crash: SensorCrash) -> None:

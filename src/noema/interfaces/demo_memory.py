@@ -62,33 +62,6 @@ EXCHANGES = (
 )
 
 
-class _Relay(AgentListener):
-    """Forwards the agent's events to the printer and compacts after each cycle."""
-
-    def __init__(self, printer: AgentListener, after_cycle: Callable[[], None]) -> None:
-        self.printer = printer
-        self.after_cycle = after_cycle
-
-    def on_text(self, delta: str) -> None:
-        self.printer.on_text(delta)
-
-    def on_turn(self, turn: Turn) -> None:
-        self.printer.on_turn(turn)
-
-    def on_tool_start(self, call: Turn, side_effects: bool) -> None:
-        self.printer.on_tool_start(call, side_effects)
-
-    def on_tool_end(self, call: Turn, result: Turn) -> None:
-        self.printer.on_tool_end(call, result)
-
-    def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None:
-        self.printer.on_cycle_end(cycle_id, outcome, error)
-        self.after_cycle()
-
-    def on_notice(self, text: str) -> None:
-        self.printer.on_notice(text)
-
-
 class _CompactionPrinter(CompactionListener):
     def __init__(self, out: Callable[[str], None]) -> None:
         self.out = out
@@ -174,8 +147,8 @@ async def memory_chapter(
         if armed:
             memory.compactor.maybe_start()
 
-    agent = Agent(session, ReasoningCycle(session, model, tools, system_prompt),
-                  _Relay(printer, compact_if_due), context_window=model.context_window)
+    agent = Agent(session, ReasoningCycle(session, model, tools, system_prompt), printer,
+                  context_window=model.context_window, after_cycle=compact_if_due)
     try:
         if store.count():
             raise RuntimeError(f"the memory demo needs a fresh agent folder, not {paths.root}")

@@ -156,7 +156,12 @@ class Agent:
         reflexes: ReflexSettings | None = None,
         senses: Senses | None = None,
         clock: Clock = wall_clock,
+        after_cycle: Callable[[], None] | None = None,
+        context_tokens: Callable[[], int] | None = None,
     ) -> None:
+        """`after_cycle` runs when any cycle ends (the compactor checks the
+        context there); `context_tokens` counts the context for the status
+        (by default the system prompt and the session's turns)."""
         self.session = session
         self.cycle = cycle
         self.listener = listener or AgentListener()
@@ -166,6 +171,8 @@ class Agent:
         self.rules = UrgencyRules.from_settings(settings.rules)
         self.core = Reflexes(senses.pipeline.catalogue if senses else {}, settings)
         self._clock = clock
+        self._after_cycle = after_cycle
+        self._context_tokens = context_tokens or self._estimate_context
         self._task: asyncio.Task[None] | None = None
         self._driving = False  # the cycle's task has begun to run
         self._run: int | None = None
@@ -268,11 +275,13 @@ class Agent:
     def busy(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def _estimate_context(self) -> int:
+        return estimate_tokens(self.cycle.system_prompt()) + self.session.tokens()
+
     def status(self) -> AgentStatus:
-        prompt = estimate_tokens(self.cycle.system_prompt())
         return AgentStatus(
             busy=self.busy,
-            context_tokens=prompt + self.session.tokens(),
+            context_tokens=self._context_tokens(),
             context_window=self.context_window,
             session_turns=len(self.session),
             waiting_messages=len(self.session.staged()),
@@ -470,6 +479,8 @@ class Agent:
         if progress.usage:
             self._last_input_tokens = progress.usage.input_tokens
         self.listener.on_cycle_end(progress.cycle_id, status, error)
+        if self._after_cycle is not None:
+            self._after_cycle()
 
     def _idle_unless_followed(self) -> None:
         # Called by a cycle's task as it ends: if no next cycle replaced it, the agent is idle.
