@@ -197,3 +197,38 @@ def test_one_agent_is_driven_by_one_process_at_a_time(tmp_path):
         holder.kill()
         holder.wait()
     AgentLock(paths).release()  # a killed holder leaves no stale lock
+
+
+def test_chat_with_an_openai_compatible_server_over_real_http(tmp_path):
+    from tests.fakes import FakeOpenAIServer, FakeReply, FakeToolCall
+
+    agent_dir = tmp_path / "agents" / "default"
+    agent_dir.mkdir(parents=True)
+    with FakeOpenAIServer(tokens_per_second=200) as server:
+        server.script(
+            FakeReply(text="Checking. ", tool_calls=(
+                FakeToolCall("get_current_time", '{"timezone": "Europe/Madrid"}'),)),
+            FakeReply(text="It is a fine hour in Madrid."),
+        )
+        (agent_dir / "config.toml").write_text(
+            "[models.reasoning]\nprovider = 'openai-compatible'\nmodel = 'fake-model'\n"
+            f"base_url = '{server.base_url}'\n")
+        chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(tmp_path),
+                             encoding="utf-8", timeout=30)
+        try:
+            chat.expect("model openai-compatible/fake-model")
+            chat.expect("you> ")
+            chat.sendline("what time is it in Madrid?")
+            chat.expect(r"get_current_time\(")
+            chat.expect("It is a fine hour in Madrid.")
+            chat.sendline("/quit")
+            chat.expect(pexpect.EOF)
+        finally:
+            chat.close(force=True)
+        first, second = server.requests[0].body, server.requests[1].body
+    assert first["model"] == "fake-model" and first["stream"] is True
+    assert any(t["function"]["name"] == "file_write" for t in first["tools"])
+    assert first["messages"][0]["role"] == "system"
+    assert first["messages"][-1] == {"role": "user", "content": "what time is it in Madrid?"}
+    tool_message = second["messages"][-1]
+    assert tool_message["role"] == "tool" and "Europe/Madrid" in tool_message["content"]
