@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from synthetic import OUT, ensure_store, sample_queries, synthetic_turns
 
-from noema.memory.search import STOP_WORDS
+from noema.memory.queries import STOP_WORDS
 from noema.memory.session import Session
 from noema.memory.store import TurnStore
 

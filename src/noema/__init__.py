@@ -1,0 +1,1 @@
+"""Noema: a personal agent that remembers, perceives and acts with care."""

@@ -1,3 +1,5 @@
+"""`python -m noema`: the noema command."""
+
 from .cli import main
 
 main()

@@ -2,9 +2,6 @@
 
 import asyncio
 
-import pytest
-
-from noema.memory.session import Session
 from noema.memory.turns import Flag, TurnKind
 from noema.orchestrator.agent import Agent, AgentListener
 from noema.orchestrator.context import build_messages, check_history

@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from noema.memory.search import HistorySearch, SearchTuning, date_spans
+from noema.memory.queries import date_spans
+from noema.memory.search import HistorySearch, SearchTuning
 from noema.memory.store import TurnStore
 from noema.memory.turns import NewTurn, TurnKind
 

@@ -27,7 +27,7 @@ import pytest
 
 from noema.memory.store import TurnStore
 from noema.memory.turns import Flag, TurnKind
-from noema.orchestrator.delivery import delivered_by
+from noema.orchestrator.ledger import delivered_by
 from noema.providers.scripted import ScriptedProvider, say
 
 from .crash_events_child import build

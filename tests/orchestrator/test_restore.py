@@ -38,7 +38,8 @@ from noema.orchestrator.inputs import (
     ToolStarted,
 )
 from noema.orchestrator.queue import PendingQueue
-from noema.perception.archive import SensoryArchive, check_runs
+from noema.perception.archive import SensoryArchive
+from noema.perception.deliveries import check_runs
 from noema.perception.events import Nature, SensorInfo, TreatmentParams, Urgency
 from noema.perception.packing import render_pool_event
 from noema.perception.pipeline import Parcel, Pipeline

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from noema.perception.archive import SensoryArchive, check_runs, complement
+from noema.perception.archive import SensoryArchive
+from noema.perception.deliveries import check_runs, complement
 from noema.perception.events import Nature, SensorInfo, TreatmentParams, Urgency
 from noema.perception.items import Aggregate, Discrete, Item, StateValue
 from noema.perception.pipeline import Holdings, HoldingsMismatch, Parcel, Pipeline

@@ -31,9 +31,15 @@ Anything else is a message to the agent."""
 PROMPT = "you> "
 
 
-def _one_line(text: str, width: int = 100) -> str:
+def one_line(text: str, width: int = 100) -> str:
+    """A text on one line of at most `width` characters (an ellipsis ends a cut one)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def call_line(call: Turn, width: int) -> str:
+    """A tool call as the terminal shows it: `  · name(arguments)`."""
+    return f"  · {call.tool_name}({one_line(call.arguments or '', width)})"
 
 
 class TerminalListener(AgentListener):
@@ -61,13 +67,13 @@ class TerminalListener(AgentListener):
     def on_turn(self, turn: Turn) -> None:
         if turn.kind is TurnKind.TOOL_CALL:
             self._end_stream()
-            self.write(f"  · {turn.tool_name}({_one_line(turn.arguments or '', 80)})\n")
+            self.write(call_line(turn, 80) + "\n")
         elif turn.kind is TurnKind.ASSISTANT:
             self._end_stream()
 
     def on_tool_end(self, call: Turn, result: Turn) -> None:
         mark = "✗" if result.has(Flag.ERROR) else "→"
-        self.write(f"    {mark} {_one_line(result.content)}\n")
+        self.write(f"    {mark} {one_line(result.content)}\n")
 
     def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None:
         self._end_stream()

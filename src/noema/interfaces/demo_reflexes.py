@@ -49,6 +49,7 @@ from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, HandsSettings, RootSettings
 from ..tools.hands import build_hands
 from ..tools.registry import ToolRegistry
+from .chat import call_line, one_line
 
 
 class Writer(Protocol):
@@ -105,10 +106,10 @@ class Narrator(AgentListener):
 
     def on_turn(self, turn: Turn) -> None:
         if turn.is_call and not turn.has(Flag.SYNTHETIC):
-            self._line(f"  · {turn.tool_name}({_short(turn.arguments or '', 70)})")
+            self._line(call_line(turn, 70))
 
     def on_tool_end(self, call: Turn, result: Turn) -> None:
-        self._line(f"    → {_short(result.content, 90)}")
+        self._line(f"    → {one_line(result.content, 90)}")
 
     def on_decision(self, decision: Decision) -> None:
         said = _DECISION_TEXT.get(type(decision))
@@ -130,11 +131,6 @@ _DECISION_TEXT: dict[type, Callable] = {
 }
 
 
-def _short(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def print_history(out: Writer, request: ModelRequest) -> None:
     """The messages of a model request, one line each (the system prompt left out)."""
     out.write("  The history the model sees in its next request:\n")
@@ -145,15 +141,15 @@ def print_history(out: Writer, request: ModelRequest) -> None:
 def _message_line(message: Message) -> str:
     role = message.role.value
     if message.tool_calls:
-        calls = ", ".join(f"{c.name}({_short(c.arguments, 40) if c.arguments != '{}' else ''})"
+        calls = ", ".join(f"{c.name}({one_line(c.arguments, 40) if c.arguments != '{}' else ''})"
                           for c in message.tool_calls)
-        text = f" «{_short(message.content, 40)}»" if message.content else ""
+        text = f" «{one_line(message.content, 40)}»" if message.content else ""
         return f"{role:<9}{text} calls {calls}"
     if message.tool_name == "pool_event":
         # The packed events whole (the envelope is the point), the preamble cut short.
-        lines = [_short(line, 100) for line in message.content.splitlines()]
+        lines = [one_line(line, 100) for line in message.content.splitlines()]
         return f"{role:<9} " + "\n              ".join(lines)
-    return f"{role:<9} {_short(message.content, 110)}"
+    return f"{role:<9} {one_line(message.content, 110)}"
 
 
 def _agent(
@@ -193,7 +189,7 @@ async def safe_path(out: Writer, paths: AgentPaths, pace: float) -> None:
         discarded = [t for t in store.range(1, store.last_id()) if t.has(Flag.DISCARDED)]
         for turn in discarded:
             out.write(f"  In the store, flagged discarded: turn {turn.id} ({turn.kind}, "
-                      f"{len(turn.content.split())} words): «{_short(turn.content, 60)}»\n")
+                      f"{len(turn.content.split())} words): «{one_line(turn.content, 60)}»\n")
         print_history(out, provider.requests[-1])
         out.write("  For the model, Ana's message simply arrived before it began to write.\n")
     finally:

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from ..memory import savepoints
 from ..memory.chronicler import Chronicler, ChronicleRequest
 from ..memory.compaction import draft_save_point, make_report
-from ..memory.recall import kind_label, turn_body, when
+from ..memory.recall import excerpt, kind_label, turn_body, when
 from ..memory.render import compact_ranges, render_turn
 from ..memory.savepoints import Report
 from ..memory.search import HistorySearch
@@ -102,9 +102,8 @@ def resolve_citations(store: TurnStore, text: str, *, zone: ZoneInfo | None = No
         if turn is None:
             lines.append(f"  {{cite:{turn_id}}} -> NO SUCH TURN")
             continue
-        excerpt = " ".join(turn_body(turn).split())
-        excerpt = excerpt[:160] + ("…" if len(excerpt) > 160 else "")
-        lines.append(f"  {{cite:{turn_id}}} -> {kind_label(turn)}, {when(turn.ts, zone)}: {excerpt}")
+        start = excerpt(turn_body(turn))
+        lines.append(f"  {{cite:{turn_id}}} -> {kind_label(turn)}, {when(turn.ts, zone)}: {start}")
     return "\n".join(lines)
 
 

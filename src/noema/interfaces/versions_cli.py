@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from ..paths import AgentPaths
-from ..security.history import Authors, ChangeNote
+from ..security.history import ChangeNote
 from ..security.policy import AccessPolicy, Root, real
 from ..security.settings import FilesSettings
 from ..security.undo import restore as restore_file
@@ -30,14 +30,7 @@ class VersionsCommandError(Exception):
 
 def _open(files: FilesSettings, paths: AgentPaths) -> tuple[AccessPolicy, Versions]:
     policy = AccessPolicy.from_settings(files, paths)
-    versions = Versions(
-        policy.roots,
-        paths.versions_dir,
-        authors=Authors.for_agent(paths.name),
-        exclude=files.deny,
-        private=policy.protected,
-        watch_changes=False,
-    )
+    versions = Versions.of_agent(policy, files.deny, paths, watch_changes=False)
     return policy, versions
 
 

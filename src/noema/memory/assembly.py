@@ -56,7 +56,6 @@ def build_memory(
     zone: ZoneInfo | None = None,
     prompt_tokens: Callable[[], int] | None = None,
     chronicler_max_output_tokens: int | None = None,
-    chronicler_temperature: float | None = None,
     listener: CompactionListener | None = None,
 ) -> Memory:
     """Wire narrative memory over a session.
@@ -68,11 +67,7 @@ def build_memory(
     lang = settings.language_or(language)
     compactor = Compactor(
         session,
-        Chronicler(
-            chronicler,
-            max_output_tokens=chronicler_max_output_tokens,
-            temperature=chronicler_temperature,
-        ),
+        Chronicler(chronicler, max_output_tokens=chronicler_max_output_tokens),
         settings,
         context_window=context_window,
         language=lang,

@@ -221,11 +221,9 @@ class Chronicler:
         provider: Provider,
         *,
         max_output_tokens: int | None = None,
-        temperature: float | None = None,
     ) -> None:
         self.provider = provider
         self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
 
     @property
     def label(self) -> str:
@@ -240,7 +238,6 @@ class Chronicler:
         model_request = ModelRequest(
             messages=build_messages(request, rejections),
             max_tokens=self.max_output_tokens,
-            temperature=self.temperature,
         )
         builder = ResponseBuilder()
         async for event in self.provider.stream(model_request):

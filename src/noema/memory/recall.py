@@ -20,11 +20,18 @@ SEARCH_FULL_HISTORY = "search_full_history"
 RECALL_TOOLS = frozenset({LOOKUP_TURN, SEARCH_FULL_HISTORY})
 
 _HEADER = re.compile(r"^\[turn (\d{1,18}) · ", re.MULTILINE)
+EXCERPT_CHARS = 160
 
 
 def when(ts: float, zone: ZoneInfo | None = None) -> str:
     """A turn's time as the person reads it, minutes precision."""
     return datetime.fromtimestamp(ts, zone or timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """The start of a text on one line, with an ellipsis when it goes on."""
+    flat = " ".join(text.split())
+    return flat[:limit] + ("…" if len(flat) > limit else "")
 
 
 def kind_label(turn: Turn) -> str:
@@ -65,11 +72,6 @@ def is_recall_result(turn: Turn) -> bool:
         and turn.tool_name in RECALL_TOOLS
         and not turn.has(Flag.ERROR)
     )
-
-
-def is_recall(kind: TurnKind, tool_name: str | None) -> bool:
-    """A call to or a result of a recall tool (copies of old turns, not new facts)."""
-    return tool_name in RECALL_TOOLS and kind in (TurnKind.TOOL_CALL, TurnKind.TOOL_RESULT)
 
 
 def surfaced_ids(turn: Turn) -> frozenset[int]:

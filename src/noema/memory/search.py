@@ -25,11 +25,11 @@ import sqlite3
 import threading
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from .recall import RECALL_TOOLS
-from .store import StoreError, TurnStore
+from .queries import STOP_WORDS, date_spans, names_in
+from .recall import RECALL_TOOLS, excerpt
+from .store import StoreError, TurnStore, own_text
 from .turns import Turn, TurnKind
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -42,55 +42,7 @@ ROLE_KINDS: dict[str, frozenset[TurnKind]] = {
     "note": frozenset({TurnKind.NOTE}),
 }
 
-# Function words of English and Spanish, plus the words people use to ask a
-# question about the past; none of them says what the question is about.
-STOP_WORDS = frozenset(
-    """
-    a about above after again against all also am an and any are as at be because been
-    before being below between both but by can could did do does doing done down during
-    each either else ever few for from further get got had has have having he her here
-    hers herself him himself his how i if in into is it its itself just me more most my
-    myself no nor not now of off on once only or other our ours ourselves out over own
-    same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up upon us very was we were what
-    when where which while who whom whose why will with would you your yours yourself
-    yourselves ll re ve s t d m don didn doesn isn wasn aren weren won
-    tell say said mention mentioned remember recall anything something thing things
-    please again time times
-    el la los las un una unos unas lo le les al del de en y o u que qué como cómo cuando
-    cuándo donde dónde quien quién quienes cual cuál cuales por para con sin sobre entre
-    hasta desde es son era eran fue fueron ser estar está están estaba he ha han había hay
-    mi mis tu tus su sus nuestro nuestra nos se me te ya muy más pero si sí no ni este
-    esta estos estas ese esa esos esas aquel aquella eso esto algo nada dijo dije decir
-    recuerdas recuerdo
-    """.split()
-)
-
 _WORD = re.compile(r"[^\W_]+(?:\*)?|\"[^\"]+\"", re.UNICODE)
-
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan", "enero"), ("february", "feb", "febrero"),
-            ("march", "mar", "marzo"), ("april", "apr", "abril"), ("may", "mayo"),
-            ("june", "jun", "junio"), ("july", "jul", "julio"),
-            ("august", "aug", "agosto"), ("september", "sep", "sept", "septiembre", "setiembre"),
-            ("october", "oct", "octubre"), ("november", "nov", "noviembre"),
-            ("december", "dec", "diciembre"),
-        ),
-        start=1,
-    )
-    for name in names
-}
-_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_ORD = r"(?:st|nd|rd|th)?"
-_DAY_FIRST = re.compile(
-    rf"\b(\d{{1,2}}){_ORD}\s+(?:de\s+)?({_MONTH})\.?,?\s+(?:de\s+|del\s+)?(\d{{4}})\b", re.I
-)
-_MONTH_FIRST = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD},?\s+(\d{{4}})\b", re.I)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:de\s+|del\s+)?(\d{{4}})\b", re.I)
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,7 +326,7 @@ class HistorySearch:
                     slots = loans.setdefault(borrower, [0.0] * (reach + 1))
                     if score > slots[step]:
                         slots[step] = score
-        named = _names(query)
+        named = names_in(query)
         spans = date_spans(query, self.zone)
         ranked = []
         for turn_id in scored.keys() | loans.keys():
@@ -434,7 +386,7 @@ class HistorySearch:
         db = self._scratch
         db.executemany(
             "INSERT INTO hits (rowid, body) VALUES (?, ?)",
-            [(t.id, _searchable(t)) for t in turns],
+            [(t.id, own_text(t)) for t in turns],
         )
         try:
             rows = db.execute(
@@ -446,15 +398,8 @@ class HistorySearch:
         found = {int(r[0]): " ".join(str(r[1]).split()) for r in rows}
         for turn in turns:  # a hit found through its neighbours matched no word itself
             if turn.id not in found:
-                text = " ".join(_searchable(turn).split())
-                found[turn.id] = text[:160] + ("…" if len(text) > 160 else "")
+                found[turn.id] = excerpt(own_text(turn))
         return found
-
-
-def _searchable(turn: Turn) -> str:
-    if turn.kind is TurnKind.TOOL_CALL:
-        return f"{turn.tool_name} {turn.arguments or ''}"
-    return turn.content
 
 
 def _kinds_for(roles: Collection[str] | None) -> frozenset[str] | None:
@@ -466,45 +411,6 @@ def _kinds_for(roles: Collection[str] | None) -> frozenset[str] | None:
             f"unknown role(s) {', '.join(unknown)}; use any of {', '.join(ROLE_KINDS)}"
         )
     return frozenset(k.value for r in roles for k in ROLE_KINDS[r])
-
-
-def _names(query: str) -> frozenset[str]:
-    """Capitalised words past the first, read as names (folded for comparison)."""
-    words = re.findall(r"[^\W\d_]+", query)
-    return frozenset(
-        w.casefold() for w in words[1:] if w[0].isupper() and w.casefold() not in STOP_WORDS
-    )
-
-
-def date_spans(query: str, zone: ZoneInfo | None = None) -> list[tuple[float, float]]:
-    """Epoch intervals [start, end) of the days or months a query names."""
-    tz = zone or timezone.utc
-    spans: list[tuple[float, float]] = []
-
-    def day(year: int, month: int, number: int) -> None:
-        try:
-            start = datetime(year, month, number, tzinfo=tz)
-        except ValueError:
-            return
-        spans.append((start.timestamp(), (start + timedelta(days=1)).timestamp()))
-
-    covered: list[tuple[int, int]] = []
-    for match in _DAY_FIRST.finditer(query):
-        day(int(match.group(3)), _MONTHS[match.group(2).lower()], int(match.group(1)))
-        covered.append(match.span())
-    for match in _MONTH_FIRST.finditer(query):
-        day(int(match.group(3)), _MONTHS[match.group(1).lower()], int(match.group(2)))
-        covered.append(match.span())
-    for match in _ISO_DAY.finditer(query):
-        day(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-    for match in _MONTH_YEAR.finditer(query):
-        if any(a <= match.start() < b for a, b in covered):
-            continue
-        year, month = int(match.group(2)), _MONTHS[match.group(1).lower()]
-        start = datetime(year, month, 1, tzinfo=tz)
-        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=tz)
-        spans.append((start.timestamp(), end.timestamp()))
-    return spans
 
 
 def plain_expression(query: str) -> str:

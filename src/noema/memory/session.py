@@ -15,6 +15,11 @@ from dataclasses import replace
 from .store import PREFIXED_COLUMNS, TurnStore, row_to_turn
 from .turns import Flag, NewTurn, Turn
 
+_AT_THE_END = (
+    "INSERT INTO session_entries (pos, turn_id)"
+    " VALUES ((SELECT COALESCE(MAX(pos), 0) + 1 FROM session_entries), ?)"
+)
+
 
 class Session:
     """Ordered turns in context and the current save point (level 1)."""
@@ -59,11 +64,7 @@ class Session:
         """Store a turn and put it at the end of the session, atomically."""
         with self.store.transaction() as db:
             turn = self.store.append(new)
-            db.execute(
-                "INSERT INTO session_entries (pos, turn_id)"
-                " VALUES ((SELECT COALESCE(MAX(pos), 0) + 1 FROM session_entries), ?)",
-                (turn.id,),
-            )
+            db.execute(_AT_THE_END, (turn.id,))
         self._turns.append(turn)
         return turn
 
@@ -108,11 +109,7 @@ class Session:
         with self.store.transaction() as db:
             for turn in turns:
                 db.execute("DELETE FROM session_pending WHERE turn_id = ?", (turn.id,))
-                db.execute(
-                    "INSERT INTO session_entries (pos, turn_id)"
-                    " VALUES ((SELECT COALESCE(MAX(pos), 0) + 1 FROM session_entries), ?)",
-                    (turn.id,),
-                )
+                db.execute(_AT_THE_END, (turn.id,))
         self._turns.extend(turns)
 
     def remove(self, ids: Iterable[int], flag: Flag = Flag.NONE) -> None:

@@ -9,20 +9,18 @@ and uses the porter stemmer.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
-
-log = logging.getLogger(__name__)
+from .upkeep import IndexUpkeep
 
 SCHEMA_VERSION = 1
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
@@ -145,22 +143,25 @@ class SearchHit:
     score: float  # BM25; lower is better, as SQLite reports it
 
 
-def searchable_text(turn: NewTurn | Turn) -> str:
-    """The text the full-text index sees for a turn."""
+def own_text(turn: NewTurn | Turn) -> str:
+    """A turn's own text: its content, or for a call the tool's name and arguments."""
     if turn.kind is TurnKind.TOOL_CALL:
         return f"{turn.tool_name} {turn.arguments or ''}"
-    parts = [turn.content]
-    if turn.sender:
-        parts.append(turn.sender)
-    return " ".join(parts)
+    return turn.content
+
+
+def searchable_text(turn: NewTurn | Turn) -> str:
+    """The text the full-text index sees for a turn: its own text and its sender."""
+    if turn.sender and turn.kind is not TurnKind.TOOL_CALL:
+        return f"{turn.content} {turn.sender}"
+    return own_text(turn)
 
 
 def turn_tokens(turn: NewTurn) -> int:
     """Estimated tokens a turn costs in the context."""
     if turn.tokens is not None:
         return turn.tokens
-    text = searchable_text(turn) if turn.kind is TurnKind.TOOL_CALL else turn.content
-    return estimate_tokens(text) + MESSAGE_OVERHEAD
+    return estimate_tokens(own_text(turn)) + MESSAGE_OVERHEAD
 
 
 class TurnStore:
@@ -176,7 +177,7 @@ class TurnStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._last_write = time.monotonic()
-        self._upkeep: _Upkeep | None = None
+        self._upkeep: IndexUpkeep | None = None
         self.conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL survives a killed process (the WAL is in the OS cache);
         # FULL also survives a power cut, at an fsync per commit.
@@ -227,19 +228,16 @@ class TurnStore:
 
     def start_upkeep(self, *, quiet_s: float = 0.2, merge_pages: int = 64) -> None:
         """Keep the full-text index merged and the WAL checkpointed from a background
-        thread, working only when no write happened for `quiet_s` seconds.
-
-        Left to itself, FTS5 merges index segments inside the commit of whichever
-        append crosses a threshold, and that append takes tens of milliseconds.
-        With upkeep running, appends only flush their own small segment; the
-        merging happens while the conversation is quiet. Without upkeep (short
-        commands, other tools) FTS5's crisis merges still bound the segments.
+        thread (see `memory.upkeep`), working only when no write happened for
+        `quiet_s` seconds. With upkeep running, appends only flush their own
+        small segment; without it (short commands, other tools) FTS5's crisis
+        merges still bound the segments.
         """
         if self._upkeep is not None or str(self.path) == ":memory:":
             return
         with self.transaction() as db:
             db.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('automerge', 0)")
-        self._upkeep = _Upkeep(self.path, lambda: self._last_write, quiet_s, merge_pages)
+        self._upkeep = IndexUpkeep(self.path, lambda: self._last_write, quiet_s, merge_pages)
         self._upkeep.start()
 
     # -- turns ------------------------------------------------------------
@@ -331,12 +329,19 @@ class TurnStore:
                 [(int(flags), i) for i in ids],
             )
 
-    def calls_in_cycle(self, cycle_id: int) -> list[Turn]:
-        """Tool calls and results written in a cycle, in order."""
-        rows = self.conn.execute(
-            f"SELECT {TURN_COLUMNS} FROM turns WHERE cycle_id = ? ORDER BY id", (cycle_id,)
-        ).fetchall()
-        return [row_to_turn(r) for r in rows]
+    def first_result(self, call_id: str, after_turn: int = 0) -> Turn | None:
+        """The first result (a tool result or an event turn) with this call ID stored
+        after turn `after_turn`, or None.
+
+        Model call IDs may repeat across restarts: the first result after the
+        call's own turn is the one that answers it.
+        """
+        row = self.conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? AND id > ? AND kind IN (?, ?)"
+            " ORDER BY id LIMIT 1",
+            (call_id, after_turn, TurnKind.EVENT.value, TurnKind.TOOL_RESULT.value),
+        ).fetchone()
+        return row_to_turn(row) if row else None
 
     # -- search -----------------------------------------------------------
 
@@ -416,71 +421,3 @@ def row_to_turn(row: Sequence) -> Turn:
         tool_name=tool_name, call_id=call_id, arguments=arguments, channel=channel,
         sender=sender, tokens=tokens, cycle_id=cycle_id, flags=Flag(flags),
     )
-
-
-class _Upkeep(threading.Thread):
-    """Merges index segments and checkpoints the WAL when writes are quiet."""
-
-    def __init__(
-        self, path: Path, last_write: Callable[[], float], quiet_s: float, merge_pages: int
-    ) -> None:
-        super().__init__(name="turn-store-upkeep", daemon=True)
-        self.path = path
-        self.last_write = last_write
-        self.quiet_s = quiet_s
-        self.merge_pages = merge_pages
-        self._halt = threading.Event()
-        self.dirty = threading.Event()  # set by every commit; upkeep sleeps until then
-        self._db: sqlite3.Connection | None = None
-        self._merging = False
-
-    def give_way(self) -> None:
-        """Abort a merge in progress (it rolls back whole) so a write need not wait."""
-        if self._merging and self._db is not None:
-            self._db.interrupt()
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.dirty.set()
-        self.join(timeout=5)
-
-    def run(self) -> None:
-        try:
-            db = self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
-        except sqlite3.Error:
-            return
-        try:
-            while not self._halt.is_set():
-                self.dirty.wait()
-                self.dirty.clear()
-                # wait for a quiet moment: the last write at least quiet_s ago
-                while not self._halt.is_set():
-                    calm = time.monotonic() - self.last_write()
-                    if calm >= self.quiet_s:
-                        break
-                    self._halt.wait(self.quiet_s - calm)
-                if not self._halt.is_set():
-                    self._step(db)
-        except sqlite3.Error:
-            log.exception("turn store upkeep stopped")
-        finally:
-            db.close()
-
-    def _step(self, db: sqlite3.Connection) -> None:
-        # One bounded merge at a time, so an append that arrives meanwhile
-        # waits for a few milliseconds at most; FTS5 made no change when the
-        # total changes grew by less than two.
-        while not self._halt.is_set() and time.monotonic() - self.last_write() >= self.quiet_s:
-            before = db.total_changes
-            self._merging = True
-            try:
-                db.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('merge', ?)",
-                           (self.merge_pages,))
-            except sqlite3.OperationalError:  # interrupted by a write: it comes first
-                break
-            finally:
-                self._merging = False
-            if db.total_changes - before < 2:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                return
-        self.dirty.set()  # interrupted by a write: finish after the next quiet moment

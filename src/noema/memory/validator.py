@@ -74,7 +74,6 @@ class Verdict:
     cited: tuple[int, ...]  # sorted, distinct
     covered: int  # user and assistant turns of the block that are cited
     coverable: int  # user and assistant turns in the block
-    journey_words: int
     seconds: float
     notes: tuple[str, ...] = field(default=())
 
@@ -200,7 +199,6 @@ def validate(
         cited=tuple(cited),
         covered=len(covered),
         coverable=len(coverable),
-        journey_words=words,
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
     )

@@ -8,18 +8,13 @@ stream closes with it) and repairs the history, packages are written to the
 session. Cancelling and repairing are synchronous once the task is
 cancelled, so an interruption costs milliseconds, not a polling period.
 
-On start the shell closes whatever a crashed process left open, settles the
-deliveries the sensory archive was unsure of (the turn store is the judge),
-feeds again every archived event the model never received, and picks up
-messages that were stored but never answered.
-
-Events and the archive: an event is acknowledged when the archive commits
-it (see `perception.archive`). The shell commits at most `Senses.commit_delay`
-after an event arrives, and commits every package's events, as a pending
-delivery, before the package's turns are written; once the turns are
-committed the delivery is settled. So a crash at any point leaves each
-acknowledged event either delivered exactly once or still owed, and what is
-owed is delivered after the restart.
+On start the shell closes whatever a crashed process left open, feeds
+again every archived event the model never received (the delivery ledger,
+`orchestrator.ledger`, settles what the archive was unsure of and says what
+is owed), and picks up messages that were stored but never answered. The
+ledger also acknowledges events and records every delivery around the turn
+store's commits, so a crash at any point leaves each acknowledged event
+either delivered exactly once or still owed.
 """
 
 from __future__ import annotations
@@ -27,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from ..memory.session import Session
 from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
 from ..perception.clock import Clock, wall_clock
-from ..perception.events import Event, Nature, SensorInfo, Urgency
+from ..perception.events import Event, Urgency
 from ..perception.pipeline import Pipeline
 from ..perception.treatments import UnknownChannel
 from ..providers.base import ProviderError
@@ -53,7 +49,7 @@ from .decisions import (
     UnsafeCancel,
     WakeAt,
 )
-from .delivery import DeliveryLedger, EventCall, Render, plan_package, write_package
+from .delivery import Render, plan_package, write_package
 from .inputs import (
     CycleAborted,
     CycleEnded,
@@ -71,6 +67,7 @@ from .inputs import (
     ToolFinished,
     ToolStarted,
 )
+from .ledger import DeliveryLedger
 from .repair import (
     answer_unfinished,
     discard_cycle,
@@ -84,7 +81,6 @@ log = logging.getLogger(__name__)
 
 STOPPED_NOTE = "The person stopped you here. Wait for what they say next."
 DEFAULT_COMMIT_DELAY = 0.05
-RETIRED_NOTE = " (no longer configured: it only delivers events from before a restart)"
 
 
 class AgentListener(CycleListener):
@@ -211,27 +207,18 @@ class Agent:
                 "they are delivered now")
 
     def _restore(self) -> int:
-        """Settle the deliveries a crash left pending, then feed again (between
-        RestoreBegun and the caller's RestoreDone) every event still owed."""
+        """Feed again (between RestoreBegun and the caller's RestoreDone) every
+        event a previous process archived and never delivered."""
         if self._ledger is None:
             return 0
-        pipeline, archive = self._ledger.pipeline, self._ledger.archive
         now = self._clock()
-        self._ledger.settle_pending(now)
-        declared: dict[str, SensorInfo] | None = None
         count = 0
-        for event in archive.undelivered():
+        for event, info in self._ledger.owed(now):
             if not count:
                 self._feed(RestoreBegun(now))
-            info = pipeline.catalogue.get(event.channel)
-            if info is None:
-                declared = archive.channels() if declared is None else declared
-                info = retired(event.channel, declared.get(event.channel))
-                pipeline.restore_channel(info)
             verdict = self.rules.classify(event, info.default_urgency)
             self._take_in(event, verdict.urgency, now)
             count += 1
-        archive.flush()
         return count
 
     async def close(self) -> None:
@@ -325,7 +312,7 @@ class Agent:
         for decision in self._feed(Perceived(event, urgency, now)):
             if (isinstance(decision, Dropped) and decision.event_id == event.id
                     and event.batch_id is not None and self._ledger is not None):
-                self._ledger.archive.refuse(event, now)
+                self._ledger.refuse(event, now)
 
     def pending_events(self) -> str:
         """What the model's own pool_event() call returns: every waiting event, packed."""
@@ -356,19 +343,11 @@ class Agent:
         steps = plan_package(d.package)
         # Pending in the archive before the turns exist, settled once they do:
         # whichever commit a crash falls between, the turn store decides.
-        ledger = self._ledger
-        opened = ledger.open([s for s in steps if isinstance(s, EventCall)], now) if ledger else []
-        try:
+        with self._ledger.recording(steps, now) if self._ledger else nullcontext():
             write_package(
                 self.session, steps, notice=d.notice, staged=self._staged,
                 render=self.senses.render if self.senses else None, now=now,
             )
-        except BaseException:
-            if ledger is not None:
-                ledger.settle(opened, False, now)
-            raise
-        if ledger is not None:
-            ledger.settle(opened, True, now)
         for turn_id in d.package.person_turns:
             self._staged.pop(turn_id, None)
 
@@ -496,16 +475,6 @@ class Agent:
                         flags=Flag.SYNTHETIC)
             )
             progress.stored.append(note.id)
-
-
-def retired(channel: str, declared: SensorInfo | None) -> SensorInfo:
-    """The declaration of a channel no sensor reports on any more, from what the
-    archive remembers of it (or a plain discrete one if it remembers nothing)."""
-    if declared is None:
-        return SensorInfo(channel, "A sensor" + RETIRED_NOTE, Nature.DISCRETE)
-    if declared.description.endswith(RETIRED_NOTE):
-        return declared
-    return replace(declared, description=declared.description + RETIRED_NOTE)
 
 
 class _Tap(CycleListener):

@@ -130,12 +130,10 @@ class Reflexes:
         self,
         catalogue: Mapping[str, SensorInfo],
         settings: ReflexSettings | None = None,
-        *,
-        registry_capacity: int = 100_000,
     ) -> None:
         self.settings = settings = settings or ReflexSettings()
         self._queue = PendingQueue(catalogue)
-        self._registry = EventRegistry(registry_capacity)
+        self._registry = EventRegistry()
         self._guard = ProgressGuard(settings.progress.max_cancellations, settings.progress.window_s)
         self._budget = WorldBudget(settings.world_tokens_per_hour)
         self._phase = Phase.IDLE
@@ -183,7 +181,6 @@ class Reflexes:
             waiting=self._queue.counts(),
             held=self._held(),
             guard_engaged=self._guard.engaged(at),
-            cancellations_recent=self._guard.recent(at),
             world_tokens_spent=self._budget.spent(at),
             world_tokens_per_hour=self._budget.per_hour,
             world_budget_exhausted=self._budget.exhausted(at),

@@ -39,8 +39,6 @@ class CycleEnd(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class CycleSettings:
     max_steps: int = 24
-    max_output_tokens: int | None = None
-    temperature: float | None = None
 
 
 class CycleListener:
@@ -126,8 +124,6 @@ class ReasoningCycle:
         request = ModelRequest(
             messages=build_messages(self.system_prompt(), self.session.turns),
             tools=self._tool_specs(),
-            max_tokens=self.settings.max_output_tokens,
-            temperature=self.settings.temperature,
         )
         listener.on_model_request(progress.step)
         builder = ResponseBuilder()

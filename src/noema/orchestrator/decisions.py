@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..perception.archive import Run
+from ..perception.deliveries import Run
 from ..perception.events import Urgency
 from ..perception.items import Aggregate, Discrete, Item, StateValue, Utterance
 

@@ -79,7 +79,6 @@ class ReflexStatus:
     waiting: QueueCounts
     held: bool  # entries wait for new input after a stop or a failure
     guard_engaged: bool
-    cancellations_recent: int
     world_tokens_spent: int
     world_tokens_per_hour: int | None
     world_budget_exhausted: bool

@@ -17,22 +17,12 @@ written, so nothing reaches the model that the archive could forget. A
 kill therefore loses only events that were never acknowledged: those that
 arrived in the last commit delay (50 ms, longer only while the event loop
 is blocked), and never more than `flush_every` of them (1000 by default).
-A sensor that can read its source again keeps its place with `bookmark`,
-and a bookmark is committed in the same transaction as the events read
-before it, so the log-file sensor loses nothing: it reads those lines again
-after the restart. Sensors that cannot (a folder watch, a webhook) lose at
-most that window; the clock sensor simply notices the silence again.
 
-**Fate.** Every archived event ends one way: dropped at a closed gate (its
-batch is a silenced one), delivered to the model (a delivery whose offset
-runs cover it), or refused as a repeat of an event already received. A
-delivery is recorded in two steps around the turn store's commit:
-`open_delivery` (pending, committed before the pool_event turns are
-written), then `settle` as delivered or void. On start, a pending delivery
-is settled by asking the turn store whether its pool_event result exists
-and counts (the orchestrator does this), so across a crash every event is
-delivered exactly once. Each batch counts its settled events, so
-`undelivered` reads only the batches that still hold some.
+The same transaction commits what the archive keeps beside the events, each
+part in its own module: the fate of every event (`perception.deliveries`),
+the sensors' places in their sources (`perception.bookmarks`) and their
+declarations (`perception.declarations`). `SensoryArchive` is the one door
+to all of them.
 
 Events are never edited or deleted, nor are settled deliveries (triggers
 refuse it). One process writes an archive.
@@ -44,12 +34,16 @@ import json
 import operator
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from .events import Event, Nature, Payload, SensorInfo, TreatmentParams, Urgency
+from . import bookmarks, declarations, deliveries
+from .bookmarks import ArchiveBookmark, Bookmarks
+from .declarations import Declarations
+from .deliveries import DeliveryRecords, PendingDelivery, Run, complement
+from .events import Event, Payload, SensorInfo
 
 SILENCED_BUCKET = "silenced"
 DEFAULT_FLUSH_EVERY = 1000
@@ -57,9 +51,6 @@ MAX_PAGE = 200
 SCHEMA_VERSION = 2
 _REPLAY_PAGE = 500
 _BATCH_ID = re.compile(r"^b(\d{1,18})$")
-
-Run = tuple[int, int, int]
-"""(batch number, first offset, last offset): consecutive events of one batch, inclusive."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -94,42 +85,6 @@ BEGIN SELECT RAISE(ABORT, 'archived events are never edited'); END;
 # Created after the migration: the partial index needs `settled`.
 _LATER = """
 CREATE INDEX IF NOT EXISTS batches_unsettled ON batches(id) WHERE settled < size;
-CREATE TABLE IF NOT EXISTS deliveries (
-    id         INTEGER PRIMARY KEY,
-    token      TEXT    NOT NULL,
-    after_turn INTEGER NOT NULL,
-    state      TEXT    NOT NULL
-               CHECK (state IN ('pending', 'delivered', 'void', 'refused')),
-    opened_at  REAL    NOT NULL,
-    settled_at REAL
-);
-CREATE TABLE IF NOT EXISTS delivery_runs (
-    delivery INTEGER NOT NULL REFERENCES deliveries(id),
-    batch    INTEGER NOT NULL,
-    first    INTEGER NOT NULL,
-    last     INTEGER NOT NULL,
-    CHECK (0 <= first AND first <= last),
-    PRIMARY KEY (delivery, batch, first)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS delivery_runs_batch ON delivery_runs(batch);
-CREATE TRIGGER IF NOT EXISTS deliveries_settle_once BEFORE UPDATE ON deliveries
-WHEN OLD.state <> 'pending' OR NEW.id IS NOT OLD.id OR NEW.token IS NOT OLD.token
-     OR NEW.after_turn IS NOT OLD.after_turn
-BEGIN SELECT RAISE(ABORT, 'a settled delivery is history'); END;
-CREATE TRIGGER IF NOT EXISTS deliveries_never_deleted BEFORE DELETE ON deliveries
-BEGIN SELECT RAISE(ABORT, 'deliveries are never deleted'); END;
-CREATE TRIGGER IF NOT EXISTS delivery_runs_fixed BEFORE UPDATE ON delivery_runs
-BEGIN SELECT RAISE(ABORT, 'a delivery carries what it carried'); END;
-CREATE TRIGGER IF NOT EXISTS delivery_runs_never_deleted BEFORE DELETE ON delivery_runs
-BEGIN SELECT RAISE(ABORT, 'a delivery carries what it carried'); END;
-CREATE TABLE IF NOT EXISTS channels (
-    channel TEXT PRIMARY KEY,
-    info    TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS bookmarks (
-    source   TEXT PRIMARY KEY,
-    state    TEXT NOT NULL
-);
 """
 
 
@@ -168,18 +123,13 @@ class ChannelArchiveCounts:
     dropped: int  # of which arrived while the channel was silenced
 
 
-@dataclass(frozen=True, slots=True)
-class PendingDelivery:
-    """A delivery opened but not settled: its pool_event turn may or may not exist.
+class _Part(Protocol):
+    """What the archive keeps beside the events, committed by the same transaction."""
 
-    `token` is the call ID of the pool_event call that carries it, and
-    `after_turn` the turn that call is (0 for the orchestrator's own
-    synthetic calls, whose IDs are unique), so the result can be found.
-    """
-
-    delivery_id: int
-    token: str
-    after_turn: int
+    @property
+    def staged(self) -> bool: ...
+    def write(self, db: sqlite3.Connection) -> None: ...
+    def clear_staged(self) -> None: ...
 
 
 class _Open:
@@ -209,33 +159,6 @@ def parse_batch_id(batch_id: str) -> int:
     return int(match.group(1))
 
 
-def check_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
-    """Runs sorted by batch and offset; ValueError if any is malformed or two overlap."""
-    ordered = sorted(runs)
-    for index, (batch, first, last) in enumerate(ordered):
-        if batch < 1 or not 0 <= first <= last:
-            raise ValueError(f"({batch}, {first}, {last}) is not a run of archived offsets")
-        if index and ordered[index - 1][0] == batch and ordered[index - 1][2] >= first:
-            raise ValueError(f"runs overlap in batch b{batch}: an event counted twice")
-    return tuple(ordered)
-
-
-def complement(runs: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
-    """The offsets of a batch of `size` events that sorted, disjoint `runs` leave out,
-    as inclusive (first, last) ranges."""
-    left: list[tuple[int, int]] = []
-    at = 0
-    for first, last in runs:
-        if first > at:
-            left.append((at, min(first, size) - 1))
-        at = max(at, last + 1)
-        if at >= size:
-            break
-    if at < size:
-        left.append((at, size - 1))
-    return [(a, b) for a, b in left if a <= b]
-
-
 class SensoryArchive:
     """Raw events in SQLite, in batches, immutable once written, with their fate."""
 
@@ -253,16 +176,16 @@ class SensoryArchive:
         _create(self.conn)
         last = self.conn.execute("SELECT MAX(id) FROM batches").fetchone()[0]
         self._next_batch = (last or 0) + 1
-        last = self.conn.execute("SELECT MAX(id) FROM deliveries").fetchone()[0]
-        self._next_delivery = (last or 0) + 1
         self._open: dict[tuple[str, str], _Open] = {}
         self._by_number: dict[int, _Open] = {}
         self._rows: list[tuple] = []
         self._dirty: dict[int, _Open] = {}
-        self._channels: dict[str, str] = {}
-        self._marks: dict[str, dict[str, Any]] = {}
-        self._opened: list[tuple[tuple, tuple[Run, ...]]] = []
-        self._settling: list[tuple[int, str, float]] = []
+        self._deliveries = DeliveryRecords(self.conn)
+        self._declarations = Declarations(self.conn)
+        self._bookmarks = Bookmarks(self.conn)
+        # Written after the events and batches, in this order: settling a
+        # delivery counts its events in batches that must already be there.
+        self._parts: tuple[_Part, ...] = (self._declarations, self._bookmarks, self._deliveries)
         self.appended = 0  # events appended by this process
         self.committed = 0  # of which committed: acknowledged
 
@@ -296,8 +219,7 @@ class SensoryArchive:
     @property
     def staged(self) -> bool:
         """Whether something waits for the next `flush`."""
-        return bool(self._rows or self._dirty or self._channels or self._marks
-                    or self._opened or self._settling)
+        return bool(self._rows or self._dirty) or any(part.staged for part in self._parts)
 
     def flush(self) -> None:
         """Commit everything staged in one transaction: events, batches, channel
@@ -306,13 +228,13 @@ class SensoryArchive:
             return
         with self.conn:
             self._write(self.conn)
+            for part in self._parts:
+                part.write(self.conn)
         self.committed += len(self._rows)
         self._rows = []
         self._dirty = {}
-        self._channels = {}
-        self._marks = {}
-        self._opened = []
-        self._settling = []
+        for part in self._parts:
+            part.clear_staged()
 
     def _write(self, db: sqlite3.Connection) -> None:
         db.executemany(
@@ -327,27 +249,6 @@ class SensoryArchive:
             " settled = CASE WHEN batches.dropped THEN excluded.size ELSE batches.settled END",
             [b.row() for b in self._dirty.values()],
         )
-        db.executemany(
-            "INSERT INTO channels (channel, info) VALUES (?, ?)"
-            " ON CONFLICT(channel) DO UPDATE SET info = excluded.info",
-            self._channels.items(),
-        )
-        db.executemany(
-            "INSERT INTO bookmarks (source, state) VALUES (?, ?)"
-            " ON CONFLICT(source) DO UPDATE SET state = excluded.state",
-            [(s, json.dumps(m, separators=(",", ":"))) for s, m in self._marks.items()],
-        )
-        for row, runs in self._opened:
-            db.execute(
-                "INSERT INTO deliveries (id, token, after_turn, state, opened_at)"
-                " VALUES (?, ?, ?, 'pending', ?)", row,
-            )
-            db.executemany(
-                "INSERT INTO delivery_runs (delivery, batch, first, last) VALUES (?,?,?,?)",
-                [(row[0], *run) for run in runs],
-            )
-        for delivery_id, state, at in self._settling:
-            _settle_row(db, delivery_id, state, at)
 
     def seal(self, batch_ids: Iterable[str | None], now: float) -> None:
         """Close batches whose package was delivered; their streams start new batches."""
@@ -378,7 +279,7 @@ class SensoryArchive:
         if self._open.get((batch.channel, batch.bucket)) is batch:
             del self._open[(batch.channel, batch.bucket)]
 
-    # -- deliveries ---------------------------------------------------------
+    # -- the fate of events (see `perception.deliveries`) -------------------------
 
     def open_delivery(
         self, token: str, runs: Iterable[Run], now: float, *, after_turn: int = 0
@@ -387,37 +288,25 @@ class SensoryArchive:
 
         Flush before writing the turns that carry it, then `settle` it.
         """
-        if not isinstance(token, str) or not token:
-            raise ValueError("a delivery is named by the call ID that carries it")
-        checked = check_runs(runs)
-        if not checked:
-            raise ValueError("a delivery carries at least one archived event")
-        delivery_id = self._next_delivery
-        self._next_delivery += 1
-        self._opened.append(((delivery_id, token, after_turn, now), checked))
-        return delivery_id
+        return self._deliveries.open(token, runs, now, after_turn=after_turn)
 
     def settle(self, delivery_id: int, delivered: bool, now: float) -> None:
         """Stage the end of a pending delivery: its events reached the model, or not
         (void: they are still to deliver). Committed with the next flush."""
-        self._settling.append((delivery_id, "delivered" if delivered else "void", now))
+        self._deliveries.settle(delivery_id, delivered, now)
 
     def refuse(self, event: Event, now: float) -> None:
         """Stage that an archived event was refused as a repeat of one already received."""
         if event.batch_id is None or event.batch_seq is None:
             raise ValueError("only an archived event can be refused in the archive")
         seq = event.batch_seq
-        delivery_id = self.open_delivery(
-            "refused:" + event.id, [(parse_batch_id(event.batch_id), seq, seq)], now)
-        self._settling.append((delivery_id, "refused", now))
+        self._deliveries.refuse(
+            "refused:" + event.id, (parse_batch_id(event.batch_id), seq, seq), now)
 
     def pending_deliveries(self) -> list[PendingDelivery]:
         """Deliveries opened and never settled (a crash came between), oldest first."""
         self.flush()
-        rows = self.conn.execute(
-            "SELECT id, token, after_turn FROM deliveries WHERE state = 'pending' ORDER BY id"
-        ).fetchall()
-        return [PendingDelivery(*row) for row in rows]
+        return self._deliveries.pending()
 
     def undelivered(self) -> Iterator[Event]:
         """Every archived event neither dropped, delivered nor refused, batch by batch,
@@ -430,13 +319,7 @@ class SensoryArchive:
         ).fetchall()
         for number, channel, bucket, opened, sealed, size in batches:
             info = BatchInfo(f"b{number}", channel, bucket, opened, sealed, size, False)
-            done = self.conn.execute(
-                "SELECT r.first, r.last FROM delivery_runs r JOIN deliveries d"
-                " ON d.id = r.delivery WHERE r.batch = ? AND d.state IN ('delivered', 'refused')"
-                " ORDER BY r.first",
-                (number,),
-            ).fetchall()
-            for first, last in complement(done, size):
+            for first, last in complement(self._deliveries.settled_runs(number), size):
                 yield from self._events_between(info, number, first, last)
 
     def _events_between(self, info: BatchInfo, number: int, first: int, last: int
@@ -455,30 +338,21 @@ class SensoryArchive:
                 yield _row_event(info, row)
             first = rows[-1][0] + 1
 
-    # -- what the archive remembers for the senses ---------------------------
+    # -- what the archive keeps for the senses ---------------------------------
 
     def remember_channel(self, info: SensorInfo) -> None:
         """Keep a sensor's declaration, so its events can be delivered after a
         restart even if the sensor is no longer configured."""
-        self._channels[info.channel] = json.dumps(_info_data(info), separators=(",", ":"))
+        self._declarations.remember(info)
 
     def channels(self) -> dict[str, SensorInfo]:
         """The declarations of every channel the archive has seen declared."""
         self.flush()
-        rows = self.conn.execute("SELECT channel, info FROM channels").fetchall()
-        return {channel: _info_from(channel, json.loads(info)) for channel, info in rows}
+        return self._declarations.declared()
 
     def bookmark(self, source: str) -> ArchiveBookmark:
         """Where a sensor stands in its source, kept with the events it read."""
-        return ArchiveBookmark(self, source)
-
-    def _load_mark(self, source: str) -> dict[str, Any] | None:
-        staged = self._marks.get(source)
-        if staged is not None:
-            return dict(staged)
-        row = self.conn.execute(
-            "SELECT state FROM bookmarks WHERE source = ?", (source,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return self._bookmarks.bookmark(source)
 
     # -- reading ----------------------------------------------------------
 
@@ -542,32 +416,6 @@ class SensoryArchive:
         self.close()
 
 
-class ArchiveBookmark:
-    """A sensor's place in its source, durable with the events read before it.
-
-    `save` only stages the place: it is committed in the archive's next
-    transaction, together with every event appended before it. A sensor that
-    saves the place after a line *before* emitting that line can never have
-    a committed place ahead of its committed events.
-    """
-
-    __slots__ = ("_archive", "source")
-
-    def __init__(self, archive: SensoryArchive, source: str) -> None:
-        if not source:
-            raise ValueError("a bookmark needs the name of its source")
-        self._archive = archive
-        self.source = source
-
-    def load(self) -> dict[str, Any] | None:
-        """The last place saved (staged or committed), or None."""
-        return self._archive._load_mark(self.source)
-
-    def save(self, state: Mapping[str, Any]) -> None:
-        """Stage the current place (JSON data)."""
-        self._archive._marks[self.source] = dict(state)
-
-
 def _create(conn: sqlite3.Connection) -> None:
     # One transaction: a crash mid-creation or mid-migration leaves no half-made archive.
     conn.execute("BEGIN IMMEDIATE")
@@ -580,8 +428,9 @@ def _create(conn: sqlite3.Connection) -> None:
             # delivered, and replaying weeks of events would be worse than none.
             conn.execute("ALTER TABLE batches ADD COLUMN settled INTEGER NOT NULL DEFAULT 0")
             conn.execute("UPDATE batches SET settled = size")
-        for statement in _statements(_LATER):
-            conn.execute(statement)
+        for script in (_LATER, deliveries.SCHEMA, declarations.SCHEMA, bookmarks.SCHEMA):
+            for statement in _statements(script):
+                conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -596,20 +445,6 @@ def _statements(script: str) -> Iterator[str]:
         if sqlite3.complete_statement(buffer):
             yield buffer
             buffer = ""
-
-
-def _settle_row(db: sqlite3.Connection, delivery_id: int, state: str, at: float) -> None:
-    changed = db.execute(
-        "UPDATE deliveries SET state = ?, settled_at = ? WHERE id = ? AND state = 'pending'",
-        (state, at, delivery_id),
-    ).rowcount
-    if changed and state != "void":
-        db.execute(
-            "UPDATE batches SET settled = settled + (SELECT SUM(r.last - r.first + 1)"
-            " FROM delivery_runs r WHERE r.delivery = ? AND r.batch = batches.id)"
-            " WHERE id IN (SELECT batch FROM delivery_runs WHERE delivery = ?)",
-            (delivery_id, delivery_id),
-        )
 
 
 def _with_batch(event: Event, batch_id: str, seq: int) -> Event:
@@ -632,30 +467,6 @@ def _row_event(info: BatchInfo, row: tuple) -> Event:
     return Event(
         id=event_id, channel=info.channel, sender=sender, authorised=bool(authorised),
         occurred_at=occurred, received_at=received, key=key, text=text,
-        payload=Payload(_json_object(payload)), batch_id=info.batch_id, batch_seq=seq,
-    )
-
-
-def _json_object(text: str | None) -> dict:
-    return json.loads(text) if text else {}
-
-
-def _info_data(info: SensorInfo) -> dict[str, Any]:
-    t = info.treatment
-    return {
-        "description": info.description, "nature": info.nature.value,
-        "parameters": info.parameters.thaw(), "can_silence": info.can_silence,
-        "default_urgency": info.default_urgency.value,
-        "treatment": {"window": t.window, "quiet_gap": t.quiet_gap,
-                      "max_hold": t.max_hold, "hold": t.hold},
-    }
-
-
-def _info_from(channel: str, data: Mapping[str, Any]) -> SensorInfo:
-    return SensorInfo(
-        channel, data["description"], Nature(data["nature"]),
-        parameters=Payload(data.get("parameters") or {}),
-        can_silence=bool(data.get("can_silence", True)),
-        default_urgency=Urgency(data.get("default_urgency", "normal")),
-        treatment=TreatmentParams(**data.get("treatment", {})),
+        payload=Payload(json.loads(payload) if payload else {}),
+        batch_id=info.batch_id, batch_seq=seq,
     )

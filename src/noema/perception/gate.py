@@ -98,6 +98,7 @@ class Gate:
         return reopened
 
     def is_open(self, channel: str, now: float) -> bool:
+        """Whether the channel is open at `now` (a silence that has run out ends here)."""
         silence = self._silences.get(channel)
         if silence is None:
             return True
@@ -108,12 +109,9 @@ class Gate:
 
     def admit(self, channel: str, now: float, bypass: bool = False) -> bool:
         """Whether an event of the channel passes; a drop or bypass is counted."""
-        silence = self._silences.get(channel)
-        if silence is None:
+        if self.is_open(channel, now):
             return True
-        if silence.until <= now:
-            del self._silences[channel]
-            return True
+        silence = self._silences[channel]
         if bypass:
             silence.bypassed += 1
             return True

@@ -20,7 +20,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .archive import SILENCED_BUCKET, Run, SensoryArchive
+from .archive import SILENCED_BUCKET, SensoryArchive
+from .deliveries import Run
 from .events import Event, Nature, SensorInfo
 from .gate import DEFAULT_MAX_SILENCE, Gate, GateState
 from .items import Aggregate, Discrete, Item, StateValue

@@ -268,11 +268,10 @@ class AnthropicProvider:
             body["system"] = system
         if request.tools:
             body["tools"] = to_anthropic_tools(request.tools)
-        temperature = request.temperature if request.temperature is not None else self._temperature
-        if temperature is not None:
+        if self._temperature is not None:
             # This SDK version has no temperature argument; the field is sent
             # as given and the server decides whether the model accepts it.
-            body["extra_body"] = {"temperature": temperature}
+            body["extra_body"] = {"temperature": self._temperature}
         return body
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:

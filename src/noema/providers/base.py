@@ -71,7 +71,6 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
-    temperature: float | None = None
 
 
 # -- stream events ------------------------------------------------------------

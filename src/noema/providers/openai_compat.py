@@ -227,9 +227,8 @@ class OpenAICompatProvider:
         }
         if request.tools:
             body["tools"] = to_openai_tools(request.tools)
-        temperature = request.temperature if request.temperature is not None else self._temperature
-        if temperature is not None:
-            body["temperature"] = temperature
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
         return body
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:

@@ -12,12 +12,12 @@ old file or the new one, never a mixture.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..tools.registry import ToolError
@@ -89,17 +89,9 @@ def _split(relative: PurePosixPath) -> tuple[tuple[str, ...], str]:
     return parts[:-1], parts[-1]
 
 
-@dataclass(frozen=True, slots=True)
-class FileBytes:
-    """The content of a regular file and its permission bits."""
-
-    data: bytes
-    mode: int
-
-
 def read_file(
     root: Path, relative: PurePosixPath, *, max_bytes: int, allow_hard_links: bool = False
-) -> FileBytes:
+) -> bytes:
     """Read a regular file below `root`, refusing links, devices and oversized files."""
     parents, name = _split(relative)
     dfd = _open_dir(root, parents, create=False)
@@ -144,7 +136,7 @@ def read_file(
         data = b"".join(chunks)
         if len(data) > max_bytes:
             raise ToolError(f"{relative} grew past the {max_bytes}-byte limit while being read")
-        return FileBytes(data, stat.S_IMODE(info.st_mode))
+        return data
     finally:
         os.close(fd)
 
@@ -160,7 +152,7 @@ def atomic_write(
     """
     parents, name = _split(relative)
     dfd = _open_dir(root, parents, create=True)
-    temp = f".{name[:200]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    temp = _temp_name(name)
     try:
         try:
             old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -195,10 +187,7 @@ def atomic_write(
         os.fsync(dfd)  # the rename itself must survive a power cut
     finally:
         if temp:
-            try:
-                os.unlink(temp, dir_fd=dfd)
-            except FileNotFoundError:
-                pass
+            _discard(temp, dfd)
         os.close(dfd)
 
 
@@ -210,7 +199,7 @@ def write_link(root: Path, relative: PurePosixPath, pointee: str) -> None:
     """
     parents, name = _split(relative)
     dfd = _open_dir(root, parents, create=True)
-    temp = f".{name[:200]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    temp = _temp_name(name)
     try:
         os.symlink(pointee, temp, dir_fd=dfd)
         os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
@@ -218,11 +207,18 @@ def write_link(root: Path, relative: PurePosixPath, pointee: str) -> None:
         os.fsync(dfd)
     finally:
         if temp:
-            try:
-                os.unlink(temp, dir_fd=dfd)
-            except FileNotFoundError:
-                pass
+            _discard(temp, dfd)
         os.close(dfd)
+
+
+def _temp_name(name: str) -> str:
+    return f".{name[:200]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+
+
+def _discard(temp: str, dfd: int) -> None:
+    """Remove the temporary file of a write that failed (it may never have been made)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp, dir_fd=dfd)
 
 
 def remove_file(root: Path, relative: PurePosixPath) -> bool:

@@ -133,7 +133,6 @@ class Finished:
     exit_code: int | None  # None when it was killed for its time limit
     output: str
     output_bytes: int
-    omitted_bytes: int
     timed_out: bool
     seconds: float
 
@@ -202,7 +201,6 @@ async def run_process(
         None if timed_out else process.returncode,
         output.render(),
         output.total,
-        output.omitted,
         timed_out,
         time.monotonic() - started,
     )

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pygit2
 
+from ..paths import AgentPaths
 from .changes import EVERYTHING, AlwaysRescan, Changed, ChangeFeed, watch
 from .fsafe import TEMP_SUFFIX
 from .history import Authors, ChangeNote, Entry, Recorded, Version, VersionNotFound, when_of
-from .policy import Root
+from .policy import AccessPolicy, Root
 from .worktree import WorkTree
 
 _BRANCH = "main"
@@ -394,6 +395,22 @@ class Versions:
         self._watch = watch_changes
         self._stores: dict[Path, VersionStore] = {}
         self._mutex = threading.Lock()
+
+    @classmethod
+    def of_agent(
+        cls, policy: AccessPolicy, deny: Iterable[str], paths: AgentPaths, *,
+        watch_changes: bool = True,
+    ) -> Versions:
+        """The versions of an agent's workspaces: the policy's read-write roots,
+        without the files the person denied or the agent's own data."""
+        return cls(
+            policy.roots,
+            paths.versions_dir,
+            authors=Authors.for_agent(paths.name),
+            exclude=deny,
+            private=policy.protected,
+            watch_changes=watch_changes,
+        )
 
     @property
     def roots(self) -> tuple[Root, ...]:

@@ -171,15 +171,15 @@ def decode_text(target: Target, data: bytes) -> str:
         ) from None
 
 
-def read_text(policy: AccessPolicy, files: FilesSettings, target: Target) -> tuple[str, int]:
-    """A checked target's text and permission bits."""
-    content = fsafe.read_file(
+def read_text(files: FilesSettings, target: Target) -> str:
+    """A checked target's text."""
+    data = fsafe.read_file(
         target.root.path,
         target.relative,
         max_bytes=files.max_read_bytes,
         allow_hard_links=files.allow_hard_links,
     )
-    return decode_text(target, content.data), content.mode
+    return decode_text(target, data)
 
 
 def grep(
@@ -204,7 +204,7 @@ def grep(
             continue
         try:
             target = policy.check(str(found.path), Access.READ)
-            text, _ = read_text(policy, files, target)
+            text = read_text(files, target)
         except ToolError:
             skipped += 1  # binary, too large, hard-linked, or vanished
             continue
@@ -230,7 +230,7 @@ def read_page(
     if limit < 1:
         raise ToolError("limit must be at least 1 line")
     target = policy.check(path, Access.READ)
-    text, _ = read_text(policy, files, target)
+    text = read_text(files, target)
     lines = text.splitlines()
     shown = policy.display(target)
     if not lines:

@@ -134,7 +134,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         if not old_text:
             raise ToolError("old_text is empty; give the exact text to replace")
         target = writable(path)
-        text, _ = file_search.read_text(policy, files, target)
+        text = file_search.read_text(files, target)
         count = text.count(old_text)
         shown = policy.display(target)
         if count == 0:
@@ -177,7 +177,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
                 start with ' ' (context), '-' (removed) or '+' (added).
         """
         target = writable(path)
-        text = file_search.read_text(policy, files, target)[0] if target.path.exists() else ""
+        text = file_search.read_text(files, target) if target.path.exists() else ""
         updated = unidiff.apply(text, unified_diff)
         version = write(
             ctx, target, updated.encode("utf-8"), "file_patch", f"file_patch {target.relative}"

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from ..paths import AgentPaths
 from ..security.approvals import ApprovalGate, Approver
-from ..security.history import Authors
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Sandbox
 from ..security.settings import HandsSettings
@@ -54,14 +53,7 @@ def build_hands(
     policy = AccessPolicy.from_settings(settings.files, paths)
     for root in policy.writable_roots:
         root.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    versions = Versions(
-        policy.roots,
-        paths.versions_dir,
-        authors=Authors.for_agent(paths.name),
-        exclude=settings.files.deny,
-        private=policy.protected,
-        watch_changes=watch_changes,
-    )
+    versions = Versions.of_agent(policy, settings.files.deny, paths, watch_changes=watch_changes)
     sandbox = Sandbox(settings.shell)
     gate = ApprovalGate(settings.autonomy, approver)
     raw = file_tools(policy, versions, settings.files) + shell_tools(

@@ -1,0 +1,86 @@
+"""Upkeep of the turn store's full-text index, in a background thread.
+
+Left to itself, FTS5 merges index segments inside the commit of whichever
+append crosses a threshold, and that append takes tens of milliseconds. The
+upkeep thread merges while the conversation is quiet instead, and
+checkpoints the WAL when there is nothing left to merge; a write that
+arrives meanwhile interrupts the merge (it rolls back whole) and goes first.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class IndexUpkeep(threading.Thread):
+    """Merges index segments and checkpoints the WAL when writes are quiet."""
+
+    def __init__(
+        self, path: Path, last_write: Callable[[], float], quiet_s: float, merge_pages: int
+    ) -> None:
+        super().__init__(name="turn-store-upkeep", daemon=True)
+        self.path = path
+        self.last_write = last_write
+        self.quiet_s = quiet_s
+        self.merge_pages = merge_pages
+        self._halt = threading.Event()
+        self.dirty = threading.Event()  # set by every commit; upkeep sleeps until then
+        self._db: sqlite3.Connection | None = None
+        self._merging = False
+
+    def give_way(self) -> None:
+        """Abort a merge in progress (it rolls back whole) so a write need not wait."""
+        if self._merging and self._db is not None:
+            self._db.interrupt()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.dirty.set()
+        self.join(timeout=5)
+
+    def run(self) -> None:
+        try:
+            db = self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
+        except sqlite3.Error:
+            return
+        try:
+            while not self._halt.is_set():
+                self.dirty.wait()
+                self.dirty.clear()
+                while not self._halt.is_set():
+                    calm = time.monotonic() - self.last_write()
+                    if calm >= self.quiet_s:
+                        break
+                    self._halt.wait(self.quiet_s - calm)
+                if not self._halt.is_set():
+                    self._step(db)
+        except sqlite3.Error:
+            log.exception("turn store upkeep stopped")
+        finally:
+            db.close()
+
+    def _step(self, db: sqlite3.Connection) -> None:
+        # One bounded merge at a time, so an append that arrives meanwhile
+        # waits for a few milliseconds at most; FTS5 made no change when the
+        # total changes grew by less than two.
+        while not self._halt.is_set() and time.monotonic() - self.last_write() >= self.quiet_s:
+            before = db.total_changes
+            self._merging = True
+            try:
+                db.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('merge', ?)",
+                           (self.merge_pages,))
+            except sqlite3.OperationalError:  # interrupted by a write: it comes first
+                break
+            finally:
+                self._merging = False
+            if db.total_changes - before < 2:
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                return
+        self.dirty.set()  # interrupted by a write: finish after the next quiet moment
