@@ -75,7 +75,7 @@ async def main(rounds: int) -> None:
             files=FilesSettings(roots=(RootSettings(path=ws),)),
             autonomy=AutonomySettings(tools={"shell_execute": "allow"}),
         )
-        hands = build_hands(settings, AgentPaths("bench", Path(scratch) / "agent"))
+        hands = build_hands(settings, AgentPaths.for_agent("bench", Path(scratch) / "home"))
         registry = ToolRegistry(hands.tools)
         tool = registry.get("shell_execute")
         assert tool is not None

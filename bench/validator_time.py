@@ -68,7 +68,8 @@ def main() -> int:
             samples.append(time.perf_counter() - started)
         samples.sort()
         state = "valid" if verdict.ok else "INVALID: " + ", ".join(f.code for f in verdict.failures)
-        print(f"  block {block_size:3d} turns, Journey {verdict.journey_words:5d} words, "
+        written = len(text.partition("## The Journey")[2].split())
+        print(f"  block {block_size:3d} turns, Journey {written:5d} words, "
               f"{len(verdict.cited):3d} IDs cited: p50 {samples[len(samples) // 2] * 1000:.2f} ms, "
               f"p99 {samples[int(len(samples) * 0.99)] * 1000:.2f} ms ({state})")
     return 0

@@ -69,7 +69,7 @@ async def main(files: int, rounds: int) -> None:
         results = {}
         for watch in (True, False):
             settings = HandsSettings(files=FilesSettings(roots=(RootSettings(path=ws),)))
-            agent = AgentPaths("bench", base / f"agent-{watch}")
+            agent = AgentPaths.for_agent("bench", base / f"home-{watch}")
             hands = build_hands(settings, agent, watch_changes=watch)
             registry = ToolRegistry(hands.tools)
             checked = registry.check(

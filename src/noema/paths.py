@@ -40,8 +40,9 @@ class AgentPaths:
 
     @property
     def agents_dir(self) -> Path:
-        """The folder of every agent on this machine (all of it private to each)."""
-        return self.root.parent
+        """The folder of every agent on this machine (all of it private to each);
+        the agent's own folder when it does not live in the usual layout."""
+        return self.root.parent if self.root.parent.name == "agents" else self.root
 
     @property
     def config_file(self) -> Path:
