@@ -185,9 +185,9 @@ def test_one_agent_is_driven_by_one_process_at_a_time(tmp_path):
     paths = AgentPaths.for_agent("ana", tmp_path)
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from noema.paths import AgentLock, AgentPaths;"
+         "import signal; from noema.paths import AgentLock, AgentPaths;"
          f"l = AgentLock(AgentPaths.for_agent('ana', __import__('pathlib').Path({str(tmp_path)!r})));"
-         "print('held', flush=True); time.sleep(60)"],
+         "print('held', flush=True); signal.pause()"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

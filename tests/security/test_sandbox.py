@@ -125,7 +125,7 @@ async def test_cancelled_process_group_is_killed(tmp_path: Path):
             [
                 sys.executable,
                 "-c",
-                "import os, time\nprint('up', os.getpid(), flush=True)\ntime.sleep(30)",
+                "import os, signal\nprint('up', os.getpid(), flush=True)\nsignal.pause()",
             ],
             cwd=tmp_path,
             env={},
