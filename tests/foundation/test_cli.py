@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
@@ -18,6 +20,23 @@ NOEMA = [sys.executable, "-m", "noema"]
 def env_for(home: Path) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA")}
     return {**clean, "NOEMA_HOME": str(home), "HOME": str(home), "PYTHONUNBUFFERED": "1"}
+
+
+@contextmanager
+def chat_with(home: Path, config: str, **files: str) -> Iterator[pexpect.spawn]:
+    """`noema chat` in a pty for the default agent under `home`, with this
+    config.toml and these extra files in the agent's folder."""
+    agent_dir = home / "agents" / "default"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (agent_dir / name).write_text(text)
+    (agent_dir / "config.toml").write_text(config)
+    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(home),
+                         encoding="utf-8", timeout=30)
+    try:
+        yield chat
+    finally:
+        chat.close(force=True)
 
 
 def test_the_demo_runs_offline_end_to_end(tmp_path):
@@ -86,15 +105,10 @@ text = "Still here."
 
 
 def test_chat_streams_stops_and_reports_status(tmp_path):
-    agent_dir = tmp_path / "agents" / "default"
-    agent_dir.mkdir(parents=True)
-    (agent_dir / "script.toml").write_text(SCRIPT.replace("{long}", "blah " * 3000))
-    (agent_dir / "config.toml").write_text(
-        "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
-        "script = 'script.toml'\ntoken_delay_s = 0.004\n")
-    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(tmp_path),
-                         encoding="utf-8", timeout=30)
-    try:
+    config = ("[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
+              "script = 'script.toml'\ntoken_delay_s = 0.004\n")
+    script = SCRIPT.replace("{long}", "blah " * 3000)
+    with chat_with(tmp_path, config, **{"script.toml": script}) as chat:
         chat.expect("you> ")
         chat.sendline("what time is it?")
         chat.expect(r"get_current_time\(\{\"timezone\": \"UTC\"\}\)")
@@ -114,8 +128,6 @@ def test_chat_streams_stops_and_reports_status(tmp_path):
         chat.expect("Still here.")
         chat.sendline("/quit")
         chat.expect(pexpect.EOF)
-    finally:
-        chat.close(force=True)
     assert "Traceback" not in (chat.before or "")
 
 
@@ -139,16 +151,10 @@ text = "Understood, I left it."
 
 
 def test_chat_asks_the_person_before_a_command_runs(tmp_path):
-    agent_dir = tmp_path / "agents" / "default"
-    agent_dir.mkdir(parents=True)
     workspace = tmp_path / "ws"
-    (agent_dir / "script.toml").write_text(APPROVAL_SCRIPT)
-    (agent_dir / "config.toml").write_text(
-        "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\nscript = 'script.toml'\n"
-        f"[[files.roots]]\npath = '{workspace}'\n")
-    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(tmp_path),
-                         encoding="utf-8", timeout=30)
-    try:
+    config = ("[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
+              f"script = 'script.toml'\n[[files.roots]]\npath = '{workspace}'\n")
+    with chat_with(tmp_path, config, **{"script.toml": APPROVAL_SCRIPT}) as chat:
         chat.expect("you> ")
         chat.sendline("write the proof file")
         chat.expect("shell_execute needs your approval")
@@ -162,8 +168,6 @@ def test_chat_asks_the_person_before_a_command_runs(tmp_path):
         chat.expect("Understood, I left it.")
         chat.sendline("/quit")
         chat.expect(pexpect.EOF)
-    finally:
-        chat.close(force=True)
     assert (workspace / "proof.txt").read_text() == "approved-run\n"
     assert not (workspace / "other.txt").exists()
 
@@ -202,20 +206,15 @@ def test_one_agent_is_driven_by_one_process_at_a_time(tmp_path):
 def test_chat_with_an_openai_compatible_server_over_real_http(tmp_path):
     from tests.fakes import FakeOpenAIServer, FakeReply, FakeToolCall
 
-    agent_dir = tmp_path / "agents" / "default"
-    agent_dir.mkdir(parents=True)
     with FakeOpenAIServer(tokens_per_second=200) as server:
         server.script(
             FakeReply(text="Checking. ", tool_calls=(
                 FakeToolCall("get_current_time", '{"timezone": "Europe/Madrid"}'),)),
             FakeReply(text="It is a fine hour in Madrid."),
         )
-        (agent_dir / "config.toml").write_text(
-            "[models.reasoning]\nprovider = 'openai-compatible'\nmodel = 'fake-model'\n"
-            f"base_url = '{server.base_url}'\n")
-        chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(tmp_path),
-                             encoding="utf-8", timeout=30)
-        try:
+        config = ("[models.reasoning]\nprovider = 'openai-compatible'\nmodel = 'fake-model'\n"
+                  f"base_url = '{server.base_url}'\n")
+        with chat_with(tmp_path, config) as chat:
             chat.expect("model openai-compatible/fake-model")
             chat.expect("you> ")
             chat.sendline("what time is it in Madrid?")
@@ -223,8 +222,6 @@ def test_chat_with_an_openai_compatible_server_over_real_http(tmp_path):
             chat.expect("It is a fine hour in Madrid.")
             chat.sendline("/quit")
             chat.expect(pexpect.EOF)
-        finally:
-            chat.close(force=True)
         first, second = server.requests[0].body, server.requests[1].body
     assert first["model"] == "fake-model" and first["stream"] is True
     assert any(t["function"]["name"] == "file_write" for t in first["tools"])
