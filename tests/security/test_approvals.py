@@ -121,22 +121,3 @@ def test_side_effect_marks(world: World, name: str, effects: bool):
     tools = {t.name: t for t in world.build().tools}
     assert tools[name].side_effects is effects
 
-
-async def test_a_call_cancelled_while_awaiting_approval_says_it_never_ran(world: World):
-    import asyncio
-
-    asked = asyncio.Event()
-
-    async def slow_person(request: ApprovalRequest) -> bool:
-        asked.set()
-        await asyncio.sleep(30)
-        return True
-
-    world.build(slow_person, autonomy=AutonomySettings(default="ask"))
-    task = asyncio.create_task(world.call("file_write", path="later.txt", content="x"))
-    await asyncio.wait_for(asked.wait(), 10)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert not (world.ws / "later.txt").exists()
-    assert "It never ran" in world.contexts[-1].interruption[0]

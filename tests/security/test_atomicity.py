@@ -113,3 +113,4 @@ async def test_cancel_while_awaiting_approval_writes_nothing(world: World):
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not (world.ws / "doc.txt").exists()
+    assert "It never ran" in world.contexts[-1].interruption[0]  # and the model is told so
