@@ -41,6 +41,7 @@ class Layout:
     readonly: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()  # masked even where a visible folder holds them
     network: bool = False
+    frozen: tuple[Path, ...] = ()  # read-only even inside a writable folder (.git at any depth)
 
 
 def bwrap_argv(bwrap: str, layout: Layout, command: Sequence[str]) -> list[str]:
@@ -71,6 +72,9 @@ def bwrap_argv(bwrap: str, layout: Layout, command: Sequence[str]) -> list[str]:
         git = folder / ".git"
         if writable and git.exists() and not git.is_symlink():
             argv += ["--ro-bind", str(git), str(git)]
+    for folder in layout.frozen:
+        if folder.exists() and not folder.is_symlink():
+            argv += ["--ro-bind", str(folder), str(folder)]
     for secret in layout.hidden:
         if secret.is_dir() and not secret.is_symlink():
             argv += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
