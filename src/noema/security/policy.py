@@ -8,20 +8,104 @@ not cross a `.git` folder or the agent's own data, and must match no deny
 glob. Resolving only narrows the question: the file operations in
 `fsafe.py` re-check on open so that a link swapped in after the check
 cannot redirect them.
+
+"A `.git` folder" means every name git itself would take for one on some
+file system (`is_git_name`): `.GIT`, `.git.`, `git~1`, `.git::$INDEX_ALLOCATION`,
+`.g\u200cit`... Git refuses to check such names out; if the tools wrote
+them, the person's git would read them as its own metadata.
 """
 
 from __future__ import annotations
 
 import enum
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from ..paths import AgentPaths
-from ..tools.registry import ToolError
+from ..tools.errors import ToolError, shorten
 from .settings import FilesSettings
+
+_GIT_REFUSAL = "git folders (and names git reads as .git) are never read or written by the tools"
+
+# Code points HFS+ ignores when it compares names, so that '.g\u200cit' opens
+# '.git' on a Mac; git skips the same list (its `next_hfs_char`).
+_HFS_IGNORED = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+
+# What NTFS ignores or reads specially after a name: trailing dots and spaces
+# ('.git. .' is '.git'), and ':' opening an alternate data stream
+# ('.git::$INDEX_ALLOCATION' is the folder '.git').
+_NTFS_TAIL = r"[. ]*(?::.*)?\Z"
+
+# '.git' and its 8.3 short names. Git itself checks only 'git~1' (the short
+# name of the first dotted folder); any 'git~N' is refused here since it costs
+# nothing and NTFS hands out ~2, ~3... when ~1 is taken.
+_DOTGIT = re.compile(r"(?:\.git|git~[0-9]+)" + _NTFS_TAIL, re.IGNORECASE | re.DOTALL)
+
+# Files git reads from the work tree and refuses as symbolic links, with the
+# prefix of their hashed NTFS short name (git's `is_ntfs_dotgitmodules` and
+# friends), so that a link cannot make git read a file outside the tree.
+_GIT_LINK_NAMES = {
+    "gitmodules": "gi7eba",
+    "gitattributes": "gi7d29",
+    "gitignore": "gi250a",
+    "mailmap": "maba30",
+}
+
+
+def _short_name_forms(word: str, hashed: str) -> str:
+    """The 8.3 names NTFS may give '.word': 'gitmod~1'..'~4', or the hashed
+    fall-back, up to six characters of `hashed` then '~' and digits, eight in all."""
+    forms = [re.escape(word[:6]) + "~[1-4]"]
+    for keep in range(7):
+        forms.append(re.escape(hashed[:keep]) + "~[1-9][0-9]{%d}" % (6 - keep))
+    return "|".join(forms)
+
+
+_GIT_LINK = re.compile(
+    "(?:"
+    + "|".join(
+        rf"\.{re.escape(word)}|{_short_name_forms(word, hashed)}"
+        for word, hashed in _GIT_LINK_NAMES.items()
+    )
+    + ")"
+    + _NTFS_TAIL,
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _spellings(component: str) -> list[str]:
+    """The names git compares for one path component: the component cut at
+    backslashes (a separator for NTFS, which git honours everywhere), with the
+    code points HFS+ ignores removed; only ASCII can spell git's names."""
+    found = []
+    for piece in component.split("\\"):
+        plain = _HFS_IGNORED.sub("", piece)
+        if plain.isascii():
+            found.append(plain)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def is_git_name(component: str) -> bool:
+    """Whether git would take this one path component for `.git` on some file
+    system (case-insensitive, NTFS or HFS+), and so refuses to check it out.
+
+    The one rule for the file tools, the shell's masks and the recorder.
+    """
+    return any(_DOTGIT.match(name) for name in _spellings(component))
+
+
+@lru_cache(maxsize=4096)
+def is_git_link_name(component: str) -> bool:
+    """Whether git refuses this component as a symbolic link: `.gitmodules`,
+    `.gitattributes`, `.gitignore` or `.mailmap` in any spelling a file
+    system reads as one of them. As regular files they are the person's own."""
+    return any(_GIT_LINK.match(name) for name in _spellings(component))
 
 
 class Access(enum.Enum):
@@ -110,7 +194,7 @@ class AccessPolicy:
     def resolve(self, raw: str) -> tuple[Path, Path]:
         """The lexical absolute path (for names as given) and the resolved one."""
         if "\x00" in raw:
-            raise AccessDenied("a path cannot contain a NUL character")
+            raise AccessDenied("a path cannot contain a NUL character (\\0); remove it")
         text = raw.strip()
         if not text:
             raise AccessDenied("the path is empty; " + self.summary())
@@ -124,7 +208,9 @@ class AccessPolicy:
         lexical, resolved = self.resolve(raw)
         reason = self.denial(resolved, access, lexical)
         if reason:
-            shown = raw if str(resolved) == raw else f"{raw!r} (resolves to {resolved})"
+            shown = shorten(raw)
+            if str(resolved) != raw:
+                shown = f"{shown!r} (resolves to {shorten(str(resolved))})"
             raise AccessDenied(f"{shown}: {reason}. {self.summary()}")
         root = self.root_of(resolved)
         assert root is not None  # denial() returned None, so a root holds it
@@ -150,15 +236,23 @@ class AccessPolicy:
         if root is None:
             return "it is outside the folders you may use"
         relative = PurePosixPath(resolved.relative_to(root.path).as_posix())
-        if ".git" in relative.parts:
-            return "git folders are never read or written by the tools"
+        refusal = _git_denial(relative)
+        if refusal:
+            return refusal
         candidates = [(relative, resolved)]
         if lexical is not None and lexical != resolved:
             lex_root = self.root_of(lexical)
             if lex_root is not None:
                 lex_rel = PurePosixPath(lexical.relative_to(lex_root.path).as_posix())
-                if ".git" in lex_rel.parts:
-                    return "git folders are never read or written by the tools"
+                refusal = _git_denial(lex_rel)
+                if refusal:
+                    return refusal
+                # The path went through a link: git refuses these names as links.
+                if is_git_link_name(lexical.name):
+                    return (
+                        f"{shorten(lexical.name)!r} is a symbolic link, and git never reads "
+                        "that name through a link; use the file it points to"
+                    )
                 candidates.append((lex_rel, lexical))
         for rel, absolute in candidates:
             glob = self._matching_glob(rel, absolute)
@@ -190,8 +284,9 @@ class AccessPolicy:
         )
         deny = ", ".join(self.deny) if self.deny else "nothing else"
         return (
-            f"You may use: {roots}. Always refused inside them: .git folders, the agent's "
-            f"own data, and names matching {deny}."
+            f"You may use: {roots}. Always refused inside them: .git folders (and names git "
+            f"reads as .git, such as .GIT or git~1), the agent's own data, and names "
+            f"matching {deny}."
         )
 
     def display(self, target: Target | Path) -> str:
@@ -201,6 +296,16 @@ class AccessPolicy:
             rel = path.relative_to(self.workspace.path).as_posix()
             return rel or "."
         return str(path)
+
+
+def _git_denial(relative: PurePosixPath) -> str | None:
+    """The refusal for a path inside a root that crosses a git folder, or None."""
+    for part in relative.parts:
+        if is_git_name(part):
+            if part == ".git":
+                return _GIT_REFUSAL
+            return f"{shorten(part)!r} is a name git reads as .git; {_GIT_REFUSAL}"
+    return None
 
 
 def _prefix_matches(parts: Sequence[str], pattern: str, *, absolute: bool) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ from typing import Any, get_type_hints
 import pydantic
 
 from ..providers.base import ToolCall, ToolSpec
+from .errors import ToolError, explain, shorten
+
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +48,6 @@ class ToolResult:
 
     content: str
     is_error: bool = False
-
-
-class ToolError(Exception):
-    """A failure the model should read and can act on (bad path, refusal...)."""
 
 
 Handler = Callable[..., Awaitable[str | ToolResult] | str | ToolResult]
@@ -168,6 +168,12 @@ class ToolRegistry:
                 f"character {exc.pos}). Send a JSON object matching the tool's schema.",
                 is_error=True,
             )
+        except (ValueError, RecursionError):  # an integer of thousands of digits, or deep nesting
+            return ToolResult(
+                f"Error: the arguments for {call.name} hold a number or nesting too large to "
+                "read. Send a JSON object matching the tool's schema, with ordinary numbers.",
+                is_error=True,
+            )
         if not isinstance(raw, dict):
             return ToolResult(
                 f"Error: the arguments for {call.name} must be a JSON object, "
@@ -182,7 +188,14 @@ class ToolRegistry:
                 for err in exc.errors()
             )
             return ToolResult(f"Error: invalid arguments for {call.name}: {problems}.", True)
-        return found, {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        args = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        for name, value in args.items():
+            problem = _numeric_problem(value)
+            if problem:
+                return ToolResult(
+                    f"Error: invalid arguments for {call.name}: {name} {problem}.", True
+                )
+        return found, args
 
     async def run(self, found: Tool, args: dict, ctx: ToolContext) -> ToolResult:
         """Run a checked call; failures become error results."""
@@ -192,11 +205,15 @@ class ToolRegistry:
                 outcome = await outcome
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", is_error=True)
-        except Exception as exc:  # a bug of ours or a library's: logged, reported plainly
+        except Exception as exc:  # the system's refusal, or a bug of ours or a library's
+            advice = explain(exc)
+            if advice:
+                log.info("tool %s: %s (%r)", found.name, advice, exc)
+                return ToolResult(f"Error: {advice}.", is_error=True)
             log.exception("tool %s failed", found.name)
+            detail = shorten(f"{type(exc).__name__}: {exc}", 160, 60)
             return ToolResult(
-                f"Error: the tool {found.name} failed unexpectedly ({type(exc).__name__}: {exc}).",
-                is_error=True,
+                f"Error: the tool {found.name} failed unexpectedly ({detail}).", is_error=True
             )
         if isinstance(outcome, ToolResult):
             return outcome
@@ -208,3 +225,36 @@ class ToolRegistry:
         if isinstance(checked, ToolResult):
             return checked
         return await self.run(*checked, ctx)
+
+
+# No tool has a use for an integer beyond 64 bits; past it, databases and
+# system calls fail with overflow errors far from the argument that caused them.
+_INT_BOUND = 2**63 - 1
+
+
+def _numeric_problem(value: Any) -> str | None:
+    """Why a validated argument value is not a usable number, or None.
+
+    Python's JSON reader accepts `NaN`, `Infinity` and `1e999`, and pydantic
+    turns the string "nan" into a float, so non-finite numbers are refused
+    here, for every tool, wherever they sit in the arguments.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, not {value!r} (NaN and infinity are refused)"
+    if isinstance(value, int) and abs(value) > _INT_BOUND:
+        return "is far too large; use an ordinary number"
+    if isinstance(value, dict):
+        values: Iterable[Any] = value.values()
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        values = value
+    elif isinstance(value, pydantic.BaseModel):
+        values = (getattr(value, k) for k in type(value).model_fields)
+    else:
+        return None
+    for item in values:
+        problem = _numeric_problem(item)
+        if problem:
+            return problem
+    return None
