@@ -281,7 +281,9 @@ async def test_sandbox_dies_with_the_agent(world: World):
             f"sleep {marker}",
         ],
         cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(repo)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, (str(repo), os.environ.get("PYTHONPATH")))
+        )},
     )
     try:
         deadline = time.monotonic() + 30
