@@ -1,6 +1,8 @@
 """The reading side of the file tools: walking the roots, glob patterns,
-grep, and paginated reads. Everything here is read-only and checks a stop
-event so that a cancelled search ends promptly in its worker thread.
+grep, and paginated reads. Everything here is read-only, runs in a worker
+thread, and spends its matching time through a `timed_regex.Budget`, which
+looks at the stop event before each match, so that a cancelled search ends
+promptly and a pathological pattern ends with a clear error.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 from ..security import fsafe
 from ..security.policy import Access, AccessPolicy, Root, Target
 from ..security.settings import FilesSettings
-from .registry import ToolError
+from .errors import ToolError, shorten
+from .timed_regex import Budget, Pattern, compile_internal, compile_query
 
 MAX_LISTED = 200
 MAX_MATCHES = 200
@@ -39,8 +42,24 @@ class Found:
         return self.path.relative_to(self.root.path).as_posix()
 
 
+@dataclass(slots=True)
+class Skipped:
+    """What a search passed over, for the note under its answer."""
+
+    special: int = 0  # sockets, pipes, devices: never opened
+    unreadable: int = 0  # binary, too large, hard-linked, vanished, refused by the system
+
+    def note(self) -> str:
+        parts = []
+        if self.unreadable:
+            parts.append(f"{self.unreadable} binary, oversized or unreadable file(s)")
+        if self.special:
+            parts.append(f"{self.special} special file(s) (sockets, pipes, devices)")
+        return f"\n({' and '.join(parts)} skipped)" if parts else ""
+
+
 @lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> Pattern:
     """A glob as a regular expression: `*` within a name, `**` across folders."""
     out, i = [], 0
     while i < len(pattern):
@@ -70,10 +89,15 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out) + r"\Z")
+    try:
+        return compile_internal("".join(out) + r"\Z")
+    except Exception:  # a bracket expression the engine cannot read
+        raise ToolError(
+            f"the pattern {shorten(pattern)!r} is not a valid glob; check its [ ] brackets"
+        ) from None
 
 
-def matcher(pattern: str) -> tuple[str, re.Pattern[str]]:
+def matcher(pattern: str) -> tuple[str, Pattern]:
     """How a pattern is applied ('name', 'relative' or 'absolute') and its regex."""
     text = pattern.strip()
     if not text:
@@ -87,45 +111,56 @@ def matcher(pattern: str) -> tuple[str, re.Pattern[str]]:
     return "relative", glob_regex(text[2:] if text.startswith("./") else text)
 
 
-def _matches(kind: str, regex: re.Pattern[str], found: Found) -> bool:
+def _matches(kind: str, regex: Pattern, found: Found, budget: Budget) -> bool:
     if kind == "name":
-        return bool(regex.match(found.path.name))
+        return budget.match(regex, found.path.name)
     if kind == "absolute":
-        return bool(regex.match(str(found.path)))
-    return bool(regex.match(found.relative))
+        return budget.match(regex, str(found.path))
+    return budget.match(regex, found.relative)
 
 
-def walk(policy: AccessPolicy, stop: threading.Event) -> Iterator[Found]:
-    """Every entry the policy lets the model see, root by root, never through links."""
+def walk(
+    policy: AccessPolicy, stop: threading.Event, skipped: Skipped | None = None
+) -> Iterator[Found]:
+    """Every entry the policy lets the model see, root by root, never through
+    links; sockets, pipes and devices are counted in `skipped`, never yielded."""
+    skipped = skipped if skipped is not None else Skipped()
     visited = 0
     for root in policy.roots:
         if policy.denial(root.path, Access.READ) or not root.path.is_dir():
             continue
-        for folder, dirnames, filenames in os.walk(root.path):
+        pending = [root.path]
+        while pending:
             if stop.is_set():
                 return
-            base = Path(folder)
-            kept = []
-            for name in sorted(dirnames):
-                entry = base / name
-                if os.path.islink(entry):
-                    if _visible_link(policy, entry):
-                        yield Found(entry, root, False)
-                    continue
-                # A deeper root is walked on its own; the policy vets the rest.
-                if policy.denial(entry, Access.READ) or policy.root_of(entry) is not root:
-                    continue
-                kept.append(name)
-                yield Found(entry, root, True)
-            dirnames[:] = kept
-            for name in sorted(filenames):
-                entry = base / name
-                if os.path.islink(entry):
-                    if _visible_link(policy, entry):
-                        yield Found(entry, root, False)
-                elif not policy.denial(entry, Access.READ):
-                    yield Found(entry, root, False)
-            visited += len(dirnames) + len(filenames)
+            folder = pending.pop()
+            try:
+                with os.scandir(folder) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError:
+                skipped.unreadable += 1  # vanished, or the system refuses to list it
+                continue
+            folders, files = [], []
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    if entry.is_symlink():
+                        if _visible_link(policy, path):
+                            files.append(Found(path, root, False))
+                    elif entry.is_dir(follow_symlinks=False):
+                        # A deeper root is walked on its own; the policy vets the rest.
+                        if not policy.denial(path, Access.READ) and policy.root_of(path) is root:
+                            folders.append(path)
+                            yield Found(path, root, True)
+                    elif not entry.is_file(follow_symlinks=False):
+                        skipped.special += 1
+                    elif not policy.denial(path, Access.READ):
+                        files.append(Found(path, root, False))
+                except OSError:
+                    skipped.unreadable += 1
+            yield from files
+            pending.extend(reversed(folders))  # depth first, in name order
+            visited += len(entries)
             if visited > MAX_VISITED:
                 raise ToolError(
                     f"the search stopped after {MAX_VISITED} entries; narrow it with a "
@@ -139,20 +174,22 @@ def _visible_link(policy: AccessPolicy, link: Path) -> bool:
 
 def find(policy: AccessPolicy, pattern: str, stop: threading.Event) -> str:
     kind, regex = matcher(pattern)
+    budget = Budget(stop)
+    skipped = Skipped()
     hits = [
         policy.display(f.path) + ("/" if f.is_dir else "")
-        for f in walk(policy, stop)
-        if _matches(kind, regex, f)
+        for f in walk(policy, stop, skipped)
+        if _matches(kind, regex, f, budget)
     ]
     if not hits:
-        return f"No files or folders match {pattern!r}. {policy.summary()}"
+        return f"No files or folders match {pattern!r}. {policy.summary()}" + skipped.note()
     shown = hits[:MAX_LISTED]
     more = (
         f"\n(showing {MAX_LISTED} of {len(hits)}; narrow the pattern)"
         if len(hits) > MAX_LISTED
         else ""
     )
-    return f"{len(hits)} match(es) for {pattern!r}:\n" + "\n".join(shown) + more
+    return f"{len(hits)} match(es) for {pattern!r}:\n" + "\n".join(shown) + more + skipped.note()
 
 
 def decode_text(target: Target, data: bytes) -> str:
@@ -189,46 +226,41 @@ def grep(
     file_pattern: str | None,
     stop: threading.Event,
 ) -> str:
-    try:
-        regex = re.compile(query)
-    except re.error as exc:
-        raise ToolError(
-            f"the query is not a valid regular expression ({exc}); escape special characters "
-            "such as ( [ . * with a backslash"
-        ) from None
+    regex = compile_query(query)
     selector = matcher(file_pattern) if file_pattern else None
+    budget = Budget(stop)
+    skipped = Skipped()
     lines: list[str] = []
-    total = skipped = 0
-    for found in walk(policy, stop):
-        if found.is_dir or (selector and not _matches(*selector, found)):
+    total = 0
+    for found in walk(policy, stop, skipped):
+        if found.is_dir or (selector and not _matches(*selector, found, budget)):
             continue
         try:
             target = policy.check(str(found.path), Access.READ)
             text = read_text(files, target)
-        except ToolError:
-            skipped += 1  # binary, too large, hard-linked, or vanished
+        except (ToolError, OSError):
+            skipped.unreadable += 1  # binary, too large, hard-linked, vanished, a socket
             continue
         shown = policy.display(found.path)
         for number, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
+            if budget.search(regex, line, lambda: f"{shorten(shown)}:{number}"):
                 total += 1
                 if len(lines) < MAX_MATCHES:
                     lines.append(f"{shown}:{number}: {line[:300]}")
     if not lines:
         where = f" in files matching {file_pattern!r}" if file_pattern else ""
-        return f"No line matches {query!r}{where}."
+        return f"No line matches {query!r}{where}." + skipped.note()
     tail = f"\n(showing {MAX_MATCHES} of {total} matching lines)" if total > MAX_MATCHES else ""
-    note = f"\n({skipped} binary, oversized or unreadable files were skipped)" if skipped else ""
-    return "\n".join(lines) + tail + note
+    return "\n".join(lines) + tail + skipped.note()
 
 
 def read_page(
     policy: AccessPolicy, files: FilesSettings, path: str, offset: int, limit: int
 ) -> str:
     if offset < 1:
-        raise ToolError("offset is a line number and starts at 1")
+        raise ToolError(f"offset is a line number and starts at 1, not {offset}")
     if limit < 1:
-        raise ToolError("limit must be at least 1 line")
+        raise ToolError(f"limit must be at least 1 line, not {limit}")
     target = policy.check(path, Access.READ)
     text = read_text(files, target)
     lines = text.splitlines()

@@ -80,10 +80,13 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
 
     @tool(side_effects=False)
     async def file_grep(ctx: ToolContext, query: str, file_pattern: str | None = None) -> str:
-        """Search the text files for lines matching a regular expression.
+        """Search the text files for lines matching a regular expression. A search is
+        stopped after 20 s in all or 2 s on one line; sockets, pipes and devices are
+        skipped.
 
         Args:
-            query: A Python regular expression; escape ( [ . * to match them literally.
+            query: A Python regular expression (re syntax, matched line by line); escape
+                ( [ . * to match them literally.
             file_pattern: Only search files matching this glob, e.g. '*.py'.
         """
         return await _off_loop(
@@ -208,8 +211,10 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
 
         Args:
             path: The file or folder.
-            limit: How many versions to list at most.
+            limit: How many versions to list at most (1 to 200).
         """
+        if limit < 1:
+            raise ToolError(f"limit must be at least 1 version, not {limit}")
         target = policy.check(path, Access.READ)
         if not target.root.writable:
             return (
@@ -219,7 +224,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         store = versions.store_for(target.root)
         store.record_person()  # the person's latest edits belong in the answer
         rel = str(target.relative)
-        found = store.log(None if rel == "." else rel, max(1, min(limit, 200)))
+        found = store.log(None if rel == "." else rel, min(limit, 200))
         shown = "the workspace" if rel == "." else policy.display(target)
         if not found:
             return f"No versions of {shown} yet."
