@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from ..paths import AgentPaths
-from ..tools.errors import ToolError, shorten
+from ..tools.errors import ToolError, quoted, shorten
 from .settings import FilesSettings
 
 _GIT_REFUSAL = "git folders (and names git reads as .git) are never read or written by the tools"
@@ -198,10 +198,19 @@ class AccessPolicy:
         text = raw.strip()
         if not text:
             raise AccessDenied("the path is empty; " + self.summary())
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError:
+            raise AccessDenied(
+                f"{quoted(text)} holds characters no file name can (a lone surrogate "
+                "such as \\ud800); use ordinary text"
+            ) from None
         expanded = Path(os.path.expanduser(text))
         if not expanded.is_absolute():
             expanded = self.workspace.path / expanded
-        return Path(os.path.normpath(expanded)), Path(os.path.realpath(expanded))
+        lexical = Path(os.path.normpath(expanded))
+        _check_length(lexical)
+        return lexical, Path(os.path.realpath(expanded))
 
     def check(self, raw: str, access: Access) -> Target:
         """Accept `raw` for `access` or raise AccessDenied saying why and what is allowed."""
@@ -210,7 +219,7 @@ class AccessPolicy:
         if reason:
             shown = shorten(raw)
             if str(resolved) != raw:
-                shown = f"{shown!r} (resolves to {shorten(str(resolved))})"
+                shown = f"{quoted(raw)} (resolves to {shorten(str(resolved))})"
             raise AccessDenied(f"{shown}: {reason}. {self.summary()}")
         root = self.root_of(resolved)
         assert root is not None  # denial() returned None, so a root holds it
@@ -250,7 +259,7 @@ class AccessPolicy:
                 # The path went through a link: git refuses these names as links.
                 if is_git_link_name(lexical.name):
                     return (
-                        f"{shorten(lexical.name)!r} is a symbolic link, and git never reads "
+                        f"{quoted(lexical.name)} is a symbolic link, and git never reads "
                         "that name through a link; use the file it points to"
                     )
                 candidates.append((lex_rel, lexical))
@@ -298,13 +307,35 @@ class AccessPolicy:
         return str(path)
 
 
+NAME_MAX = 255  # bytes in one name, on the file systems Linux uses
+PATH_MAX = 4096  # bytes in a whole path, its final NUL included
+
+
+def _check_length(path: Path) -> None:
+    """Refuse a name or path the file system could not hold, before any system
+    call says ENAMETOOLONG about it."""
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise AccessDenied(
+                f"the name {quoted(part)} is {size} bytes long; a file name holds at most "
+                f"{NAME_MAX} bytes: use a shorter name"
+            )
+    size = len(os.fsencode(str(path)))
+    if size >= PATH_MAX:
+        raise AccessDenied(
+            f"the path {quoted(str(path))} is {size} bytes long; a path holds at most "
+            f"{PATH_MAX - 1} bytes: use fewer or shorter folder names"
+        )
+
+
 def _git_denial(relative: PurePosixPath) -> str | None:
     """The refusal for a path inside a root that crosses a git folder, or None."""
     for part in relative.parts:
         if is_git_name(part):
             if part == ".git":
                 return _GIT_REFUSAL
-            return f"{shorten(part)!r} is a name git reads as .git; {_GIT_REFUSAL}"
+            return f"{quoted(part)} is a name git reads as .git; {_GIT_REFUSAL}"
     return None
 
 

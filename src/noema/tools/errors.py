@@ -12,6 +12,7 @@ model's context.
 from __future__ import annotations
 
 import errno
+import re
 
 HEAD_CHARS = 60
 TAIL_CHARS = 40
@@ -31,13 +32,30 @@ def shorten(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:
     return f"{visible[:head]}…{visible[-tail:]}"
 
 
+def quoted(text: str) -> str:
+    """`text` shortened and in single quotes, for a message (its escapes not doubled)."""
+    return f"'{shorten(text)}'"
+
+
+_LONG_WORD = re.compile(r"\S{%d,}" % (HEAD_CHARS + TAIL_CHARS + 2))
+MESSAGE_CHARS = 4000
+
+
+def tidy(message: str) -> str:
+    """A tool's error message as the model should get it: every run of more
+    than head + tail characters without a space (a 4 KB path) shortened, and
+    the whole capped, whatever module raised it."""
+    short = _LONG_WORD.sub(lambda m: shorten(m.group()), message)
+    return shorten(short, MESSAGE_CHARS - 1000, 1000) if len(short) > MESSAGE_CHARS else short
+
+
 def _where(exc: OSError) -> str:
     name = exc.filename
     if name is None:
         return "the path"
     if isinstance(name, bytes):
         name = name.decode("utf-8", "backslashreplace")
-    return repr(shorten(str(name)))
+    return quoted(str(name))
 
 
 # errno -> advice; "{where}" is the shortened path. One sentence each, saying

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..security import fsafe
 from ..security.policy import Access, AccessPolicy, Root, Target
 from ..security.settings import FilesSettings
-from .errors import ToolError, shorten
+from .errors import ToolError, quoted, shorten
 from .timed_regex import Budget, Pattern, compile_internal, compile_query
 
 MAX_LISTED = 200
@@ -93,7 +93,7 @@ def glob_regex(pattern: str) -> Pattern:
         return compile_internal("".join(out) + r"\Z")
     except Exception:  # a bracket expression the engine cannot read
         raise ToolError(
-            f"the pattern {shorten(pattern)!r} is not a valid glob; check its [ ] brackets"
+            f"the pattern {quoted(pattern)} is not a valid glob; check its [ ] brackets"
         ) from None
 
 

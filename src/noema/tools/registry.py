@@ -20,7 +20,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from ..providers.base import ToolCall, ToolSpec
-from .errors import ToolError, explain, shorten
+from .errors import ToolError, explain, shorten, tidy
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
 
@@ -204,7 +204,7 @@ class ToolRegistry:
             if inspect.isawaitable(outcome):
                 outcome = await outcome
         except ToolError as exc:
-            return ToolResult(f"Error: {exc}", is_error=True)
+            return ToolResult(f"Error: {tidy(str(exc))}", is_error=True)
         except Exception as exc:  # the system's refusal, or a bug of ours or a library's
             advice = explain(exc)
             if advice:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import regex
 
-from .errors import ToolError, shorten
+from .errors import ToolError, quoted, shorten
 
 CALL_SECONDS = 20.0  # all the matching one tool call may do
 MATCH_SECONDS = 2.0  # one line (or one path): far beyond any sane pattern
@@ -99,7 +99,7 @@ class Budget:
 
     def match(self, pattern: Pattern, text: str) -> bool:
         """Whether `pattern` matches at the start of `text`, within the budget."""
-        where = lambda: repr(shorten(text))  # noqa: E731 - built only on failure
+        where = lambda: quoted(text)  # noqa: E731 - built only on failure
         limit = min(self.check(where), self.per_match)
         try:
             return pattern.match(text, timeout=limit, concurrent=True) is not None
