@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..health import check_file, check_open, opening
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
 from .upkeep import IndexUpkeep
@@ -165,12 +166,20 @@ def turn_tokens(turn: NewTurn) -> int:
 
 
 class TurnStore:
-    """Append-only store of turns, cycles, the session and save points."""
+    """Append-only store of turns, cycles, the session and save points.
+
+    Opening checks the file quickly (`health.sqlite_files`): a damaged file
+    raises `health.DamagedDatabase` and a full disk `health.DiskFull`, both
+    with a message for the person, and nothing is written into either.
+    """
 
     def __init__(self, path: Path | str, *, durable_to_power_loss: bool = False) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        on_disk = str(path) != ":memory:"
+        if on_disk:
+            with opening(self.path):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_file(self.path)
         self.conn = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=30
         )
@@ -178,12 +187,22 @@ class TurnStore:
         self._depth = 0
         self._last_write = time.monotonic()
         self._upkeep: IndexUpkeep | None = None
+        try:
+            with opening(self.path):
+                self._prepare(durable_to_power_loss, check=on_disk)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _prepare(self, durable_to_power_loss: bool, *, check: bool) -> None:
         self.conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL survives a killed process (the WAL is in the OS cache);
         # FULL also survives a power cut, at an fsync per commit.
         sync = "FULL" if durable_to_power_loss else "NORMAL"
         self.conn.execute(f"PRAGMA synchronous={sync}")
         self.conn.execute("PRAGMA foreign_keys=ON")
+        if check:  # before anything is written into a file that may be damaged
+            check_open(self.conn, self.path)
         # executescript commits on its own, so the schema carries its own
         # transaction: a crash mid-creation leaves no half-made database.
         self.conn.executescript(

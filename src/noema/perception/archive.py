@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..health import check_file, check_open, opening
 from . import bookmarks, declarations, deliveries
 from .bookmarks import ArchiveBookmark, Bookmarks
 from .declarations import Declarations
@@ -163,18 +164,32 @@ class SensoryArchive:
     """Raw events in SQLite, in batches, immutable once written, with their fate."""
 
     def __init__(self, path: Path | str, *, flush_every: int = DEFAULT_FLUSH_EVERY) -> None:
-        """Open (or create) the archive at `path`; ":memory:" keeps it in memory."""
+        """Open (or create) the archive at `path`; ":memory:" keeps it in memory.
+
+        Opening checks the file quickly (`health.sqlite_files`): a damaged
+        archive raises `health.DamagedDatabase`, a full disk `health.DiskFull`.
+        """
         if flush_every < 1:
             raise ValueError("flush_every must be at least 1")
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        on_disk = str(path) != ":memory:"
+        if on_disk:
+            with opening(self.path):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_file(self.path)
         self.flush_every = flush_every
         self.conn = sqlite3.connect(str(path))
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        _create(self.conn)
-        last = self.conn.execute("SELECT MAX(id) FROM batches").fetchone()[0]
+        try:
+            with opening(self.path):
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                if on_disk:  # before anything is written into a file that may be damaged
+                    check_open(self.conn, self.path)
+                _create(self.conn)
+                last = self.conn.execute("SELECT MAX(id) FROM batches").fetchone()[0]
+        except BaseException:
+            self.conn.close()
+            raise
         self._next_batch = (last or 0) + 1
         self._open: dict[tuple[str, str], _Open] = {}
         self._by_number: dict[int, _Open] = {}
