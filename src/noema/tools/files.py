@@ -81,7 +81,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
     @tool(side_effects=False)
     async def file_grep(ctx: ToolContext, query: str, file_pattern: str | None = None) -> str:
         """Search the text files for lines matching a regular expression. A search is
-        stopped after 20 s in all or 2 s on one line; sockets, pipes and devices are
+        stopped after 20 s in all or 1 s on one line; sockets, pipes and devices are
         skipped.
 
         Args:

@@ -24,7 +24,7 @@ import regex
 from .errors import ToolError, quoted, shorten
 
 CALL_SECONDS = 20.0  # all the matching one tool call may do
-MATCH_SECONDS = 2.0  # one line (or one path): far beyond any sane pattern
+MATCH_SECONDS = 1.0  # one line (or one path): far beyond what a sane pattern needs
 
 Pattern = regex.Pattern
 
