@@ -7,13 +7,21 @@ Layout inside the agent's `identity/` folder:
 - `skills/<skill_id>.md`: procedures the agent can load when a task needs them.
   The first heading (or first line) names the skill; the first paragraph after
   it is its description in `list_skills()`.
+
+The person writes these files with any editor, so nothing here trusts them
+to be well formed: a file that is not UTF-8 is read with replacement
+characters, one that cannot be read at all counts as missing, and either
+is said once in a one-line warning (again only if the file changes).
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 
@@ -42,11 +50,45 @@ class Entry:
     description: str
 
 
+@dataclass(slots=True)
+class _Reader:
+    """Reads the person's files leniently, warning once per file state."""
+
+    warned: set[tuple[str, int, int]] = field(default_factory=set)
+
+    def read(self, path: Path) -> str | None:
+        """The file's text (undecodable bytes replaced), or None if it cannot be read."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._warn(path, f"cannot be read ({exc.strerror or exc}); it is left out")
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._warn(path, f"is not valid UTF-8 (byte {exc.start}); "
+                             "unreadable bytes were replaced")
+            return raw.decode("utf-8", errors="replace")
+
+    def _warn(self, path: Path, what: str) -> None:
+        try:
+            info = path.stat()
+            key = (str(path), info.st_mtime_ns, info.st_size)
+        except OSError:
+            key = (str(path), 0, 0)
+        if key not in self.warned:
+            self.warned.add(key)
+            log.warning("%s %s", path, what)
+
+
 class Identity:
     """Reads the identity folder; nothing here is cached, so edits apply at once."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._reader = _Reader()
 
     @property
     def environ_dir(self) -> Path:
@@ -67,35 +109,40 @@ class Identity:
 
     def core(self) -> str:
         """The core identity text (the default one if the file is missing)."""
-        path = self.folder / "identity.md"
-        try:
-            return path.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            return DEFAULT_IDENTITY.strip()
+        text = self._reader.read(self.folder / "identity.md")
+        return DEFAULT_IDENTITY.strip() if text is None else text.strip()
 
     def environ_modules(self) -> list[Entry]:
-        return _entries(self.environ_dir)
+        return self._entries(self.environ_dir)
 
     def skills(self) -> list[Entry]:
-        return _entries(self.skills_dir)
+        return self._entries(self.skills_dir)
 
     def read_environ(self, module: str) -> str | None:
-        return _read(self.environ_dir, module)
+        return self._read(self.environ_dir, module)
 
     def read_skill(self, skill_id: str) -> str | None:
-        return _read(self.skills_dir, skill_id)
+        return self._read(self.skills_dir, skill_id)
 
+    def _entries(self, folder: Path) -> list[Entry]:
+        if not folder.is_dir():
+            return []
+        found = []
+        for path in sorted(folder.glob("*.md")):
+            if not _ID.match(path.stem):
+                continue
+            text = self._reader.read(path)
+            if text is None:
+                continue
+            title, description = _describe(text)
+            found.append(Entry(path.stem, title or path.stem, description))
+        return found
 
-def _entries(folder: Path) -> list[Entry]:
-    if not folder.is_dir():
-        return []
-    found = []
-    for path in sorted(folder.glob("*.md")):
-        if not _ID.match(path.stem):
-            continue
-        title, description = _describe(path.read_text(encoding="utf-8", errors="replace"))
-        found.append(Entry(path.stem, title or path.stem, description))
-    return found
+    def _read(self, folder: Path, name: str) -> str | None:
+        # IDs are plain names, never paths: no traversal out of the folder.
+        if not _ID.match(name) or ".." in name:
+            return None
+        return self._reader.read(folder / f"{name}.md")
 
 
 def _describe(text: str) -> tuple[str, str]:
@@ -116,14 +163,3 @@ def _describe(text: str) -> tuple[str, str]:
             continue
         paragraph.append(line.strip())
     return title, " ".join(paragraph)[:300]
-
-
-def _read(folder: Path, name: str) -> str | None:
-    # IDs are plain names, never paths: no traversal out of the folder.
-    if not _ID.match(name) or ".." in name:
-        return None
-    path = folder / f"{name}.md"
-    try:
-        return path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
-        return None

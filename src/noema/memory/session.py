@@ -4,13 +4,20 @@ The session is a list of turn IDs plus the current save point, kept in the
 same SQLite database as the turns. Appending a turn and adding it to the
 session is one transaction, so after a `kill -9` the session on disk is
 exactly the one that was acknowledged.
+
+A write refused because the disk is full raises `StorageFull`: the
+transaction rolled back, so nothing is half-written, and the same call works
+again once there is room (SQLite needs no reopening).
 """
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 from .store import PREFIXED_COLUMNS, TurnStore, row_to_turn
 from .turns import Flag, NewTurn, Turn
@@ -19,6 +26,43 @@ _AT_THE_END = (
     "INSERT INTO session_entries (pos, turn_id)"
     " VALUES ((SELECT COALESCE(MAX(pos), 0) + 1 FROM session_entries), ?)"
 )
+
+
+class StorageFull(OSError):
+    """The disk holding the agent's data is full: the write was refused whole."""
+
+    def __init__(self, folder: Path, free: int) -> None:
+        super().__init__(f"the disk holding {folder} is full ({free} bytes free); nothing was lost")
+        self.folder = folder
+        self.free = free
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return 0
+
+
+@contextmanager
+def refused_when_full(folder: Path) -> Iterator[None]:
+    """Turn SQLite's "database or disk is full" into `StorageFull` (other errors pass)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if not _disk_full(exc):
+            raise
+        raise StorageFull(folder, _free_bytes(folder)) from exc
+
+
+def _disk_full(exc: BaseException | None) -> bool:
+    # SQLite may roll a transaction back by itself when the disk fills; the
+    # ROLLBACK that follows then fails too, and the full disk is its context.
+    while exc is not None:
+        if isinstance(exc, StorageFull) or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return True
+        exc = exc.__context__
+    return False
 
 
 class Session:
@@ -60,9 +104,14 @@ class Session:
 
     # -- changing ---------------------------------------------------------
 
+    @property
+    def folder(self) -> Path:
+        """The folder holding the turn store (what a full disk is reported against)."""
+        return self.store.path.parent
+
     def append(self, new: NewTurn) -> Turn:
         """Store a turn and put it at the end of the session, atomically."""
-        with self.store.transaction() as db:
+        with refused_when_full(self.folder), self.store.transaction() as db:
             turn = self.store.append(new)
             db.execute(_AT_THE_END, (turn.id,))
         self._turns.append(turn)
@@ -74,7 +123,7 @@ class Session:
         in-memory session returns to what it was, so the two never disagree."""
         turns, save_point = list(self._turns), self.save_point_id
         try:
-            with self.store.transaction():
+            with refused_when_full(self.folder), self.store.transaction():
                 yield
         except BaseException:
             self._turns, self.save_point_id = turns, save_point
@@ -88,8 +137,10 @@ class Session:
     def stage(self, new: NewTurn) -> Turn:
         """Store a turn now (it is acknowledged) but keep it out of the context
         until `admit`: a message that arrives mid-cycle must not land between a
-        tool call and its result. Staged turns survive a restart."""
-        with self.store.transaction() as db:
+        tool call and its result. Staged turns survive a restart.
+
+        Raises `StorageFull` (nothing stored) when the disk is full."""
+        with refused_when_full(self.folder), self.store.transaction() as db:
             turn = self.store.append(new)
             db.execute("INSERT INTO session_pending (turn_id) VALUES (?)", (turn.id,))
         return turn
@@ -106,7 +157,7 @@ class Session:
         """Move staged turns to the end of the session, in one transaction."""
         if not turns:
             return
-        with self.store.transaction() as db:
+        with refused_when_full(self.folder), self.store.transaction() as db:
             for turn in turns:
                 db.execute("DELETE FROM session_pending WHERE turn_id = ?", (turn.id,))
                 db.execute(_AT_THE_END, (turn.id,))
@@ -117,7 +168,7 @@ class Session:
         gone = set(ids)
         if not gone:
             return
-        with self.store.transaction() as db:
+        with refused_when_full(self.folder), self.store.transaction() as db:
             db.executemany("DELETE FROM session_entries WHERE turn_id = ?", [(i,) for i in gone])
             if flag:
                 self.store.add_flags(sorted(gone), flag)
@@ -126,13 +177,14 @@ class Session:
     def mark(self, ids: Iterable[int], flag: Flag) -> None:
         """Give turns in the session a status flag (for example, pruned)."""
         marked = set(ids)
-        self.store.add_flags(sorted(marked), flag)
+        with refused_when_full(self.folder):
+            self.store.add_flags(sorted(marked), flag)
         self._turns = [_with_flags(t, flag) if t.id in marked else t for t in self._turns]
 
     def replace_with_save_point(self, ids: Iterable[int], save_point_id: int) -> None:
         """Swap a compacted block for the save point that narrates it."""
         gone = set(ids)
-        with self.store.transaction() as db:
+        with refused_when_full(self.folder), self.store.transaction() as db:
             db.executemany("DELETE FROM session_entries WHERE turn_id = ?", [(i,) for i in gone])
             db.execute(
                 "INSERT INTO session_state (key, value) VALUES ('save_point', ?)"

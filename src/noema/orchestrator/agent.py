@@ -15,6 +15,13 @@ is owed), and picks up messages that were stored but never answered. The
 ledger also acknowledges events and records every delivery around the turn
 store's commits, so a crash at any point leaves each acknowledged event
 either delivered exactly once or still owed.
+
+Everything the shell runs for a cycle (delivering its input, the cycle
+itself, the history repair, closing it, the after-cycle hook) runs under
+one supervisor, `_drive`: whatever fails there is logged with its
+traceback, told to the person in one line, and the core is fed the input
+that ends the cycle, so the agent is idle and answers the next message.
+Nothing that goes wrong around a cycle can leave it silent.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory.session import Session
+from ..memory.session import Session, StorageFull
 from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
 from ..perception.clock import Clock, wall_clock
@@ -81,6 +88,16 @@ log = logging.getLogger(__name__)
 
 STOPPED_NOTE = "The person stopped you here. Wait for what they say next."
 DEFAULT_COMMIT_DELAY = 0.05
+
+
+def failure_notice(exc: BaseException, during: str) -> str:
+    """What the person is told, in one line, when something failed around a cycle."""
+    if isinstance(exc, StorageFull):
+        return f"{exc} (while {during}); the agent is ready again once there is room"
+    detail = " ".join(str(exc).split())[:160]
+    return (f"something failed while {during} ({type(exc).__name__}"
+            f"{': ' + detail if detail else ''}); it is in the log, and the agent is ready "
+            "for your next message")
 
 
 class AgentListener(CycleListener):
@@ -178,6 +195,10 @@ class Agent:
         self._staged: dict[int, Turn] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._last_input_tokens: int | None = None
+        # A delivery that failed: the cycle the core starts with it fails at
+        # once (under supervision), and its messages are fed again with the next.
+        self._fault: Exception | None = None
+        self._undelivered: list[int] = []
         self._ledger = (DeliveryLedger(senses.pipeline, session.store, senses.commit_delay)
                         if senses is not None else None)
         self._tap = _Tap(self)
@@ -238,10 +259,23 @@ class Agent:
     # -- the person's side ------------------------------------------------
 
     def submit(self, text: str, *, channel: str = "terminal", sender: str | None = None) -> Turn:
-        """Take a message from the person. It is stored before this returns."""
+        """Take a message from the person. It is stored before this returns.
+
+        Raises `StorageFull` when the disk is full: the message is refused
+        and nothing changes, so the same call works once there is room.
+        """
         turn = self.session.stage(NewTurn(TurnKind.USER, text, channel=channel, sender=sender))
         self._staged[turn.id] = turn
-        self._feed(PersonMessage(turn.id, self._clock()))
+        # Messages a failed delivery left staged go first, so the order holds;
+        # while idle they and this one make one package, as on a restart.
+        waiting, self._undelivered = self._undelivered, []
+        together = bool(waiting) and self.core.phase is Phase.IDLE
+        if together:
+            self._feed(RestoreBegun(self._clock()))
+        for turn_id in [*waiting, turn.id]:
+            self._feed(PersonMessage(turn_id, self._clock()))
+        if together:
+            self._feed(RestoreDone(self._clock()))
         return turn
 
     async def stop(self) -> bool:
@@ -332,22 +366,36 @@ class Agent:
         for decision in decisions:
             _PERFORM[type(decision)](self, decision)
             self.listener.on_decision(decision)
+        if self._fault is not None:  # a delivery failed and no cycle took the failure over
+            fault, self._fault = self._fault, None
+            self._report(fault, "delivering what was waiting")
         return decisions
 
     def _start_cycle(self, d: StartCycle) -> None:
         self._driving = False
-        self._task = asyncio.get_running_loop().create_task(self._drive(d), name=f"cycle:{d.run}")
+        fault, self._fault = self._fault, None
+        self._task = asyncio.get_running_loop().create_task(
+            self._drive(d, fault), name=f"cycle:{d.run}")
 
     def _deliver(self, d: Deliver) -> None:
         now = self._clock()
         steps = plan_package(d.package)
-        # Pending in the archive before the turns exist, settled once they do:
-        # whichever commit a crash falls between, the turn store decides.
-        with self._ledger.recording(steps, now) if self._ledger else nullcontext():
-            write_package(
-                self.session, steps, notice=d.notice, staged=self._staged,
-                render=self.senses.render if self.senses else None, now=now,
-            )
+        try:
+            # Pending in the archive before the turns exist, settled once they do:
+            # whichever commit a crash falls between, the turn store decides.
+            with self._ledger.recording(steps, now) if self._ledger else nullcontext():
+                write_package(
+                    self.session, steps, notice=d.notice, staged=self._staged,
+                    render=self.senses.render if self.senses else None, now=now,
+                )
+        except Exception as exc:
+            # Nothing of the package was written (one transaction). The core
+            # counts it delivered, so the failure goes to the cycle it starts
+            # (or is reported by `_feed`); its messages stay staged, to be fed
+            # again with the next one, and its events stay owed in the archive.
+            self._undelivered += [t for t in d.package.person_turns if t in self._staged]
+            self._fault = exc
+            return
         for turn_id in d.package.person_turns:
             self._staged.pop(turn_id, None)
 
@@ -397,7 +445,19 @@ class Agent:
 
     # -- one cycle ---------------------------------------------------------------
 
-    async def _drive(self, start: StartCycle) -> None:
+    async def _drive(self, start: StartCycle, fault: Exception | None = None) -> None:
+        """The supervisor of one cycle: everything the shell runs for it runs
+        here, and any failure ends in `_recover`, never in a dead task."""
+        try:
+            if fault is not None:
+                raise fault
+            await self._cycle(start)
+        except asyncio.CancelledError:
+            raise  # the agent is shutting down; `_cycle` repaired what it could
+        except Exception as exc:
+            self._recover(start.run, exc)
+
+    async def _cycle(self, start: StartCycle) -> None:
         store = self.session.store
         cycle_id = store.open_cycle(start.origin.value)
         progress = self._progress = CycleProgress(cycle_id)
@@ -420,12 +480,8 @@ class Agent:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()  # the cancellation was ours and ends here
-        except ProviderError as exc:
+        except ProviderError as exc:  # their failure, not ours: said as it is
             error, why = str(exc), "the model request failed"
-        except Exception as exc:  # a bug of ours: logged in full, told plainly
-            log.exception("cycle %s failed", cycle_id)
-            error = f"internal error ({type(exc).__name__}: {exc}); see the log for details"
-            why = "of an internal error"
         if self._abort is not None:
             # Even a cycle that ended as the cancellation arrived is aborted as decided.
             self._finish_abort(start.run, progress, self._abort)
@@ -435,6 +491,7 @@ class Agent:
         self._settle_handed()
         self._close(progress, outcome.value, error)
         self._feed(CycleEnded(start.run, outcome, progress.tokens, self._clock()))
+        self._after()
         self._idle_unless_followed()
 
     def _finish_abort(self, run: int, progress: CycleProgress, abort: Abort) -> None:
@@ -448,6 +505,7 @@ class Agent:
         self._abort = None
         self._close(progress, _ABORT_STATUS[type(abort)], None)
         self._feed(CycleAborted(run, progress.tokens, self._clock()))
+        self._after()
         self._idle_unless_followed()
 
     def _close(self, progress: CycleProgress, status: str, error: str | None) -> None:
@@ -458,8 +516,48 @@ class Agent:
         if progress.usage:
             self._last_input_tokens = progress.usage.input_tokens
         self.listener.on_cycle_end(progress.cycle_id, status, error)
+
+    def _after(self) -> None:
+        # After the core knows the cycle ended: a failing hook cannot keep it busy.
         if self._after_cycle is not None:
             self._after_cycle()
+
+    def _recover(self, run: int, exc: Exception) -> None:
+        """After anything failed around cycle `run`: log it in full, tell the
+        person in one line, keep the history valid as far as the store lets us,
+        and feed the core what ends the cycle, so the agent is idle again."""
+        mine = self.core.run == run  # else the core already ended it (a later step failed)
+        progress = self._progress if mine else None
+        self._report(exc, "the agent was working on a reply" if mine else "finishing a reply")
+        if mine:
+            self._progress = self._abort = None
+            self._run = self._started_call = None
+        if progress is not None:
+            # Each step may fail in turn (the same full disk, the same damaged
+            # file); what could not be written is closed on the next start.
+            self._salvage("repairing the history", self._repair, progress,
+                          "of an internal error", stopped=False)
+            self._salvage("settling delivered events", self._settle_handed)
+            self._salvage("closing the cycle", self.session.store.close_cycle,
+                          progress.cycle_id, "failed")
+            self._salvage("telling the interface", self.listener.on_cycle_end,
+                          progress.cycle_id, "failed", None)
+        if mine:
+            tokens, now = progress.tokens if progress else 0, self._clock()
+            self._feed(CycleAborted(run, tokens, now) if self.core.phase is Phase.CANCELLING
+                       else CycleEnded(run, Outcome.FAILED, tokens, now))
+        self._idle_unless_followed()
+
+    def _report(self, exc: BaseException, during: str) -> None:
+        """A failure around a cycle: the traceback to the log, one line to the person."""
+        log.error("failure while %s", during, exc_info=exc)
+        self.listener.on_notice(failure_notice(exc, during))
+
+    def _salvage(self, what: str, step: Callable[..., object], *args: Any, **kw: Any) -> None:
+        try:
+            step(*args, **kw)
+        except Exception:
+            log.exception("while recovering from a failed cycle, %s failed too", what)
 
     def _idle_unless_followed(self) -> None:
         # Called by a cycle's task as it ends: if no next cycle replaced it, the agent is idle.
