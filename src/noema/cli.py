@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import click
 
 from . import config as configuration
+from . import logs
 from .app import NoModelConfigured, build_app
 from .config import Config, ConfigError
 from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
@@ -35,18 +35,7 @@ class Context:
 
 def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
     paths.ensure()
-    handlers: list[logging.Handler] = [logging.FileHandler(paths.logs_dir / "noema.log")]
-    if verbose:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
-    # HTTP client logs can carry headers; keep them quiet unless asked.
-    for noisy in ("httpx", "httpcore", "openai", "anthropic"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
 
 
 RUNS_THE_AGENT = {"chat"}
@@ -77,7 +66,7 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
     if ctx.invoked_subcommand in RUNS_THE_AGENT:
         _setup_logging(ctx.obj.paths, verbose)
     else:  # inspection commands leave no trace in the agent's folder
-        logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
+        logs.setup(None, verbose=verbose)
 
 
 @cli.command()
