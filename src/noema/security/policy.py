@@ -210,7 +210,15 @@ class AccessPolicy:
             expanded = self.workspace.path / expanded
         lexical = Path(os.path.normpath(expanded))
         _check_length(lexical)
-        return lexical, Path(os.path.realpath(expanded))
+        resolved = Path(os.path.realpath(expanded))
+        # realpath gives up on a loop of links and leaves it in what it returns.
+        looping = next((p for p in (resolved, *resolved.parents) if p.is_symlink()), None)
+        if looping is not None:
+            raise AccessDenied(
+                f"{quoted(str(looping))} is a symbolic link that leads back to itself (a "
+                "loop); name the real file instead"
+            )
+        return lexical, resolved
 
     def check(self, raw: str, access: Access) -> Target:
         """Accept `raw` for `access` or raise AccessDenied saying why and what is allowed."""
