@@ -2,30 +2,64 @@
 
 The sandbox sees the system folders read-only, the workspaces read-write
 (their `.git` read-only), the read-only roots read-only, and nothing else of
-the person's files; the agent's own data is hidden. It has its own process,
-network (loopback only, unless the network is allowed), IPC and host-name
-namespaces, and dies with the agent. Output is kept up to a cap: the head
-and the tail, with the size of what was left out in between.
+the person's files; the agent's own data is hidden. It has its own user,
+process, network (loopback only, unless the network is allowed), IPC and
+host-name namespaces, may not make further user namespaces, and dies with
+the agent. The kernel's knobs under `/proc` (`sys`, `sysrq-trigger`, `irq`,
+`bus`, `fs`) are read-only and its internals (`kcore`, `keys`, `timer_list`
+and every other entry only root may read) are hidden. Memory and processes
+are capped per command (see `limits.py`). Output is kept up to a cap: the
+head and the tail, with the size of what was left out in between.
+
+When the agent runs as root, the command runs as uid 1000 in its own user
+namespace, without capabilities and unable to gain any (no new privileges:
+setuid programs grant nothing). bubblewrap started by root maps that uid to
+root's kernel uid, so files the command writes in the workspace belong to
+the person (root) as they should, and git sees the repositories as its own.
+The cost is that the kernel still grants root's *owner* permission bits,
+which is why the sandbox also masks every entry of the system folders that
+an unprivileged user could not read (`root_files.py`) and makes the `/proc`
+knobs root owns read-only. The alternatives were worse: starting bubblewrap
+as an unprivileged uid makes the workspace unwritable (or its new files
+someone else's), and id-mapped mounts need a newer bubblewrap than the
+distributions ship. What remains of root is what any process of the
+person's could reach: with the network allowed, services on loopback or
+abstract sockets that trust the caller's uid see root.
+
+A person who is not root keeps bubblewrap's usual mapping: their own uid.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import math
 import os
 import shutil
 import signal
+import stat
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .limits import Confinement, Limits, cgroup_bases
+from .root_files import prefetch, root_only
 from .settings import ShellSettings
 
 _SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/srv")
 _MAYBE_LINKED = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _DRAIN_GRACE_S = 1.0
+_INSIDE_ID = 1000  # the uid and gid a root-started command has in its namespace
+# /proc entries a process that owns root's kernel uid could write, then those
+# it could read, whatever their mode says (after bwrap and docker).
+_PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+_PROC_HIDDEN = (
+    "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
+    "latency_stats", "acpi", "scsi", "asound",
+)
 
 
 class SandboxUnavailable(Exception):
@@ -44,14 +78,66 @@ class Layout:
     frozen: tuple[Path, ...] = ()  # read-only even inside a writable folder (.git at any depth)
 
 
-def bwrap_argv(bwrap: str, layout: Layout, command: Sequence[str]) -> list[str]:
-    """The bubblewrap command line that runs `command` inside `layout`."""
-    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+def system_folders() -> tuple[str, ...]:
+    """The system folders the sandbox sees (read-only), links excluded."""
+    return tuple(
+        f for f in _SYSTEM_DIRS + _MAYBE_LINKED if os.path.isdir(f) and not os.path.islink(f)
+    )
+
+
+def _root_only_masks(layout: Layout) -> list[Path]:
+    """Root-only entries of the system folders to mask, leaving the person's
+    roots visible when they lie there (a workspace in /srv)."""
+    roots = [*layout.writable, *layout.readonly]
+    return [
+        path
+        for path in root_only(system_folders())
+        if os.path.lexists(path)  # gone since the walk: nothing to mask, nowhere to mount
+        and not any(path.is_relative_to(r) or r.is_relative_to(path) for r in roots)
+    ]
+
+
+def _mask(path: Path) -> list[str]:
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]
+
+
+@functools.cache
+def _proc_shield() -> tuple[str, ...]:
+    """Mounts over the sandbox's /proc: the kernel's knobs read-only, its
+    internals hidden. Its top level is the same as the host's (less the
+    processes), so the host's tells which entries exist and who may read them."""
+    argv: list[str] = []
+    for entry in sorted(os.listdir("/proc")):
+        path = f"/proc/{entry}"
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue
+        if entry.isdigit() or stat.S_ISLNK(mode):
+            continue
+        if entry in _PROC_HIDDEN or not mode & stat.S_IROTH:
+            argv += _mask(Path(path))
+        elif entry in _PROC_READONLY or mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            argv += ["--ro-bind", path, path]
+    return tuple(argv)
+
+
+def bwrap_argv(
+    bwrap: str, layout: Layout, command: Sequence[str], *, tmp_mb: int | None = None
+) -> list[str]:
+    """The bubblewrap command line that runs `command` inside `layout`
+    (`/tmp` and `/var/tmp` of `tmp_mb` MiB each when given)."""
+    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user"]
+    argv += ["--disable-userns"]  # no namespace of its own where it would hold capabilities
     if layout.network:
         argv.append("--share-net")
-    if os.geteuid() == 0:
-        # As root bubblewrap keeps capabilities unless told: no remounting.
-        argv += ["--cap-drop", "ALL"]
+    as_root = os.geteuid() == 0
+    if as_root:
+        # As root bubblewrap keeps capabilities unless told, and maps the
+        # command to uid 0 unless given another (see the module docstring).
+        argv += ["--uid", str(_INSIDE_ID), "--gid", str(_INSIDE_ID), "--cap-drop", "ALL"]
     for folder in _SYSTEM_DIRS:
         if os.path.isdir(folder):
             argv += ["--ro-bind", folder, folder]
@@ -60,11 +146,18 @@ def bwrap_argv(bwrap: str, layout: Layout, command: Sequence[str]) -> list[str]:
             argv += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             argv += ["--ro-bind", name, name]
+    if as_root:
+        for path in _root_only_masks(layout):
+            argv += _mask(path)
     if layout.network:
         resolv = os.path.realpath("/etc/resolv.conf")
         if not resolv.startswith("/etc/") and os.path.exists(resolv):
             argv += ["--ro-bind", resolv, resolv]  # often a link into /run
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    argv += ["--proc", "/proc", *_proc_shield(), "--dev", "/dev"]
+    for scratch in ("/tmp", "/var/tmp"):
+        if tmp_mb is not None:
+            argv += ["--size", str(tmp_mb * 1024 * 1024)]  # tmpfs is memory too
+        argv += ["--tmpfs", scratch]
     # Outer folders first: a root nested in another must be mounted over it.
     folders = [(f, False) for f in layout.readonly] + [(f, True) for f in layout.writable]
     for folder, writable in sorted(folders, key=lambda item: len(item[0].parts)):
@@ -139,6 +232,7 @@ class Finished:
     output_bytes: int
     timed_out: bool
     seconds: float
+    limit: str | None = None  # the resource limit that stopped it, said plainly
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -153,12 +247,17 @@ async def run_process(
     env: dict[str, str],
     timeout_s: float,
     output: Output,
+    preexec: Callable[[], None] | None = None,
 ) -> Finished:
     """Run `argv` in its own process group, feeding `output`, within a time limit.
 
-    On cancellation the whole group is killed before CancelledError goes on;
-    whatever it printed so far stays in `output` for the caller to report.
+    `preexec` runs in the child between fork and exec (joining its cgroups,
+    taking its rlimits). On cancellation the whole group is killed before
+    CancelledError goes on; whatever it printed so far stays in `output`
+    for the caller to report.
     """
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"a time limit must be a positive number of seconds, not {timeout_s}")
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -168,6 +267,7 @@ async def run_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=preexec,
     )
     assert process.stdout is not None
     stream = process.stdout
@@ -216,7 +316,10 @@ class Sandbox:
 
     def __init__(self, settings: ShellSettings) -> None:
         self.settings = settings
+        self.limits = Limits.of(settings)
         self._works = False
+        if self.isolated and os.geteuid() == 0:
+            prefetch(system_folders())  # the first command should not wait for the walk
 
     @property
     def isolated(self) -> bool:
@@ -237,10 +340,12 @@ class Sandbox:
         if not self.isolated or self._works:
             return
         program = self._program()
+        if os.geteuid() == 0:
+            await asyncio.to_thread(root_only, system_folders())
         probe = Output(4000)
         try:
             result = await run_process(
-                bwrap_argv(program, layout, ["true"]),
+                bwrap_argv(program, layout, ["true"], tmp_mb=self.limits.memory_mb),
                 cwd=layout.workdir,
                 env=sandbox_env(),
                 timeout_s=10,
@@ -248,6 +353,12 @@ class Sandbox:
             )
         except OSError as exc:
             raise SandboxUnavailable(f"bubblewrap could not be started: {exc}") from exc
+        if "Unknown option" in result.output:
+            raise SandboxUnavailable(
+                f"this bubblewrap is too old ({result.output.strip()}): version 0.8 or "
+                "later is needed. Upgrade it or, to run commands without a sandbox, set "
+                '[shell] sandbox = "none"'
+            )
         if result.exit_code != 0:
             raise SandboxUnavailable(
                 "bubblewrap cannot create a sandbox on this system "
@@ -258,9 +369,14 @@ class Sandbox:
             )
         self._works = True
 
-    def argv(self, layout: Layout, command: str) -> list[str]:
+    def argv(self, layout: Layout, command: str, inner: Sequence[str] = ()) -> list[str]:
+        """The command line of `command`; `inner` goes before the shell, inside the sandbox."""
         shell = ["/bin/sh", "-c", command]
-        return bwrap_argv(self._program(), layout, shell) if self.isolated else shell
+        if not self.isolated:
+            return shell
+        return bwrap_argv(
+            self._program(), layout, [*inner, *shell], tmp_mb=self.limits.memory_mb
+        )
 
     def env(self, layout: Layout) -> dict[str, str]:
         env = sandbox_env()
@@ -272,12 +388,26 @@ class Sandbox:
         return env
 
     async def run(self, layout: Layout, command: str, timeout_s: float, output: Output) -> Finished:
-        """Run a command; see `run_process` for cancellation."""
+        """Run a command within its resource limits; see `run_process` for
+        cancellation. A limit that stopped it is named in `limit` and at the
+        end of the output."""
         await self.check(layout)
-        return await run_process(
-            self.argv(layout, command),
-            cwd=layout.workdir,
-            env=self.env(layout),
-            timeout_s=timeout_s,
-            output=output,
-        )
+        await asyncio.to_thread(cgroup_bases)  # found once; file system work
+        confinement = Confinement(self.limits, sandboxed=self.isolated)
+        try:
+            finished = await run_process(
+                self.argv(layout, command, confinement.inner()),
+                cwd=layout.workdir,
+                env=self.env(layout),
+                timeout_s=timeout_s,
+                output=output,
+                preexec=confinement.preexec(),
+            )
+        except BaseException:
+            confinement.release_soon()  # cancellation must not wait for the kernel's clean-up
+            raise
+        limit = confinement.verdict(finished.exit_code)
+        await confinement.release()
+        if limit is None:
+            return finished
+        return replace(finished, limit=limit, output=f"{finished.output}\n[{limit}]")

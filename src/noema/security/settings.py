@@ -17,6 +17,10 @@ The TOML shape is
     timeout_s = 60
     max_timeout_s = 600
     output_cap_bytes = 30000
+    memory_mb = 2048                       # per command (cgroup, or per process by rlimit)
+    max_processes = 256                    # per command
+    max_open_files = 1024                  # per process
+    max_file_mb = 4096                     # largest file a command may write
 
     [autonomy]
     default = "allow"                      # side-effect tools without their own entry
@@ -68,6 +72,7 @@ DEFAULT_WORKSPACE = "~/noema-workspace"
 # apart from the field's default so that naming another tool keeps these.
 TOOL_DEFAULTS: dict[str, Level] = {"shell_execute": "ask"}
 _MIB = 1024 * 1024
+_DAY_S = 86_400
 
 
 class RootSettings(BaseModel):
@@ -136,12 +141,32 @@ class ShellSettings(BaseModel):
         "bubblewrap", description="'none' runs commands unsandboxed: an explicit choice."
     )
     network: bool = Field(False, description="Let sandboxed commands use the network.")
-    timeout_s: float = Field(60, gt=0, description="Time limit when the model gives none.")
-    max_timeout_s: float = Field(600, gt=0, description="Longest time limit the model may ask.")
+    # Numbers are bounded and finite: a NaN or infinite time limit would never end.
+    timeout_s: float = Field(
+        60, gt=0, le=_DAY_S, allow_inf_nan=False,
+        description="Time limit when the model gives none, in seconds.",
+    )
+    max_timeout_s: float = Field(
+        600, gt=0, le=_DAY_S, allow_inf_nan=False,
+        description="Longest time limit the model may ask, in seconds.",
+    )
     output_cap_bytes: int = Field(
-        30_000, ge=1_000, description="Output kept: half from the start, half from the end."
+        30_000, ge=1_000, le=100 * _MIB,
+        description="Output kept: half from the start, half from the end.",
     )
     bwrap_path: str = Field("bwrap", description="The bubblewrap program.")
+    memory_mb: int = Field(
+        2048, ge=64, le=1_048_576, description="Memory one command may use, in MiB."
+    )
+    max_processes: int = Field(
+        256, ge=8, le=65_536, description="Processes (and threads) one command may run at once."
+    )
+    max_open_files: int = Field(
+        1024, ge=64, le=1_048_576, description="Files each process of a command may hold open."
+    )
+    max_file_mb: int = Field(
+        4096, ge=1, le=1_048_576, description="Largest file a command may write, in MiB."
+    )
 
     @model_validator(mode="after")
     def _timeouts_agree(self) -> ShellSettings:

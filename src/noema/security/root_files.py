@@ -1,0 +1,103 @@
+"""The files of the system folders that only root (or a group) may read.
+
+A sandbox started by root keeps root's kernel uid (see `sandbox.py` for why),
+so the kernel lets it read whatever root's owner bits allow: `/etc/shadow`,
+`/etc/ssl/private`, ssh host keys, a database's password file. The sandbox
+masks each such entry; this module finds them: every file that others may
+not read and every folder that others may not list or enter (masked whole,
+so nothing below it needs looking at). Links are left alone: what they point
+to is judged where it lives.
+
+Walking `/usr` and `/etc` takes a second or more, so it is done in a worker
+thread started as early as possible, cached, and redone in the background
+every ten minutes (an entry that appears in between is masked from then on).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+_OTHERS_READ = stat.S_IROTH
+_OTHERS_LIST = stat.S_IROTH | stat.S_IXOTH
+
+_REFRESH_S = 600.0  # packages and keys come and go while the agent runs
+
+_lock = threading.Lock()
+_found: dict[tuple[str, ...], tuple[float, tuple[Path, ...]]] = {}
+_refreshing: set[tuple[str, ...]] = set()
+
+
+def root_only(folders: Iterable[str]) -> tuple[Path, ...]:
+    """The entries below `folders` that an unprivileged user could not read.
+
+    The first call walks the folders (callers wait); later calls answer from
+    the cache at once, and one older than ten minutes is walked again in the
+    background.
+    """
+    key = tuple(folders)
+    with _lock:
+        if key not in _found:
+            _found[key] = (time.monotonic(), _scan(key))
+        when, paths = _found[key]
+        if time.monotonic() - when > _REFRESH_S and key not in _refreshing:
+            _refreshing.add(key)
+            _start(_refresh, key)
+        return paths
+
+
+def prefetch(folders: Iterable[str]) -> None:
+    """Start finding them in the background, so the first command does not wait."""
+    _start(root_only, tuple(folders))
+
+
+def _start(target, key: tuple[str, ...]) -> None:
+    threading.Thread(target=target, args=(key,), name="noema-root-files", daemon=True).start()
+
+
+def _refresh(key: tuple[str, ...]) -> None:
+    paths = _scan(key)
+    with _lock:
+        _found[key] = (time.monotonic(), paths)
+        _refreshing.discard(key)
+
+
+def _scan(folders: tuple[str, ...]) -> tuple[Path, ...]:
+    found: list[Path] = []
+    for folder in folders:
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            continue
+        if mode & _OTHERS_LIST != _OTHERS_LIST:
+            found.append(Path(folder))
+        else:
+            _walk(folder, found)
+    return tuple(found)
+
+
+def _walk(folder: str, found: list[Path]) -> None:
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        found.append(Path(folder))  # unreadable to us: certainly not for others
+        return
+    with entries:
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue  # gone meanwhile
+            if stat.S_ISLNK(mode):
+                continue
+            if stat.S_ISDIR(mode):
+                if mode & _OTHERS_LIST != _OTHERS_LIST:
+                    found.append(Path(entry.path))
+                else:
+                    _walk(entry.path, found)
+            elif not mode & _OTHERS_READ:
+                found.append(Path(entry.path))
