@@ -26,6 +26,14 @@ KEPT_LOGS = 3
 # HTTP client logs can carry headers; they stay quiet unless asked.
 _NOISY = ("httpx", "httpcore", "openai", "anthropic")
 
+SHOWN = {"shown": True}
+"""`extra=` for a record the person was already told about another way (a
+chat notice): it goes to the file only, so the terminal does not say it twice."""
+
+
+def _not_shown(record: logging.LogRecord) -> bool:
+    return not getattr(record, "shown", False)
+
 
 class OneLine(logging.Formatter):
     """A record as one terminal line: level and message, no traceback, no newlines."""
@@ -67,6 +75,7 @@ def setup(log_file: Path | None, *, verbose: bool = False, terminal: TextIO | No
     to_terminal = _TerminalHandler(terminal or sys.stderr)
     to_terminal.setLevel(logging.DEBUG if verbose else logging.WARNING)
     to_terminal.setFormatter(OneLine())
+    to_terminal.addFilter(_not_shown)
     handlers.append(to_terminal)
     level = logging.DEBUG if verbose else (logging.INFO if log_file else logging.WARNING)
     logging.basicConfig(level=level, handlers=handlers, force=True)

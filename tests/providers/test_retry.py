@@ -13,6 +13,7 @@ from noema.providers.base import (
     ModelNotFound,
     ProtocolViolation,
     ProviderUnavailable,
+    RetryWait,
     TextDelta,
 )
 from noema.providers.endpoint import Endpoint
@@ -149,8 +150,11 @@ async def run(attempts: Attempts, sleeps: SleepRecorder, retries: int = 3) -> li
 async def test_failures_before_the_first_event_are_retried(sleeps: SleepRecorder) -> None:
     attempts = Attempts([ConnectionError("refused")], [ConnectionError("refused")], [TextDelta("hi")])
 
-    assert await run(attempts, sleeps) == [TextDelta("hi")]
+    waits = [RetryWait(1, 3, 0.5, False, "the connection broke (refused)"),
+             RetryWait(2, 3, 1.0, False, "the connection broke (refused)")]
+    assert await run(attempts, sleeps) == [*waits, TextDelta("hi")]
     assert sleeps.waits == [0.5, 1.0]
+    assert waits[1].describe() == "the connection broke (refused); waiting 1 s before retry 2 of 3"
     assert attempts.closed == 3
 
 
@@ -186,3 +190,10 @@ async def test_closing_the_stream_closes_the_attempt(sleeps: SleepRecorder) -> N
     assert await anext(stream) == TextDelta("a")
     await stream.aclose()
     assert attempts.closed == 1
+
+
+def test_a_wait_the_server_asked_for_is_said_as_such() -> None:
+    assert RetryWait(2, 4, 20.0, True).describe() == "the provider asked to wait 20 s; retry 2 of 4"
+    assert RetryWait(1, 4, 2.5, True).describe() == "the provider asked to wait 2.5 s; retry 1 of 4"
+    with pytest.raises(ValueError):
+        RetryWait(5, 4, 1.0, False)

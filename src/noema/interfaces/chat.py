@@ -2,12 +2,14 @@
 
 Answers stream as they are written. Ctrl-C or `/stop` stops the current
 cycle; `/status` shows how full the context is; `/quit` (or Ctrl-D) leaves.
-Errors are shown as messages, never as tracebacks.
+Errors are shown as messages, never as tracebacks: whatever fails while a
+typed line is handled is logged and said in one line, and the chat goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 import threading
@@ -15,10 +17,15 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ..app import App
+from ..logs import SHOWN
+from ..memory.session import StorageFull
 from ..memory.turns import Flag, Turn, TurnKind
 from ..orchestrator.agent import Agent, AgentListener
 from ..orchestrator.core import Phase
+from ..providers.base import RetryWait
 from ..security.approvals import ApprovalRequest
+
+log = logging.getLogger(__name__)
 
 HELP = """\
 Commands:
@@ -48,10 +55,23 @@ class TerminalListener(AgentListener):
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.streaming = False
+        self.prompting = False  # the prompt is the last thing on the screen
 
     def write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
+        self.prompting = False
+
+    def prompt(self) -> None:
+        """Show the prompt, unless it is already what the person looks at
+        (several paths end at idle at once: a stop, its repair, the command)."""
+        if not self.prompting:
+            self.write(PROMPT)
+            self.prompting = True
+
+    def line_read(self) -> None:
+        """The person pressed Enter: the prompt on the screen was used."""
+        self.prompting = False
 
     def _end_stream(self) -> None:
         if self.streaming:
@@ -86,10 +106,17 @@ class TerminalListener(AgentListener):
 
     def on_notice(self, text: str) -> None:
         self._end_stream()
-        self.write(f"* {text}\n")
+        # Said while the prompt waits: on its own line, then the prompt again.
+        waiting = self.prompting
+        self.write(("\n" if waiting else "") + f"* {text}\n")
+        if waiting:
+            self.prompt()
+
+    def on_retry(self, wait: RetryWait) -> None:
+        self.on_notice(wait.describe())
 
     def on_idle(self) -> None:
-        self.write(PROMPT)
+        self.prompt()
 
 
 def format_status(agent: Agent) -> str:
@@ -198,29 +225,40 @@ async def _converse(app: App, approver: TerminalApprover, listener: TerminalList
         listener.write(banner + "\n")
         await app.start()
         if not agent.busy:
-            listener.write(PROMPT)
+            listener.prompt()
         while True:
             line = await lines.get()
             if line is None:
                 break
+            listener.line_read()
             if approver.answer(line):
                 continue
-            text = line.strip()
-            if not text:
-                if not agent.busy:
-                    listener.write(PROMPT)
-                continue
-            if text.startswith("/"):
-                if await _command(text, agent, listener) == "quit":
+            try:
+                if await _take_line(line.strip(), agent, listener) == "quit":
                     break
-                if not agent.busy:
-                    listener.write(PROMPT)
-                continue
-            was_busy = agent.busy
-            agent.submit(text)
-            # A message that interrupted the thought needs no note; one that waits does.
-            if was_busy and agent.core.phase is Phase.RUNNING:
-                listener.write("(noted: the agent reads it when the current cycle ends)\n")
+            except StorageFull as exc:  # refused whole: the person still has the text
+                log.info("a message was refused: %s", exc)
+                listener.write(f"! your message was not taken: {exc}\n")
+            except Exception as exc:  # a bug of ours: logged in full, said in one line
+                log.exception("the chat could not handle a line", extra=SHOWN)
+                listener.write(f"! that failed ({type(exc).__name__}: {one_line(str(exc))}); "
+                               "it is in the log\n")
+            if not agent.busy:
+                listener.prompt()
+
+
+async def _take_line(text: str, agent: Agent, listener: TerminalListener) -> str | None:
+    """One typed line: a command, a message, or nothing."""
+    if not text:
+        return None
+    if text.startswith("/"):
+        return await _command(text, agent, listener)
+    was_busy = agent.busy
+    agent.submit(text)
+    # A message that interrupted the thought needs no note; one that waits does.
+    if was_busy and agent.core.phase is Phase.RUNNING:
+        listener.write("(noted: the agent reads it when the current cycle ends)\n")
+    return None
 
 
 async def _command(text: str, agent: Agent, listener: TerminalListener) -> str | None:

@@ -33,6 +33,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from ..logs import SHOWN
 from ..memory.session import Session, StorageFull
 from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
@@ -40,7 +41,7 @@ from ..perception.clock import Clock, wall_clock
 from ..perception.events import Event, Urgency
 from ..perception.pipeline import Pipeline
 from ..perception.treatments import UnknownChannel
-from ..providers.base import ProviderError
+from ..providers.base import ProviderError, RetryWait
 from .core import OrchestratorBug, Phase, Reflexes, ReflexStatus
 from .cycle import CycleListener, CycleProgress, ReasoningCycle
 from .decisions import (
@@ -550,7 +551,7 @@ class Agent:
 
     def _report(self, exc: BaseException, during: str) -> None:
         """A failure around a cycle: the traceback to the log, one line to the person."""
-        log.error("failure while %s", during, exc_info=exc)
+        log.error("failure while %s", during, exc_info=exc, extra=SHOWN)
         self.listener.on_notice(failure_notice(exc, during))
 
     def _salvage(self, what: str, step: Callable[..., object], *args: Any, **kw: Any) -> None:
@@ -596,6 +597,9 @@ class _Tap(CycleListener):
         a = self.agent
         a._feed(ModelChunk(self._run(), a._clock()))
         a.listener.on_text(delta)
+
+    def on_retry(self, wait: RetryWait) -> None:
+        self.agent.listener.on_retry(wait)
 
     def on_turn(self, turn: Turn) -> None:
         self.agent.listener.on_turn(turn)

@@ -22,6 +22,7 @@ from ..providers.base import (
     ModelRequest,
     Provider,
     ResponseBuilder,
+    RetryWait,
     TextDelta,
     ToolCall,
     ToolSpec,
@@ -46,6 +47,8 @@ class CycleListener:
 
     def on_model_request(self, step: int) -> None: ...
     def on_text(self, delta: str) -> None: ...
+    def on_retry(self, wait: RetryWait) -> None:
+        """The model request failed before any answer and is retried after a wait."""
     def on_turn(self, turn: Turn) -> None: ...
     def on_tool_start(self, call: Turn, side_effects: bool) -> None: ...
     def on_tool_end(self, call: Turn, result: Turn) -> None: ...
@@ -136,6 +139,8 @@ class ReasoningCycle:
                 if isinstance(event, TextDelta):
                     progress.partial.append(event.text)
                     listener.on_text(event.text)
+                elif isinstance(event, RetryWait):
+                    listener.on_retry(event)
         finally:
             usage = builder.usage
             progress.tokens += (

@@ -103,7 +103,37 @@ class Finish:
     reason: str  # "stop", "tool_calls", "length", ... as normalised by the adapter
 
 
-StreamEvent = TextDelta | ToolCallDelta | Usage | Finish
+@dataclass(frozen=True, slots=True)
+class RetryWait:
+    """Not model output: the request failed before anything streamed and will be
+    tried again after `seconds`. Passed on so the person is not left in silence;
+    `asked` when the provider's Retry-After set the wait, not our own backoff."""
+
+    retry: int  # the retry about to happen, from 1
+    of: int  # the most retries there will be
+    seconds: float
+    asked: bool
+    why: str = ""  # what failed, in a few words: "server error (HTTP 503: ...)"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.retry <= self.of:
+            raise ValueError("a retry is numbered from 1 to the most there will be")
+        if self.seconds < 0:
+            raise ValueError("a wait cannot be negative")
+
+    def describe(self) -> str:
+        """One line for the person."""
+        wait = f"{self.seconds:.0f}" if self.seconds >= 10 else f"{self.seconds:.1f}"
+        wait = wait.removesuffix(".0")
+        if self.asked:
+            return f"the provider asked to wait {wait} s; retry {self.retry} of {self.of}"
+        why = " ".join(self.why.split())
+        why = why if len(why) <= 80 else why[:79] + "…"
+        return (f"{why or 'the request failed'}; waiting {wait} s before retry "
+                f"{self.retry} of {self.of}")
+
+
+StreamEvent = TextDelta | ToolCallDelta | Usage | Finish | RetryWait
 
 
 @dataclass(slots=True)

@@ -3,7 +3,9 @@
 A stream is retried only while nothing of it has been passed on: once the
 first event is out, a failure ends the stream, because replaying a
 half-streamed answer would show the person (and the orchestrator) part of
-it twice.
+it twice. Before each wait the stream yields a `RetryWait`, which is not
+model output: whoever shows the stream can say why nothing arrives yet, and
+cancelling the stream during the wait stops it at once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 
-from .base import ProviderError, StreamEvent
+from .base import ProviderError, RetryWait, StreamEvent
 from .endpoint import Endpoint
 from .failures import Failure, provider_error, summary
 
@@ -89,14 +91,13 @@ async def stream_with_retry(
                 ) from exc
             wait = policy.delay(retries, failure.retry_after_s)
             retries += 1
-            log.warning(
-                "%s: %s; retry %d of %d in %.1f s",
-                endpoint.where,
-                summary(failure, endpoint),
-                retries,
-                policy.max_retries,
-                wait,
-            )
+            notice = RetryWait(retries, policy.max_retries, wait,
+                               asked=failure.retry_after_s is not None,
+                               why=summary(failure, endpoint))
+            # The person is told through the stream; the log keeps where and why.
+            log.info("%s: %s; retry %d of %d in %.1f s", endpoint.where, notice.why,
+                     retries, policy.max_retries, wait)
         finally:
             await events.aclose()
+        yield notice
         await policy.sleep(wait)
