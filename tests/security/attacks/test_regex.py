@@ -129,3 +129,19 @@ async def test_a_catastrophic_pattern_only_in_a_file_pattern_scope_is_not_run(wo
     (world.ws / "ok.md").write_text("aaa\n")
     result = await world.call("file_grep", query=r"(a|aa)+$", file_pattern="*.md")
     assert not result.is_error and result.content == "ok.md:1: aaa"
+
+
+@pytest.mark.parametrize("pattern", ["[z-a].txt", "notes/[b-a]*"])
+async def test_an_impossible_glob_is_a_clear_error(world: World, pattern: str):
+    result = await world.call("file_find", pattern=pattern)
+    assert result.is_error and "not a valid glob" in result.content
+    assert "failed unexpectedly" not in result.content
+
+
+async def test_a_glob_with_many_stars_still_finds(world: World):
+    (world.ws / "deep" / "er").mkdir(parents=True)
+    (world.ws / "deep" / "er" / ("a" * 200 + ".md")).write_text("x\n")
+    result = await asyncio.wait_for(
+        world.call("file_find", pattern="**/" + "*a" * 30 + "*.md"), BOUND
+    )
+    assert not result.is_error and result.content.endswith("a.md")
