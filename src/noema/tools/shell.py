@@ -10,13 +10,13 @@ orchestrator pops it to tell the model plainly what happened.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 
+from ..security.gitguard import GitGuard, Neutralised
 from ..security.history import ChangeNote, Version
-from ..security.policy import AccessPolicy, real
+from ..security.masks import Masker, Scan
+from ..security.policy import AccessPolicy
 from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
 from ..security.settings import ShellSettings
 from ..security.versioning import Versions
@@ -32,6 +32,7 @@ class InterruptedRun:
     output: str  # capped like a normal result
     output_bytes: int
     versions: tuple[str, ...]  # versions recording the files it had changed
+    neutralised: str = ""  # what was done to git metadata it left, if anything
 
     def describe(self) -> str:
         """A plain account for the model's tool result."""
@@ -42,28 +43,31 @@ class InterruptedRun:
         )
         return (
             f"The command was cancelled while running and was killed with all its processes. "
-            f"{changed} Output so far ({self.output_bytes} bytes):\n{self.output}"
+            f"{changed}{self.neutralised} Output so far ({self.output_bytes} bytes):\n{self.output}"
         )
 
 
-def shell_layout(policy: AccessPolicy, agent_data: Path, settings: ShellSettings) -> Layout:
-    """What a command may see now: the roots, minus the agent's data and the
-    secrets lying at the top of a root."""
-    writable = tuple(r.path for r in policy.writable_roots)
-    readonly = tuple(r.path for r in policy.roots if not r.writable)
-    hidden: list[Path] = []
-    data = real(agent_data)
-    if any(data.is_relative_to(folder) for folder in writable + readonly):
-        hidden.append(data)
-    for folder in writable + readonly:
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            if name != ".git" and any(fnmatchcase(name, g) for g in policy.deny if "/" not in g):
-                hidden.append(folder / name)
-    return Layout(policy.workspace.path, writable, readonly, tuple(hidden), settings.network)
+def shell_layout(policy: AccessPolicy, scan: Scan, settings: ShellSettings) -> Layout:
+    """What a command may see now: the roots, minus every path the policy
+    refuses to read (masked), with git metadata read-only (frozen)."""
+    return Layout(
+        policy.workspace.path,
+        tuple(r.path for r in policy.writable_roots),
+        tuple(r.path for r in policy.roots if not r.writable),
+        hidden=scan.hidden,
+        network=settings.network,
+        frozen=scan.frozen,
+    )
+
+
+def _neutralised_note(policy: AccessPolicy, done: list[Neutralised]) -> str:
+    if not done:
+        return ""
+    lines = "\n".join(f"- {n.describe(policy.display(n.where))}" for n in done)
+    return (
+        "\nGit metadata the command left was neutralised, since the person's git would "
+        f"run it outside the sandbox (the person is told):\n{lines}"
+    )
 
 
 def _result(command_timeout: float, finished: Finished, made: list[Version]) -> str:
@@ -90,6 +94,12 @@ def shell_tools(
 ) -> list[Tool]:
     """`shell_execute`, bound to its sandbox and the workspaces' histories."""
     settings = sandbox.settings
+    masker = Masker(policy, agent_data)
+    guard = GitGuard([r.path for r in policy.writable_roots], agent_data)
+
+    def neutralise(before: Scan) -> str:
+        # Runs whatever way the command ended; the walk is warm by then.
+        return _neutralised_note(policy, guard.check(before, masker.scan()))
 
     def record(ctx: ToolContext, command: str, suffix: str = "") -> list[Version]:
         flat = " ".join(command.split())
@@ -120,7 +130,8 @@ def shell_tools(
         if limit <= 0:
             raise ToolError("timeout must be a positive number of seconds")
         limit = min(limit, settings.max_timeout_s)
-        layout = shell_layout(policy, agent_data, settings)
+        before = await asyncio.to_thread(masker.scan)
+        layout = shell_layout(policy, before, settings)
         try:
             await sandbox.check(layout)
         except SandboxUnavailable as exc:
@@ -131,13 +142,15 @@ def shell_tools(
         try:
             finished = await sandbox.run(layout, command, limit, output)
         except asyncio.CancelledError:
+            note = neutralise(before)
             made = record(ctx, command, " (cancelled)")
             run = InterruptedRun(command, output.render(), output.total,
-                                 tuple(v.short for v in made))
+                                 tuple(v.short for v in made), note)
             ctx.interruption.append(run.describe())  # the orchestrator tells the model
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
-        return _result(limit, finished, record(ctx, command))
+        note = await asyncio.to_thread(neutralise, before)
+        return _result(limit, finished, record(ctx, command)) + note
 
     return [shell_execute]

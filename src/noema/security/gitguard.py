@@ -1,0 +1,423 @@
+"""After a command: no git metadata it left behind runs anything for the person.
+
+A sandboxed command cannot change the git metadata that existed before it
+(`masks.py` freezes it), but it can create new metadata: a `.git` folder, a
+`.git` file or link pointing at a folder it filled, a folder git takes for a
+bare repository, the person's global git configuration when a root holds
+their home. The person's next `git status` there would run its hooks and
+the commands its configuration names, outside the sandbox.
+
+Each such place is neutralised in place rather than removed, so a repository
+the agent made on purpose (`git init`, `git clone`) keeps working and nothing
+is deleted:
+- a configuration file that sets a key git executes is moved aside
+  (`config.noema-quarantine`, which git never reads) and replaced by a copy
+  without those keys; one that git itself cannot parse is only moved aside
+  (git works without one);
+- a `hooks` folder holding anything but git's `*.sample` files is moved aside
+  (`hooks.noema-quarantine`);
+- `commondir` and `gitdir:` pointers are followed, inside the writable roots,
+  to the folders whose configuration and hooks git would use.
+The configuration is read by git's own parser (`git config --list`), so what
+is judged is what the person's git would read.
+
+Keys removed: whole sections that exist to run or include something (alias,
+include, includeIf, hook, filter, credential, gpg, pager, protocol, difftool,
+mergetool, guitool, man, browser, instaweb, sendemail, imap, trailer) and
+variables that name a program or a hook whatever their section
+(core.fsmonitor, core.hooksPath, core.sshCommand, core.pager, core.editor,
+core.askPass, core.gitProxy, core.alternateRefsCommand, diff.external,
+*.command, *.cmd, *.textconv, *.driver, *.program, *.helper, *.uploadpack,
+*.receivepack, uploadpack.packObjectsHook, receive.procReceiveRefs,
+sequence.editor, interactive.diffFilter, init.templateDir, web.browser),
+and `submodule.*.update` when it starts with `!`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .masks import GitItem, Scan
+
+log = logging.getLogger(__name__)
+
+_SECTIONS = frozenset({
+    "alias", "include", "includeif", "hook", "filter", "credential", "gpg", "pager",
+    "protocol", "difftool", "mergetool", "guitool", "man", "browser", "instaweb",
+    "sendemail", "imap", "trailer",
+})
+_VARIABLES = frozenset({
+    "fsmonitor", "hookspath", "sshcommand", "pager", "editor", "askpass", "gitproxy",
+    "alternaterefscommand", "external", "command", "cmd", "textconv", "driver", "program",
+    "helper", "uploadpack", "receivepack", "packobjectshook", "procreceiverefs",
+    "difffilter", "templatedir", "browser", "tunnel", "clean", "smudge", "process",
+})
+_CONFIG_NAMES = ("config", "config.worktree")
+_SKIP_INSIDE = frozenset({"objects", "refs", "logs", "lfs"})  # data, never configuration
+_MAX_CONFIG_BYTES = 1 << 20
+_MAX_POINTER_BYTES = 4096
+_MAX_FOLDERS = 5_000  # inside one new .git; past it the whole folder is set aside
+_ASIDE = ".noema-quarantine"
+_GIT_TIMEOUT_S = 10
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Neutralised:
+    """One place of git metadata made harmless, and how."""
+
+    where: Path
+    actions: tuple[str, ...]
+
+    def describe(self, shown: str) -> str:
+        return f"{shown}: {'; '.join(self.actions)}"
+
+
+def dangerous(key: str, value: str | None) -> bool:
+    """Whether git would run a program (or read another file) because of this
+    configuration variable. `key` is as `git config --list` prints it."""
+    section, _, rest = key.lower().partition(".")
+    variable = rest.rpartition(".")[2]
+    if section in _SECTIONS or variable in _VARIABLES:
+        return True
+    if (section, variable) == ("submodule", "update"):
+        return (value or "").lstrip().startswith("!")
+    return False
+
+
+def read_config(data: bytes) -> list[tuple[str, str | None]] | None:
+    """The variables of a configuration file as the person's git reads them,
+    in order; None when git is missing or cannot parse the file."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="noema-gitguard-") as scratch:
+        copy = Path(scratch) / "config"
+        copy.write_bytes(data)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": scratch,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "LC_ALL": "C",
+        }
+        try:
+            done = subprocess.run(
+                [git, "config", "--file", str(copy), "--no-includes", "--list", "-z"],
+                cwd=scratch,
+                env=env,
+                capture_output=True,
+                timeout=_GIT_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if done.returncode != 0:
+        return None
+    entries: list[tuple[str, str | None]] = []
+    for record in done.stdout.split(b"\0"):
+        if not record:
+            continue
+        key, newline, value = record.decode("utf-8", "surrogateescape").partition("\n")
+        entries.append((key, value if newline else None))
+    return entries
+
+
+def render_config(entries: Sequence[tuple[str, str | None]]) -> str:
+    """A configuration file holding exactly these variables."""
+    lines: list[str] = []
+    current: tuple[str, str | None] | None = None
+    for key, value in entries:
+        section, _, rest = key.partition(".")
+        subsection, dot, variable = rest.rpartition(".")
+        header = (section, subsection if dot else None)
+        if header != current:
+            current = header
+            if dot:
+                quoted = subsection.replace("\\", "\\\\").replace('"', '\\"')
+                lines.append(f'[{section} "{quoted}"]')
+            else:
+                lines.append(f"[{section}]")
+        if value is None:
+            lines.append(f"\t{variable}")
+        else:
+            escaped = (
+                value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+                .replace("\t", "\\t").replace("\b", "\\b")
+            )
+            lines.append(f'\t{variable} = "{escaped}"')
+    return "".join(line + "\n" for line in lines)
+
+
+class GitGuard:
+    """Neutralises what a command left in the writable roots; remembers which
+    configuration files it already found clean, so an unchanged one is not
+    parsed again after every command."""
+
+    def __init__(self, writable: Sequence[Path], agent_data: Path) -> None:
+        self.writable = tuple(Path(os.path.realpath(p)) for p in writable)
+        self.agent_data = Path(os.path.realpath(agent_data))
+        self._clean: dict[tuple[int, int], tuple[int, int, int]] = {}
+
+    def check(self, before: Scan, after: Scan) -> list[Neutralised]:
+        """Neutralise the git metadata in `after` that was not frozen in
+        `before` (frozen metadata could not change); say what was done."""
+        frozen = set(before.frozen)
+        exempt = {item.identity for item in before.git if item.path in frozen}
+        done: list[Neutralised] = []
+        visited: set[tuple[int, int]] = set()
+        for item in after.git:
+            if item.identity in exempt:
+                continue
+            try:
+                actions = self._item(item, exempt, visited)
+            except OSError as exc:
+                actions = [f"could not be checked ({exc.strerror or exc})"]
+            if actions:
+                done.append(Neutralised(item.path, tuple(actions)))
+                log.warning(
+                    "git metadata left by a command was neutralised: %s: %s",
+                    item.path, "; ".join(actions),
+                )
+        return done
+
+    def _item(
+        self, item: GitItem, exempt: set[tuple[int, int]], visited: set[tuple[int, int]]
+    ) -> list[str]:
+        if item.kind == "config":
+            return self._config(item.path.parent, item.path.name)
+        if item.kind == "repository":
+            return self._gitdir(item.path, exempt, visited)
+        if item.kind == "gitdir":
+            return self._tree(item.path, exempt, visited)
+        target = self._pointer(item)
+        if target is None or self._protected(target, exempt):
+            return []
+        return [f"points to {target}: {a}" for a in self._tree(target, exempt, visited)]
+
+    def _pointer(self, item: GitItem) -> Path | None:
+        """Where a `.git` file or link sends git, if that lies in a writable root."""
+        if item.kind == "gitlink":
+            target = Path(os.path.realpath(item.path))
+        else:
+            text = _read_small(item.path.parent, item.path.name, _MAX_POINTER_BYTES)
+            if text is None or not text.startswith(b"gitdir:"):
+                return None
+            named = Path(os.fsdecode(text[len(b"gitdir:"):].strip()))
+            target = Path(os.path.realpath(item.path.parent / named))
+        return target if self._inside(target) and target.is_dir() else None
+
+    def _inside(self, path: Path) -> bool:
+        if path == self.agent_data or path.is_relative_to(self.agent_data):
+            return False
+        return any(path.is_relative_to(root) for root in self.writable)
+
+    def _protected(self, path: Path, exempt: set[tuple[int, int]]) -> bool:
+        """Whether `path` lies in metadata that was frozen (the person's own)."""
+        for folder in (path, *path.parents):
+            try:
+                info = os.lstat(folder)
+            except OSError:
+                return False
+            if (info.st_dev, info.st_ino) in exempt:
+                return True
+            if folder in self.writable:
+                return False
+        return False
+
+    def _tree(
+        self, top: Path, exempt: set[tuple[int, int]], visited: set[tuple[int, int]]
+    ) -> list[str]:
+        """Neutralise a `.git` folder and every git folder inside it
+        (submodules' `modules/*`, `worktrees/*`)."""
+        actions: list[str] = []
+        count = 0
+        for folder, names, files in os.walk(top, followlinks=False):
+            count += 1
+            if count > _MAX_FOLDERS:
+                aside = self._set_aside(top)
+                return [f"too many folders to check; the whole folder was moved to {aside.name}"]
+            names[:] = [n for n in names if n not in _SKIP_INSIDE and not n.endswith(_ASIDE)]
+            present = set(names) | set(files)
+            if present & {"config", "config.worktree", "hooks", "commondir", "HEAD"}:
+                prefix = os.path.relpath(folder, top)
+                for action in self._gitdir(Path(folder), exempt, visited):
+                    actions.append(action if prefix == "." else f"{prefix}: {action}")
+            names[:] = [n for n in names if n != "hooks"]
+        return actions
+
+    def _gitdir(
+        self, folder: Path, exempt: set[tuple[int, int]], visited: set[tuple[int, int]]
+    ) -> list[str]:
+        """Neutralise one git folder: its configuration, its hooks, and the
+        folder its `commondir` names."""
+        info = os.lstat(folder)
+        if (info.st_dev, info.st_ino) in visited:
+            return []
+        visited.add((info.st_dev, info.st_ino))
+        actions: list[str] = []
+        for name in _CONFIG_NAMES:
+            actions += self._config(folder, name)
+        fd = self._open(folder)
+        if fd is not None:
+            try:
+                actions += _disable_hooks(fd)
+            finally:
+                os.close(fd)
+        common = _read_small(folder, "commondir", _MAX_POINTER_BYTES)
+        if common:
+            target = Path(os.path.realpath(folder / os.fsdecode(common.strip())))
+            if self._inside(target) and target.is_dir() and not self._protected(target, exempt):
+                actions += [f"{target}: {a}" for a in self._gitdir(target, exempt, visited)]
+        return actions
+
+    def _open(self, folder: Path) -> int | None:
+        """A descriptor of `folder`, provided it really lies in a writable root
+        (checked on the open folder, so a link swapped into its path cannot
+        send the changes elsewhere)."""
+        fd = _open_folder(folder)
+        if fd is None:
+            return None
+        try:
+            opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            opened = None
+        if opened is None or not self._inside(opened):
+            os.close(fd)
+            return None
+        return fd
+
+    def _set_aside(self, path: Path) -> Path:
+        fd = self._open(path.parent)
+        if fd is None:
+            raise OSError(f"cannot open {path.parent}")
+        try:
+            return path.with_name(_rename_aside(fd, path.name))
+        finally:
+            os.close(fd)
+
+    def _config(self, folder: Path, name: str) -> list[str]:
+        """Remove what git would execute from one configuration file."""
+        fd = self._open(folder)
+        if fd is None:
+            return []
+        try:
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return []
+            signature = (info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+            if self._clean.get((info.st_dev, info.st_ino)) == signature:
+                return []
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_CONFIG_BYTES:
+                aside = _rename_aside(fd, name)
+                return [f"{name} moved to {aside} (not a plain file git could read safely)"]
+            data = _read_fd(fd, name, _MAX_CONFIG_BYTES)
+            entries = read_config(data) if data is not None else None
+            if entries is None:
+                aside = _rename_aside(fd, name)
+                return [f"{name} moved to {aside} (it could not be checked with git)"]
+            removed = sorted({key for key, value in entries if dangerous(key, value)})
+            if not removed:
+                if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > _RACY_NS:
+                    self._clean[(info.st_dev, info.st_ino)] = signature
+                return []
+            aside = _rename_aside(fd, name)
+            kept = [(k, v) for k, v in entries if not dangerous(k, v)]
+            text = render_config(kept)
+            if read_config(text.encode("utf-8", "surrogateescape")) == kept:
+                _write_new(fd, name, text.encode("utf-8", "surrogateescape"), info.st_mode)
+                rest = f"the rest kept in {name}"
+            else:
+                rest = "no copy kept in its place"
+            return [f"removed {', '.join(removed)} from {name} (original moved to {aside}; {rest})"]
+        finally:
+            os.close(fd)
+
+
+def _disable_hooks(fd: int) -> list[str]:
+    """Move aside the `hooks` of the git folder open as `fd`, unless it holds
+    only git's inert `*.sample` files."""
+    try:
+        info = os.stat("hooks", dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return []
+    names: list[str] = []
+    if stat.S_ISDIR(info.st_mode):
+        hooks = os.open("hooks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        try:
+            names = sorted(n for n in os.listdir(hooks) if not n.endswith(".sample"))
+        finally:
+            os.close(hooks)
+        if not names:
+            return []
+    aside = _rename_aside(fd, "hooks")
+    what = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
+    what = what or "a link or a file, not a folder"
+    return [f"hooks disabled ({what}); moved to {aside}"]
+
+
+def _open_folder(folder: Path) -> int | None:
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+
+
+def _read_fd(fd: int, name: str, cap: int) -> bytes | None:
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        total = 0
+        while total <= cap and (chunk := os.read(handle, 65536)):
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks) if total <= cap else None
+    finally:
+        os.close(handle)
+
+
+def _read_small(folder: Path, name: str, cap: int) -> bytes | None:
+    fd = _open_folder(folder)
+    if fd is None:
+        return None
+    try:
+        return _read_fd(fd, name, cap)
+    finally:
+        os.close(fd)
+
+
+def _free_name(fd: int, name: str) -> str:
+    for n in range(1, 1000):
+        candidate = name + _ASIDE + ("" if n == 1 else f"-{n}")
+        try:
+            os.stat(candidate, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return candidate
+    raise OSError(f"no free name to set {name} aside")
+
+
+def _rename_aside(fd: int, name: str) -> str:
+    aside = _free_name(fd, name)
+    os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+    return aside
+
+
+def _write_new(fd: int, name: str, data: bytes, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    handle = os.open(name, flags, mode & 0o644, dir_fd=fd)
+    try:
+        os.write(handle, data)
+    finally:
+        os.close(handle)
