@@ -78,6 +78,7 @@ from .inputs import (
 from .ledger import DeliveryLedger
 from .repair import (
     answer_unfinished,
+    close_leftovers,
     discard_cycle,
     keep_partial_text,
     recover_crashed_cycles,
@@ -200,6 +201,7 @@ class Agent:
         # once (under supervision), and its messages are fed again with the next.
         self._fault: Exception | None = None
         self._undelivered: list[int] = []
+        self._leftovers = False  # a failed cycle's repair could not be written in full
         self._ledger = (DeliveryLedger(senses.pipeline, session.store, senses.commit_delay)
                         if senses is not None else None)
         self._tap = _Tap(self)
@@ -382,6 +384,9 @@ class Agent:
         now = self._clock()
         steps = plan_package(d.package)
         try:
+            if self._leftovers:  # before the package, so each result stays by its call
+                close_leftovers(self.session, "the agent failed while this call was pending")
+                self._leftovers = False
             # Pending in the archive before the turns exist, settled once they do:
             # whichever commit a crash falls between, the turn store decides.
             with self._ledger.recording(steps, now) if self._ledger else nullcontext():
@@ -536,11 +541,14 @@ class Agent:
         if progress is not None:
             # Each step may fail in turn (the same full disk, the same damaged
             # file); what could not be written is closed on the next start.
-            self._salvage("repairing the history", self._repair, progress,
-                          "of an internal error", stopped=False)
+            repaired = all([
+                self._salvage("repairing the history", self._repair, progress,
+                              "of an internal error", stopped=False),
+                self._salvage("closing the cycle", self.session.store.close_cycle,
+                              progress.cycle_id, "failed"),
+            ])
+            self._leftovers = self._leftovers or not repaired
             self._salvage("settling delivered events", self._settle_handed)
-            self._salvage("closing the cycle", self.session.store.close_cycle,
-                          progress.cycle_id, "failed")
             self._salvage("telling the interface", self.listener.on_cycle_end,
                           progress.cycle_id, "failed", None)
         if mine:
@@ -554,11 +562,14 @@ class Agent:
         log.error("failure while %s", during, exc_info=exc, extra=SHOWN)
         self.listener.on_notice(failure_notice(exc, during))
 
-    def _salvage(self, what: str, step: Callable[..., object], *args: Any, **kw: Any) -> None:
+    def _salvage(self, what: str, step: Callable[..., object], *args: Any, **kw: Any) -> bool:
         try:
             step(*args, **kw)
         except Exception:
-            log.exception("while recovering from a failed cycle, %s failed too", what)
+            log.exception("while recovering from a failed cycle, %s failed too", what,
+                          extra=SHOWN)
+            return False
+        return True
 
     def _idle_unless_followed(self) -> None:
         # Called by a cycle's task as it ends: if no next cycle replaced it, the agent is idle.

@@ -114,6 +114,32 @@ def _interrupted_result(call: Turn, progress: CycleProgress, why: str) -> NewTur
     )
 
 
+def close_leftovers(session: Session, why: str) -> int:
+    """Write what the repair of a failed cycle could not (the disk was full, a
+    page was damaged): every call in the session still without a result gets
+    one, and every cycle still open in the store is closed, in one
+    transaction. Run before anything else joins the history, so each result
+    stays next to its call. Returns how many calls it answered."""
+    answered = {t.call_id for t in session.turns if t.is_result}
+    news = [
+        NewTurn(
+            TurnKind.TOOL_RESULT,
+            f"Did not complete: {why}. If it changes files or runs commands, check the "
+            "current state before doing it again.",
+            tool_name=call.tool_name,
+            call_id=call.call_id,
+            cycle_id=call.cycle_id,
+            flags=Flag.ERROR | Flag.SYNTHETIC | Flag.INTERRUPTED,
+        )
+        for call in session.turns if call.is_call and call.call_id not in answered
+    ]
+    with session.transaction():
+        session.append_all(news)
+        for cycle_id in session.store.open_cycles():
+            session.store.close_cycle(cycle_id, "failed")
+    return len(news)
+
+
 def cancellation_notice(cycle_id: int | None, call_id: str) -> list[NewTurn]:
     """The synthetic `haveCurrentOperationsBeenCancelled()` call and its `true`."""
     return [
