@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 from .config import Config, load_secrets
+from .health import DamagedDatabase
+from .health.agent_files import lost_history
 from .identity import Identity
 from .memory.assembly import Memory, build_memory
 from .memory.session import Session
@@ -132,6 +134,9 @@ def build_app(
     paths.ensure()
     lock = AgentLock(paths)  # raises AgentBusy if another process runs this agent
     try:
+        lost = lost_history(paths)
+        if lost:  # an empty store would silently start a new conversation
+            raise DamagedDatabase(paths.turns_db, lost)
         return _wire(paths, config, lock, provider, chronicler, listener, approver)
     except BaseException:
         lock.release()
@@ -159,8 +164,8 @@ def _wire(
     hands = build_hands(config.hands, paths, approver)
 
     senses = config.perception
-    archive = SensoryArchive(paths.archive_db, flush_every=senses.archive_flush_every)
-    sensors = build_sensors(
+    archive = _open_archive(paths, senses.archive_flush_every, listener)
+    sensors = [] if archive.path != paths.archive_db else build_sensors(
         senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone,
         bookmarks=archive.bookmark,  # a log sensor resumes where it stopped
     )
@@ -213,6 +218,18 @@ def _wire(
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
                pipeline, hub, memory, lock)
+
+
+def _open_archive(paths: AgentPaths, flush_every: int, listener: AgentListener) -> SensoryArchive:
+    """The sensory archive; a damaged one must not block the conversation: the
+    agent then runs with its senses off, over an empty archive in memory."""
+    try:
+        return SensoryArchive(paths.archive_db, flush_every=flush_every)
+    except DamagedDatabase as exc:
+        log.info("sensory archive unusable, senses off: %s", exc)  # the notice tells the person
+        listener.on_notice(f"senses are off: {exc}. `noema doctor --repair` keeps what "
+                           "can be kept of it and moves the damaged file aside.")
+        return SensoryArchive(":memory:", flush_every=flush_every)
 
 
 def _chronicler_from_config(config: Config, paths: AgentPaths, reasoning: Provider) -> Provider:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,8 +17,16 @@ from . import config as configuration
 from . import logs
 from .app import NoModelConfigured, build_app
 from .config import Config, ConfigError
+from .health import DamagedDatabase, DiskFull, UnusableDatabase, opening
+from .health.agent_files import lost_history, repositories
 from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
 from .providers.base import ProviderError
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from .memory.session import Session
+    from .memory.store import TurnStore
 
 
 class Context:
@@ -39,6 +51,16 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
 
 
 RUNS_THE_AGENT = {"chat"}
+
+_DOCTOR = ("`noema doctor` checks every file of the agent; `noema doctor --repair` keeps what "
+           "can be kept and moves the damaged file aside (nothing is deleted).")
+
+
+def _refusal(exc: Exception) -> click.ClickException:
+    """A damaged file or a full disk, told to the person with the way out."""
+    if isinstance(exc, DiskFull):
+        return click.ClickException(f"{exc}: free some space and start again; nothing was changed.")
+    return click.ClickException(f"{exc}\nNothing was changed. {_DOCTOR}")
 
 
 @click.group(invoke_without_command=True)
@@ -73,6 +95,7 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
 @click.pass_obj
 def chat(obj: Context) -> None:
     """Talk with the agent at the terminal (streaming; Ctrl-C stops a reply)."""
+    from .health.repositories import DamagedRepository, quick_problem
     from .interfaces.chat import TerminalListener, run_chat
 
     config = obj.config()
@@ -84,6 +107,12 @@ def chat(obj: Context) -> None:
         app = build_app(obj.paths, config, listener=listener)
     except (NoModelConfigured, ProviderError, AgentBusy) as exc:
         raise click.ClickException(str(exc)) from None
+    except UnusableDatabase as exc:
+        raise _refusal(exc) from None
+    for gitdir in repositories(obj.paths):
+        problem = quick_problem(gitdir)
+        if problem:  # the conversation can go on; file versions cannot be trusted
+            click.echo(f"warning: {DamagedRepository(gitdir, problem)}. {_DOCTOR}", err=True)
     banner = (
         f"Noema · agent {obj.paths.name} · model {app.provider.name}/{app.provider.model}\n"
         f"data: {obj.paths.root}\n/help lists the commands; Ctrl-C stops a reply."
@@ -106,13 +135,22 @@ def demo(pace: float, keep: bool) -> None:
 # -- file versions ---------------------------------------------------------------
 
 
-def _versions(call) -> None:  # type: ignore[no-untyped-def]
+def _versions(obj: Context, call: Callable[[], str]) -> None:
+    import pygit2
+
+    from .health.repositories import DamagedRepository, quick_problem
     from .interfaces.versions_cli import VersionsCommandError
 
+    for gitdir in repositories(obj.paths):
+        problem = quick_problem(gitdir)
+        if problem:  # read as it is, it would look like an empty history
+            raise _refusal(DamagedRepository(gitdir, problem))
     try:
         click.echo(call())
     except VersionsCommandError as exc:
         raise click.ClickException(str(exc)) from None
+    except pygit2.GitError as exc:  # damage deeper than the newest version
+        raise _refusal(DamagedRepository(obj.paths.versions_dir, str(exc))) from None
 
 
 @cli.command()
@@ -123,7 +161,8 @@ def history(obj: Context, path: str | None, limit: int) -> None:
     """Versions of the workspace, or of one file: who changed what, and when."""
     from .interfaces import versions_cli
 
-    _versions(lambda: versions_cli.history(obj.config().files, obj.paths, path, limit=limit))
+    _versions(obj, lambda: versions_cli.history(obj.config().files, obj.paths, path,
+                                                limit=limit))
 
 
 @cli.command()
@@ -134,7 +173,7 @@ def diff(obj: Context, path: str | None, version: str | None) -> None:
     """With a VERSION: what it changed. Without: changes on disk not yet recorded."""
     from .interfaces import versions_cli
 
-    _versions(lambda: versions_cli.diff(obj.config().files, obj.paths, path, version))
+    _versions(obj, lambda: versions_cli.diff(obj.config().files, obj.paths, path, version))
 
 
 @cli.command()
@@ -145,7 +184,7 @@ def restore(obj: Context, path: str, version: str) -> None:
     """Bring PATH back as it was in VERSION (recorded as a new version)."""
     from .interfaces import versions_cli
 
-    _versions(lambda: versions_cli.restore(obj.config().files, obj.paths, path, version))
+    _versions(obj, lambda: versions_cli.restore(obj.config().files, obj.paths, path, version))
 
 
 @cli.command()
@@ -154,33 +193,47 @@ def undo(obj: Context) -> None:
     """Revert the agent's last write, unless you edited that file since."""
     from .interfaces import versions_cli
 
-    _versions(lambda: versions_cli.undo(obj.config().files, obj.paths))
+    _versions(obj, lambda: versions_cli.undo(obj.config().files, obj.paths))
 
 
 # -- memory ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
 class _MemoryView:
     """The turn store and session, opened read-mostly for a memory command."""
 
-    def __init__(self, obj: Context) -> None:
-        from zoneinfo import ZoneInfo
+    store: TurnStore
+    session: Session
+    zone: ZoneInfo | None
 
-        from .memory.session import Session
-        from .memory.store import TurnStore
 
-        if not obj.paths.turns_db.exists():
-            raise click.ClickException(f"agent {obj.paths.name!r} has no conversation yet")
-        config = obj.config()
-        self.zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else None
-        self.store = TurnStore(obj.paths.turns_db)
-        self.session = Session.load(self.store)
+@contextmanager
+def _memory_view(obj: Context) -> Iterator[_MemoryView]:
+    """The agent's memory for one command; a damaged store is refused with the
+    way out, whether the check on open or a later read finds the damage."""
+    from zoneinfo import ZoneInfo
 
-    def __enter__(self) -> _MemoryView:
-        return self
+    from .memory.session import Session
+    from .memory.store import TurnStore
 
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
+    paths = obj.paths
+    lost = lost_history(paths)
+    if lost:
+        raise _refusal(DamagedDatabase(paths.turns_db, lost))
+    if not paths.turns_db.exists():
+        raise click.ClickException(f"agent {paths.name!r} has no conversation yet")
+    config = obj.config()
+    zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else None
+    try:
+        with opening(paths.turns_db):
+            store = TurnStore(paths.turns_db)
+            try:
+                yield _MemoryView(store, Session.load(store), zone)
+            finally:
+                store.close()
+    except UnusableDatabase as exc:
+        raise _refusal(exc) from None
 
 
 @cli.group(invoke_without_command=True)
@@ -190,7 +243,7 @@ def memory(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is None:
         from .interfaces.memory_cli import list_save_points
 
-        with _MemoryView(ctx.obj) as view:
+        with _memory_view(ctx.obj) as view:
             click.echo(list_save_points(view.store, view.session, zone=view.zone))
 
 
@@ -201,7 +254,7 @@ def memory_show(obj: Context, save_point_id: int) -> None:
     """One save point, with every citation resolved to its turn."""
     from .interfaces.memory_cli import show_save_point
 
-    with _MemoryView(obj) as view:
+    with _memory_view(obj) as view:
         click.echo(show_save_point(view.store, save_point_id, zone=view.zone))
 
 
@@ -217,7 +270,7 @@ def memory_search(obj: Context, query: tuple[str, ...], limit: int, roles: tuple
     from .interfaces.memory_cli import search_memory
     from .memory.search import HistorySearch
 
-    with _MemoryView(obj) as view:
+    with _memory_view(obj) as view:
         search = HistorySearch(view.store, zone=view.zone)
         try:
             click.echo(search_memory(search, " ".join(query), limit=limit,
@@ -233,7 +286,7 @@ def memory_export(obj: Context, out: Path) -> None:
     """Write the conversation as JSON lines (the format `noema lab compact` reads)."""
     from .interfaces.memory_cli import export_turns
 
-    with _MemoryView(obj) as view, out.open("w", encoding="utf-8") as sink:
+    with _memory_view(obj) as view, out.open("w", encoding="utf-8") as sink:
         count = export_turns(view.store, sink, agent=obj.paths.name, session=view.session)
     click.echo(f"{count} turns written to {out}")
 
@@ -282,6 +335,29 @@ def lab_compact(obj: Context, export: Path, provider: str | None, model: str | N
     except (ProviderError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(text)
+
+
+# -- health ----------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--repair", "fix", is_flag=True,
+              help="Keep what can be kept of damaged files; each is moved aside, never deleted.")
+@click.pass_obj
+def doctor(obj: Context, fix: bool) -> None:
+    """Check every database and versions repository of the agent, one line each."""
+    from .interfaces import doctor as checkup
+
+    findings = checkup.examine(obj.paths)
+    click.echo(checkup.report(findings, obj.paths))
+    if fix and not all(f.healthy for f in findings):
+        try:
+            click.echo(checkup.repair(findings, obj.paths))
+        except AgentBusy as exc:
+            raise click.ClickException(f"{exc} (a repair needs the agent stopped)") from None
+        findings = checkup.examine(obj.paths)
+        click.echo("after the repair:\n" + checkup.report(findings, obj.paths))
+    sys.exit(0 if all(f.healthy for f in findings) else 1)
 
 
 # -- config ----------------------------------------------------------------------

@@ -116,12 +116,16 @@ def check_open(conn: sqlite3.Connection, path: Path, *,
 def integrity_problems(conn: sqlite3.Connection) -> list[str]:
     """Everything `PRAGMA integrity_check` and each full-text index's own check
     find wrong (empty when the database is sound). Reads every page."""
-    problems = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+        indexes = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND sql LIKE 'CREATE VIRTUAL%fts5%'"
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:  # so damaged that the check itself stops
+        return [str(exc)]
     if problems == ["ok"]:
         problems = []
-    indexes = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%fts5%'"
-    ).fetchall()
     for (name,) in indexes:
         try:
             conn.execute(f"INSERT INTO {_quoted(name)}({_quoted(name)}, rank)"

@@ -259,6 +259,23 @@ class TurnStore:
         self._upkeep = IndexUpkeep(self.path, lambda: self._last_write, quiet_s, merge_pages)
         self._upkeep.start()
 
+    def rebuild_index(self) -> int:
+        """Index every turn again; how many turns are indexed. The full-text
+        index is derived data: a salvaged store gets a new one."""
+        indexed = 0
+        with self.transaction() as db:
+            db.execute("INSERT INTO turns_fts(turns_fts) VALUES('delete-all')")
+            rows = db.execute(f"SELECT {TURN_COLUMNS} FROM turns ORDER BY id").fetchall()
+            for row in rows:
+                try:
+                    turn = row_to_turn(row)
+                except (zlib.error, UnicodeDecodeError, ValueError):
+                    continue  # a garbled turn stays stored, unsearchable
+                db.execute("INSERT INTO turns_fts (rowid, body) VALUES (?, ?)",
+                           (turn.id, searchable_text(turn)))
+                indexed += 1
+        return indexed
+
     # -- turns ------------------------------------------------------------
 
     def append(self, new: NewTurn, *, at: float | None = None) -> Turn:

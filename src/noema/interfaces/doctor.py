@@ -1,0 +1,155 @@
+"""`noema doctor`: check every database and versions repository of an agent,
+one line each, and with `--repair` keep what can be kept of the damaged ones.
+
+The checks read everything (`PRAGMA integrity_check`, each full-text index's
+own check, every git object), unlike the quick check made on each start. A
+repair never deletes: the damaged file or repository is moved aside under a
+timestamped name, and what still reads takes its place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from ..health import repositories as repos
+from ..health.agent_files import lost_history, repositories
+from ..health.salvage import Salvage, damaged_name, move_aside, salvage
+from ..health.sqlite_files import DamagedDatabase, check_file, integrity_problems
+from ..memory.store import TurnStore
+from ..paths import AgentLock, AgentPaths
+from ..perception.archive import SensoryArchive
+
+
+class Kind(Enum):
+    TURNS = "the conversation"
+    ARCHIVE = "the senses' archive"
+    REPOSITORY = "file versions"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One checked item and what is wrong with it (nothing: healthy)."""
+
+    path: Path
+    kind: Kind
+    problems: tuple[str, ...] = ()
+    absent: bool = False  # not created yet, which is fine
+    lost: bool = False  # an empty or missing turn store of an agent that has run
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def examine(paths: AgentPaths) -> list[Finding]:
+    """Check every database and versions repository of the agent."""
+    lost = lost_history(paths)
+    turns = (Finding(paths.turns_db, Kind.TURNS, (lost,), lost=True) if lost
+             else _database(paths.turns_db, Kind.TURNS))
+    found = [turns, _database(paths.archive_db, Kind.ARCHIVE)]
+    found += [Finding(g, Kind.REPOSITORY, tuple(repos.problems(g))) for g in repositories(paths)]
+    return found
+
+
+def report(findings: list[Finding], paths: AgentPaths) -> str:
+    """One line per item, then the verdict."""
+    lines = []
+    for finding in findings:
+        name = _name(finding.path, paths)
+        if finding.absent:
+            lines.append(f"ok       {name} ({finding.kind.value}): not created yet")
+        elif finding.healthy:
+            lines.append(f"ok       {name} ({finding.kind.value})")
+        else:
+            lines.append(f"DAMAGED  {name} ({finding.kind.value}): {'; '.join(finding.problems)}")
+    damaged = sum(1 for f in findings if not f.healthy)
+    if damaged:
+        lines.append(f"{damaged} of {len(findings)} damaged. `noema doctor --repair` keeps what "
+                     "can be kept and moves each damaged file aside (nothing is deleted).")
+    else:
+        lines.append("all healthy")
+    return "\n".join(lines)
+
+
+def repair(findings: list[Finding], paths: AgentPaths) -> str:
+    """Repair every damaged item, holding the agent's lock (raises AgentBusy
+    while the agent runs); what was kept and lost, one paragraph per item."""
+    lock = AgentLock(paths)
+    try:
+        return "\n".join(_repair_one(f, paths) for f in findings if not f.healthy)
+    finally:
+        lock.release()
+
+
+def _database(path: Path, kind: Kind) -> Finding:
+    if not path.exists() and not path.is_symlink():
+        return Finding(path, kind, absent=True)
+    try:
+        check_file(path)
+        with closing(sqlite3.connect(path)) as db:
+            problems = integrity_problems(db)
+    except DamagedDatabase as exc:
+        problems = [exc.reason]
+    except sqlite3.DatabaseError as exc:
+        problems = [str(exc)]
+    return Finding(path, kind, tuple(problems))
+
+
+def _repair_one(finding: Finding, paths: AgentPaths) -> str:
+    name = _name(finding.path, paths)
+    if finding.kind is Kind.REPOSITORY:
+        done = repos.repair(finding.path, damaged_name(finding.path))
+        return (f"repaired {name}: kept {done.kept_commits} versions, lost "
+                f"{done.lost_commits}; the damaged repository is kept as "
+                f"{_name(done.aside, paths)}. The next write records the files as they are now.")
+    if finding.lost:
+        aside = damaged_name(finding.path)
+        move_aside(finding.path, aside)
+        _new_turn_store(finding.path)
+        kept = f"; the empty file is kept as {_name(aside, paths)}" if aside.exists() else ""
+        return (f"repaired {name}: nothing could be kept{kept}. The agent starts a new "
+                "conversation; its archive and file versions are untouched.")
+    if finding.kind is Kind.TURNS:
+        done = salvage(finding.path, _new_turn_store, _reindex)
+    else:
+        done = salvage(finding.path, _new_archive)
+    return _salvage_line(name, done, paths)
+
+
+def _salvage_line(name: str, done: Salvage, paths: AgentPaths) -> str:
+    aside = f"the damaged file is kept as {_name(done.aside, paths)}"
+    if not done.readable:
+        return f"repaired {name}: nothing could be read, it starts empty; {aside}."
+    kept = sum(t.kept for t in done.tables)
+    header = " (its header was rebuilt)" if done.header_rebuilt else ""
+    losses = [t.describe() for t in done.tables if t.lost_something]
+    lost = "; lost: " + " | ".join(losses) if losses else "; nothing was lost"
+    return f"repaired {name}{header}: kept {kept} rows{lost}; {aside}."
+
+
+def _new_turn_store(path: Path) -> None:
+    TurnStore(path).close()
+
+
+def _new_archive(path: Path) -> None:
+    SensoryArchive(path).close()
+
+
+def _reindex(path: Path) -> None:
+    store = TurnStore(path)
+    try:
+        store.rebuild_index()
+    finally:
+        store.close()
+
+
+def _name(path: Path, paths: AgentPaths) -> str:
+    try:
+        return path.relative_to(paths.root).as_posix()
+    except ValueError:
+        return str(path)
+

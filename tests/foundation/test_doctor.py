@@ -1,0 +1,159 @@
+"""`noema doctor`: one line per database and repository, and a repair that keeps
+what can be kept, moving each damaged file aside. Real files, damaged for real."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from noema.health.agent_files import repositories
+from noema.paths import AgentLock
+
+from .damage import (
+    copy_agent,
+    empty,
+    garble_page,
+    main_table_page,
+    make_agent,
+    no_traceback,
+    noema,
+    overwrite_header,
+    truncate_half,
+)
+
+TURNS = 600
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("template")
+    make_agent(base / "home", base / "workspace", turns=TURNS)
+    return base / "home"
+
+
+@pytest.fixture
+def agent(template, tmp_path):
+    return copy_agent(template, tmp_path / "home")
+
+
+def doctor(paths, *args):
+    result = noema(paths.root.parent.parent, "doctor", *args)
+    no_traceback(result)
+    return result
+
+
+def turn_count(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT count(*) FROM turns").fetchone()[0]
+
+
+def test_a_healthy_agent_is_said_healthy(agent):
+    result = doctor(agent)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].startswith("ok") and "turns.db" in lines[0]
+    assert lines[1].startswith("ok") and "archive.db" in lines[1]
+    assert lines[2].startswith("ok") and lines[2].split()[1].startswith("versions/")
+    assert lines[-1] == "all healthy" and len(lines) == 4
+
+
+def test_a_new_agent_has_nothing_to_check_and_is_healthy(tmp_path):
+    result = noema(tmp_path, "doctor")
+    assert result.exit_code == 0 and "not created yet" in result.output
+    assert result.output.splitlines()[-1] == "all healthy"
+
+
+@pytest.mark.parametrize("damage, kept_at_least", [
+    (overwrite_header, TURNS),  # the header is rebuilt: every page is still there
+    (truncate_half, TURNS // 3),
+    ("middle", TURNS - 60),  # one leaf page of turns holds a few dozen turns
+])
+def test_a_damaged_turn_store_is_found_and_repaired(agent, damage, kept_at_least):
+    if damage == "middle":
+        garble_page(agent.turns_db, main_table_page(agent.turns_db, "turns"))
+    else:
+        damage(agent.turns_db)
+    damaged_bytes = agent.turns_db.read_bytes()
+
+    found = doctor(agent)
+    assert found.exit_code == 1
+    assert found.output.splitlines()[0].startswith("DAMAGED  turns.db")
+    assert "doctor --repair" in found.output
+
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert "repaired turns.db" in repaired.output and "kept" in repaired.output
+    assert repaired.output.splitlines()[-1] == "all healthy"
+    aside = [p for p in agent.root.glob("turns.db.damaged-*") if p.name.endswith("Z")]
+    assert len(aside) == 1 and aside[0].read_bytes() == damaged_bytes  # moved, never changed
+    assert kept_at_least <= turn_count(agent.turns_db) <= TURNS
+    searched = noema(agent.root.parent.parent, "memory", "search", "heron")
+    assert searched.exit_code == 0 and "heron" in searched.output  # the index was rebuilt
+
+
+def test_an_empty_turn_store_of_an_agent_that_ran_is_lost_history(agent):
+    empty(agent.turns_db)
+    found = doctor(agent)
+    assert found.exit_code == 1
+    assert "empty (0 bytes), but this agent has run before" in found.output
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0 and "nothing could be kept" in repaired.output
+    assert list(agent.root.glob("turns.db.damaged-*"))
+    assert noema(agent.root.parent.parent, "memory").exit_code == 0  # a new conversation
+
+
+def test_a_garbled_archive_page_is_found_and_the_rest_kept(agent):
+    garble_page(agent.archive_db, main_table_page(agent.archive_db, "events"))
+    found = doctor(agent)
+    assert found.exit_code == 1 and "DAMAGED  archive.db" in found.output
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0 and "repaired archive.db" in repaired.output
+    with sqlite3.connect(agent.archive_db) as db:
+        events = db.execute("SELECT count(*) FROM events").fetchone()[0]
+    assert 500 <= events < 600
+    assert list(agent.root.glob("archive.db.damaged-*"))
+
+
+def _head_blob(gitdir: Path) -> Path:
+    repo = pygit2.Repository(str(gitdir))
+    oid = str(repo.head.peel(pygit2.Commit).tree["notes.txt"].id)
+    return gitdir / "objects" / oid[:2] / oid[2:]
+
+
+@pytest.mark.parametrize("damage", ["delete an object", "garble an object",
+                                    "ref pointing nowhere"])
+def test_a_damaged_versions_repository_is_found_and_repaired(agent, damage):
+    (gitdir,) = repositories(agent)
+    if damage == "delete an object":
+        _head_blob(gitdir).unlink()
+    elif damage == "garble an object":
+        blob = _head_blob(gitdir)
+        blob.chmod(0o644)
+        blob.write_bytes(b"not zlib at all")
+    else:
+        (gitdir / "refs" / "heads" / "main").write_text("0123456789" * 4 + "\n")
+    home = agent.root.parent.parent
+
+    found = doctor(agent)
+    assert found.exit_code == 1 and "DAMAGED  versions/" in found.output
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert "kept 1 versions" in repaired.output or "kept 2 versions" in repaired.output
+    assert list(gitdir.parent.glob(gitdir.name + ".damaged-*"))
+    history = noema(home, "history")
+    assert history.exit_code == 0 and "(no versions yet)" not in history.output
+    no_traceback(history)
+
+
+def test_a_repair_waits_for_the_agent_to_stop(agent):
+    overwrite_header(agent.turns_db)
+    lock = AgentLock(agent)
+    try:
+        refused = doctor(agent, "--repair")
+    finally:
+        lock.release()
+    assert refused.exit_code == 1 and "already running" in refused.output
+    assert not list(agent.root.glob("turns.db.damaged-*"))
