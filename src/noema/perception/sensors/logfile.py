@@ -5,6 +5,32 @@ Lines are aggregatable: their key is the line with its variable parts
 placeholders, so "connection error to 10.0.0.3 after 512 ms" and
 "connection error to 10.0.0.9 after 77 ms" are counted together.
 
+**Reading.** The follower reads in slices (at most `SLICE_BYTES` each) and
+says whether more is waiting; the sensor reads slice after slice, letting
+the other tasks run every `YIELD_EVERY` lines, and sleeps only once the file
+is read to its end. A last line without its newline yet is kept back until
+it is complete.
+
+**Rotation.** Files are read by their open descriptor, so a file renamed or
+deleted under the follower is still read to its end before it moves on.
+Checked at each end of file (the `poll_interval` apart, or when inotify says
+so some day):
+
+- rename and create, or delete and re-create (the path names another file):
+  the old file is read to its end, then any file rotated away between two
+  looks (below), then the new file from its start;
+- copytruncate, or a rewrite in place (same file, but its first bytes are no
+  longer the ones read, or it is shorter than the place): the copy is found
+  among the rotated files by those first bytes and read from the place on,
+  then the file from its start. Without a copy (a plain truncation), the
+  file is read again from its start.
+
+Polling cannot see a file that lived and was rotated away between two looks
+unless it is still in the folder: such files are looked for among the
+numbered rotated names (`app.log.1`, `app.log.2`, ...; compressed ones are
+not read) as the ones the follower has never seen, and read whole, oldest
+(highest number) first. A file deleted between two looks is lost.
+
 **Resuming.** The sensor keeps its place in a bookmark (`LogPosition`: the
 file's device and inode, a digest of its first bytes, and the offset just
 after the last complete line read). The place after a line is saved before
@@ -16,7 +42,8 @@ agent restarts) it continues from there:
   from the offset;
 - the file was rotated while the sensor was not reading and the old one is
   still in the same folder (found by inode and first bytes): the rest of
-  the old file, then the new file from its start;
+  the old file, the numbered files rotated after it, then the new file from
+  its start;
 - otherwise (the old file deleted or compressed, or the file rewritten in
   place): the file at the path from its start, with a note that lines
   written to the old file may be missing.
@@ -35,6 +62,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Literal
 
 from ..events import MAX_KEY, Nature, SensorInfo, TreatmentParams, Urgency
@@ -42,29 +70,37 @@ from ..hub import Bookmark, Emitter, MemoryBookmark, Sleep
 from ..timefmt import format_duration
 
 MAX_LINE = 64 * 1024
-READ_CHUNK = 1024 * 1024
+SLICE_BYTES = 1024 * 1024
+YIELD_EVERY = 256  # lines the sensor emits in one turn of the event loop (keys cost ~10 µs each)
 HEAD_BYTES = 256
 DEFAULT_MAX_BACKLOG = 8 * 1024 * 1024
 NOTE_KEY = "noema:sensor-note"
+MAX_KNOWN = 4096  # rotated files remembered as read
 
 Where = Literal["start", "end", "capped"]
 """Where a file is opened: its start, its end, or its last `max_backlog` bytes."""
+Ident = tuple[int, int]
+"""A file's device and inode."""
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_PLACEHOLDERS: tuple[tuple[re.Pattern[str], str], ...] = (
+# Each pattern, its placeholder, and the characters of which the text must
+# hold one for the pattern to match at all (a cheap test that spares a
+# regex scan of most lines: keys are computed for every line read).
+_PLACEHOLDERS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
-                r"(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
-    (re.compile(rf"\b{_MONTH}\s+\d{{1,2}}\s+\d{{1,2}}:\d{{2}}:\d{{2}}\b"), "<time>"),
-    (re.compile(r"\b\d{1,2}/" + _MONTH + r"/\d{4}:\d{2}:\d{2}:\d{2}(?:\s[+-]\d{4})?"), "<time>"),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
+                r"(?:Z|[+-]\d{2}:?\d{2})?"), "<time>", ":"),
+    (re.compile(rf"\b{_MONTH}\s+\d{{1,2}}\s+\d{{1,2}}:\d{{2}}:\d{{2}}\b"), "<time>", ":"),
+    (re.compile(r"\b\d{1,2}/" + _MONTH + r"/\d{4}:\d{2}:\d{2}:\d{2}(?:\s[+-]\d{4})?"), "<time>",
+     "/"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>", ":"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
-     "<uuid>"),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), "<ip>"),
+     "<uuid>", "-"),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b"), "<ip>", "."),
     (re.compile(r"(?<![\w:])(?=[0-9a-f:]*\d)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?![\w:])",
-                re.I), "<ip>"),
-    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
-    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I), "<hex>"),
-    (re.compile(r"\d+(?:[.,]\d+)*"), "<n>"),
+                re.I), "<ip>", ":"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>", "xX"),
+    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", re.I), "<hex>", ""),
+    (re.compile(r"\d+(?:[.,]\d+)*"), "<n>", ""),
 )
 _SPACES = re.compile(r"\s+")
 
@@ -72,8 +108,9 @@ _SPACES = re.compile(r"\s+")
 def normalise_line(line: str) -> str:
     """The aggregation key of a log line: its shape with variable parts replaced."""
     key = line.strip()
-    for pattern, placeholder in _PLACEHOLDERS:
-        key = pattern.sub(placeholder, key)
+    for pattern, placeholder, needs in _PLACEHOLDERS:
+        if not needs or any(c in key for c in needs):
+            key = pattern.sub(placeholder, key)
     key = _SPACES.sub(" ", key)
     return key[:MAX_KEY]
 
@@ -110,22 +147,111 @@ class LogPosition:
         return position
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """A complete line and the follower's place just after it."""
 
-    text: str
-    position: LogPosition
+@dataclass(frozen=True, slots=True)
+class LogSlice:
+    """The complete lines of one read, in order, all from one file."""
+
+    lines: list[str]
+    ends: list[int]  # the offset just after each line
+    file: LogPosition | None  # the file they come from (at its place before them)
+
+    def position(self, index: int) -> LogPosition:
+        """The follower's place just after line `index`."""
+        file = self.file
+        assert file is not None
+        return LogPosition(file.path, file.device, file.inode, self.ends[index], file.head,
+                           file.head_size)
+
+
+_NOTHING = LogSlice([], [], None)
+
+
+class _OpenFile:
+    """One file held by its descriptor, so it can be read to its end after it
+    is renamed or deleted. Read with `pread`, so a duplicate descriptor is free.
+
+    `offset` is just after the last complete line handed out; `buf` holds the
+    bytes read past it (at most a slice, and a line not finished yet).
+    """
+
+    __slots__ = ("buf", "fd", "head", "head_size", "ident", "offset")
+
+    def __init__(self, fd: int, ident: Ident) -> None:
+        self.fd, self.ident, self.offset, self.buf = fd, ident, 0, b""
+        self.head, self.head_size = _head_of(fd)
+
+    @classmethod
+    def open(cls, path: Path) -> _OpenFile | None:
+        """The regular file at `path`, or None if there is none to read."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            os.close(fd)
+            return None
+        return cls(fd, (stat.st_dev, stat.st_ino))
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def fill(self, limit: int) -> bool:
+        """Read up to `limit` bytes into `buf`; True if the file ended first."""
+        want = limit - len(self.buf)
+        if want <= 0:
+            return False
+        data = os.pread(self.fd, want, self.offset + len(self.buf))
+        self.buf += data
+        return len(data) < want
+
+    def takes_head_from_buf(self) -> bool:
+        """With the file's first bytes in `buf` (read from its start), make them
+        its head: the head then describes the text read, even if the file is
+        cut right after. False if they are not the first bytes known."""
+        if self.offset or self.head_size >= HEAD_BYTES or not self.buf:
+            return True
+        if _digest(self.buf[:self.head_size]) != self.head:
+            return False
+        first = self.buf[:HEAD_BYTES]
+        self.head, self.head_size = _digest(first), len(first)
+        return True
+
+    def head_holds(self) -> bool:
+        """Whether the file still starts with the bytes it started with (then
+        the head is extended to what is there now, up to HEAD_BYTES)."""
+        data = os.pread(self.fd, HEAD_BYTES, 0)
+        if len(data) < self.head_size or _digest(data[:self.head_size]) != self.head:
+            return False
+        if len(data) > self.head_size:
+            self.head, self.head_size = _digest(data), len(data)
+        return True
+
+    def starts_like(self, other: _OpenFile) -> bool:
+        """Whether this file begins like `other`, read after it."""
+        mine = os.pread(self.fd, HEAD_BYTES, 0)
+        theirs = os.pread(other.fd, HEAD_BYTES, 0)
+        common = min(len(mine), len(theirs))
+        return common > 0 and mine[:common] == theirs[:common]
+
+    def holds_text_of(self, place: LogPosition) -> bool:
+        """Whether this file has the first bytes of `place` and reaches its offset."""
+        return (place.head_size > 0 and self.size() >= place.offset
+                and _digest(os.pread(self.fd, place.head_size, 0)) == place.head)
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class LogFollower:
     """Reads the complete new lines of a file, like `tail -F`, and knows its place.
 
-    Survives rotation (the path now names another file: the old one is read
-    to its end, then the new one from its start), truncation in place (read
-    again from the start) and a file that does not exist yet. Given the
-    place it stood before (`resume`), it continues from there; see the
-    module docstring for the cases and the `max_backlog` bound.
+    Call `read` for the next slice of lines; `more` then says whether more
+    is waiting (read again) or the file is read to its end (wait). Survives
+    the rotations and rewrites of the module docstring and a file that does
+    not exist yet. Given the place it stood before (`resume`), it continues
+    from there, within `max_backlog` bytes a file.
     """
 
     def __init__(
@@ -135,183 +261,292 @@ class LogFollower:
         from_start: bool = False,
         resume: LogPosition | None = None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
+        slice_bytes: int = SLICE_BYTES,
     ) -> None:
         if max_backlog < 0:
             raise ValueError("max_backlog is a number of bytes, 0 or more")
+        if slice_bytes < 1:
+            raise ValueError("a slice is at least one byte")
         self.path = Path(path)
         self.max_backlog = max_backlog
         self.notes: list[str] = []  # what the sensor should say about its resumption
-        self._file = None
-        self._ident: tuple[int, int] | None = None
-        self._head = ("", 0)
-        self._partial = b""
-        self._consumed = 0  # offset just after the last complete line read
-        self._more = False  # the last read filled its chunk: the file has more
-        self._cap_next = False  # resumed in a rotated file: catching up in the next one too
+        self.more = False  # the last read stopped short of the end: read again at once
+        self._slice_bytes = slice_bytes
+        self._file: _OpenFile | None = None
+        self._next: list[_OpenFile] = []  # to read after `_file`, in this order
+        # Rotated files read already, or there before: (first bytes counted, their digest).
+        self._known: dict[Ident, tuple[int, str]] = {}
+        for _, f in _open_siblings(self.path):
+            self._remember(f)
+            f.close()
         if resume is not None and self._resume(resume):
             return
         # Opened now, so "new lines" means lines written after this moment; a
         # file that appears later is read from its start.
-        self._open("start" if from_start else "end")
+        self._file = self._open(self.path, "start" if from_start else "end")
 
     # -- where it stands -----------------------------------------------------
 
     def position(self) -> LogPosition | None:
         """The place after the last complete line read (None with no file open)."""
-        return None if self._ident is None else self._at(self._consumed)
-
-    def _at(self, offset: int) -> LogPosition:
-        assert self._ident is not None
-        return LogPosition(str(self.path), self._ident[0], self._ident[1], offset, *self._head)
+        f = self._file
+        if f is None:
+            return None
+        return LogPosition(str(self.path), f.ident[0], f.ident[1], f.offset, f.head, f.head_size)
 
     # -- opening ---------------------------------------------------------------
 
-    def _open(self, where: Where, path: Path | None = None) -> bool:
-        """Open the file at the path (or `path`) at its "start", its "end", or
-        "capped": the start, or the last `max_backlog` bytes of a bigger file."""
-        try:
-            handle = open(path or self.path, "rb")  # noqa: SIM115 - kept open between polls
-        except (FileNotFoundError, PermissionError, IsADirectoryError):
-            return False
-        stat = os.fstat(handle.fileno())
-        self._file, self._ident = handle, (stat.st_dev, stat.st_ino)
-        self._head = _head_of(handle.fileno())
-        self._seek(0)
+    def _open(self, path: Path, where: Where) -> _OpenFile | None:
+        """The file at `path` from its "start", its "end", or "capped": the
+        start, or the last `max_backlog` bytes of a bigger file."""
+        f = _OpenFile.open(path)
+        if f is None:
+            return None
         if where == "end":
-            self._seek(stat.st_size)
+            f.offset = f.size()
         elif where == "capped":
-            self._seek(self._catch_up_from(0, stat.st_size))
-        return True
+            f.offset = self._catch_up_from(f, path, 0)
+        return f
 
     def _resume(self, saved: LogPosition) -> bool:
         """Continue from a saved place; False if it names another path."""
         if saved.path != str(self.path):
             return False
-        if _matches(self.path, saved):
-            return self._reopen(self.path, saved)
+        if _matches(self.path, saved) and (f := self._reopen(self.path, saved)):
+            self._file = f
+            return True
         rotated = _find_rotated(self.path, saved)
-        if rotated is not None and self._reopen(rotated, saved):
-            self._cap_next = True
+        if rotated is not None and (f := self._reopen(rotated, saved, same_file=False)):
+            self._file = f
+            later = _rotated_after(self.path, rotated)
+            self._next = [g for p in later if (g := self._open(p, "capped"))]
+            if (current := self._open(self.path, "capped")) is not None:
+                self._next.append(current)
             return True
         self.notes.append(
             f"The log file {self.path} was replaced while this sensor was not reading it, "
             f"and the file it was reading is gone: lines written to that file after byte "
             f"{saved.offset} may be missing. Reading the current file from its start."
         )
-        self._open("capped")  # if there is no file yet, it is read from its start when it appears
+        # If there is no file yet, it is read from its start when it appears.
+        self._file = self._open(self.path, "capped")
         return True
 
-    def _reopen(self, path: Path, saved: LogPosition) -> bool:
-        if not self._open("start", path):
-            return False
-        stat = os.fstat(self._file.fileno())  # type: ignore[union-attr]
-        if self._ident != (saved.device, saved.inode) or stat.st_size < saved.offset:
-            self.close()  # replaced between the look and the open
-            return False
-        self._seek(self._catch_up_from(saved.offset, stat.st_size))
-        return True
+    def _reopen(self, path: Path, saved: LogPosition, *, same_file: bool = True
+                ) -> _OpenFile | None:
+        """The saved file at `path`, at the saved place (within the backlog bound).
+        A copy (`same_file` False) need only hold the same text."""
+        f = _OpenFile.open(path)
+        if f is None:
+            return None
+        same = f.ident == (saved.device, saved.inode)
+        if f.size() < saved.offset or not (same if same_file else same or f.holds_text_of(saved)):
+            f.close()  # replaced between the look and the open
+            return None
+        f.offset = self._catch_up_from(f, path, saved.offset)
+        return f
 
-    def _catch_up_from(self, offset: int, size: int) -> int:
-        """Where to read from to catch up from `offset`: at most `max_backlog` back
-        from the end, at a line start; a note counts what is skipped."""
+    def _catch_up_from(self, f: _OpenFile, path: Path, offset: int) -> int:
+        """Where to read `f` from to catch up from `offset`: at most `max_backlog`
+        back from the end, at a line start; a note counts what is skipped."""
+        size = f.size()
         if size - offset <= self.max_backlog:
             return offset
-        assert self._file is not None
-        start = _line_start(self._file.fileno(), size - self.max_backlog, size)
+        start = _line_start(f.fd, size - self.max_backlog, size)
         self.notes.append(
-            f"{_size(start - offset)} of {self.path} written while this sensor was not "
+            f"{_size(start - offset)} of {path} written while this sensor was not "
             f"reading were skipped: it catches up on at most {_size(self.max_backlog)} of a "
             "file. The skipped lines are still in the file."
         )
         return start
 
-    def _seek(self, offset: int) -> None:
-        assert self._file is not None
-        self._file.seek(offset)
-        self._consumed = offset
-        self._partial = b""
-
     # -- reading ---------------------------------------------------------------
 
     def poll(self) -> list[str]:
-        """The lines completed since the last poll (at most about READ_CHUNK bytes)."""
-        return [line.text for line in self.read()]
+        """Every complete line there is to read now, slice after slice."""
+        lines = list(self.read().lines)
+        while self.more:
+            lines += self.read().lines
+        return lines
 
-    def read(self) -> list[LogLine]:
-        """`poll`, each line with the place just after it."""
-        if self._file is None and not self._open("start"):
-            return []
-        lines = self._read()
-        if self._more:
-            return lines  # the file is read to its end before a rotation is followed
+    def read(self) -> LogSlice:
+        """The complete lines of the next slice (at most `slice_bytes` read);
+        sets `more`."""
+        f = self._file
+        if f is None:
+            f = self._file = self._open(self.path, "start")
+            if f is None:
+                self.more = False
+                return _NOTHING
+        ended = f.fill(self._slice_bytes)
+        if f.head_size == 0 and f.buf and self._at_path(f) and (found := self._unseen(f)):
+            # Its first text since it was empty: copies made of the text it had
+            # in between (copytruncate) hold older lines, so they are read first.
+            f.buf = b""
+            self._next = [*found[1:], f, *self._next]
+            self._file = found[0]
+            self.more = True
+            return _NOTHING
+        if not (f.takes_head_from_buf() and f.head_holds()):
+            # Rewritten since it was opened: what was just read may be the new
+            # text at the old place, so it is dropped and read again properly.
+            f.buf = b""
+            self._rewritten(f)
+            self.more = True
+            return _NOTHING
+        here = self.position()
+        pieces = f.buf.split(b"\n")
+        rest = pieces.pop()
+        lines, ends, at = [], [], f.offset
+        for piece in pieces:
+            at += len(piece) + 1
+            if piece and not piece.isspace():
+                lines.append(_decode(piece))
+                ends.append(at)
+        f.offset = at
+        if len(rest) > MAX_LINE:  # a line with no end in sight is cut
+            f.buf, f.offset = b"", at + len(rest)
+            lines.append(_decode(rest))
+            ends.append(f.offset)
+            self.more = True
+        else:
+            f.buf = rest
+            self.more = not ended or self._at_end(f, lines, ends)
+        return LogSlice(lines, ends, here)
+
+    def _at_end(self, f: _OpenFile, lines: list[str], ends: list[int]) -> bool:
+        """`f` is read to its end: move on to the next file, or look at the
+        path for a rotation or rewrite. True if there is more to read now."""
+        if not self._next:
+            return self._look(f)
+        rest, f.buf = f.buf, b""
+        if rest and not rest.isspace():  # the file is done: its last line ends here
+            f.offset += len(rest)
+            lines.append(_decode(rest))
+            ends.append(f.offset)
+        self._finish(f)
+        self._file = self._next.pop(0)
+        return True
+
+    def _look(self, f: _OpenFile) -> bool:
+        """At the end of the file at the path: has it been rotated or rewritten?"""
         try:
             stat = os.stat(self.path)
-        except FileNotFoundError:
-            return lines  # rotated away, nothing new yet: keep the old file's tail
-        assert self._file is not None
-        if (stat.st_dev, stat.st_ino) != self._ident:
-            lines += self._drain() + self._flush_partial()
-            self.close()
-            where: Where = "capped" if self._cap_next else "start"
-            self._cap_next = False
-            if self._open(where):
-                lines += self._read()
-        elif stat.st_size < self._file.tell():
-            self._head = ("", 0)  # truncated in place: the first bytes will be new
-            self._seek(0)
-            lines += self._read()
-        return lines
+        except OSError:
+            return False  # rotated away and nothing new yet: the old file may still grow
+        if (stat.st_dev, stat.st_ino) != f.ident:  # rename or delete, then create
+            new = self._open(self.path, "start")
+            if new is None:
+                return False
+            self._next = [*self._unseen(new), new]
+            return True
+        if f.size() < f.offset + len(f.buf):  # shorter: truncated (copytruncate) or rewritten
+            f.buf = b""
+            self._rewritten(f)
+            return True
+        if f.head_size == 0 and (found := self._unseen(f)):
+            # Nothing of it read yet: any copy made since (copytruncate) is unread.
+            self._next = [*found[1:], f, *self._next]
+            self._file = found[0]
+            return True
+        return False
 
-    def _read(self) -> list[LogLine]:
-        assert self._file is not None
-        data = self._file.read(READ_CHUNK)
-        self._more = len(data) == READ_CHUNK
-        if not data:
-            return []
-        if self._head[1] < HEAD_BYTES:
-            self._head = _head_of(self._file.fileno())
-        chunks = (self._partial + data).split(b"\n")
-        self._partial = chunks.pop()
-        at = self._consumed
-        lines = []
-        for chunk in chunks:
-            at += len(chunk) + 1
-            if chunk.strip():
-                lines.append(LogLine(_decode(chunk), self._at(at)))
-        if len(self._partial) > MAX_LINE:  # a line with no end in sight is cut
-            at += len(self._partial)
-            lines.append(LogLine(_decode(self._partial), self._at(at)))
-            self._partial = b""
-        self._consumed = at
-        return lines
+    def _at_path(self, f: _OpenFile) -> bool:
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) == f.ident
 
-    def _drain(self) -> list[LogLine]:
-        lines = self._read()
-        while self._more:
-            lines += self._read()
-        return lines
+    def _rewritten(self, f: _OpenFile) -> None:
+        """`f` no longer holds the text read: read the rest of that text from
+        its copy if one was made (copytruncate), then `f` from its start."""
+        was = LogPosition(str(self.path), *f.ident, f.offset, f.head, f.head_size)
+        # Its new first bytes, taken before the look for copies: a copy of
+        # this new text made during the look is then known by them later.
+        head = _head_of(f.fd)
+        found = self._unseen(f, copy_of=was)
+        f.offset, f.buf = 0, b""
+        f.head, f.head_size = head
+        if found:
+            self._next = [*found[1:], f, *self._next]
+            self._file = found[0]
 
-    def _flush_partial(self) -> list[LogLine]:
-        rest, self._partial = self._partial, b""
-        if not rest:
-            return []
-        self._consumed += len(rest)
-        return [LogLine(_decode(rest), self._at(self._consumed))] if rest.strip() else []
+    def _unseen(self, current: _OpenFile, copy_of: LogPosition | None = None
+                ) -> list[_OpenFile]:
+        """The rotated files that appeared since the last look and were never
+        read, oldest first, opened; the copy of `copy_of`'s text opened at its place.
+
+        Skipped: files read before or there from the start, empty ones, and a
+        copy of `current` still being made (it will be found when complete)."""
+        held = {g.ident for g in (self._file, *self._next, current) if g is not None}
+        siblings = _open_siblings(self.path)
+        # If `current` was itself rotated meanwhile, the files rotated after it
+        # (lower numbers) are left for the look at its end.
+        mine = min((n for n, g in siblings if g.ident == current.ident), default=None)
+        found: list[tuple[int, _OpenFile]] = []
+        for index, g in siblings:
+            if g.ident in held or (mine is not None and index < mine) or self._is_known(g):
+                g.close()
+            elif copy_of is not None and g.holds_text_of(copy_of):
+                g.offset = copy_of.offset
+                found.append((index, g))
+            # `current` is read after `g`: a copy of it still being made
+            # begins like it, since it is cut only once the copy is done.
+            elif g.head_size == 0 or g.starts_like(current):
+                g.close()
+            else:
+                found.append((index, g))
+        # Oldest first: by when last written, then by number (logrotate's
+        # `app.log.2` is older than `app.log.1`).
+        found.sort(key=lambda pair: (os.fstat(pair[1].fd).st_mtime_ns, -pair[0]))
+        for _, g in found:
+            self._remember(g)
+        return [g for _, g in found]
+
+    def _remember(self, f: _OpenFile) -> None:
+        """Count `f` as read. Forgotten oldest first past a bound, which only
+        matters in a folder of thousands of rotations."""
+        self._known.pop(f.ident, None)
+        self._known[f.ident] = (f.head_size, f.head)
+        while len(self._known) > MAX_KNOWN:
+            del self._known[next(iter(self._known))]
+
+    def _is_known(self, f: _OpenFile) -> bool:
+        """Whether `f` was read before or was there from the start (the same
+        inode with the same first bytes: an inode can be reused)."""
+        known = self._known.get(f.ident)
+        if known is None:
+            return False
+        size, digest = known
+        return _digest(os.pread(f.fd, size, 0)) == digest
+
+    def _finish(self, f: _OpenFile) -> None:
+        f.head_holds()  # takes in the first bytes read since the last look
+        self._remember(f)
+        f.close()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        self._ident = None
+        """Let go of every file held."""
+        for f in (self._file, *self._next):
+            if f is not None:
+                f.close()
+        self._file, self._next = None, []
 
 
 def _decode(raw: bytes) -> str:
-    return raw[:MAX_LINE].decode("utf-8", errors="replace").rstrip("\r")
+    if len(raw) > MAX_LINE:
+        raw = raw[:MAX_LINE]
+    return raw.decode("utf-8", errors="replace").rstrip("\r")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
 def _head_of(fd: int) -> tuple[str, int]:
     data = os.pread(fd, HEAD_BYTES, 0)
-    return hashlib.blake2b(data, digest_size=8).hexdigest(), len(data)
+    return _digest(data), len(data)
 
 
 def _matches(path: Path, saved: LogPosition) -> bool:
@@ -327,12 +562,71 @@ def _matches(path: Path, saved: LogPosition) -> bool:
             data = handle.read(saved.head_size)
     except OSError:
         return False
-    return (len(data) == saved.head_size
-            and hashlib.blake2b(data, digest_size=8).hexdigest() == saved.head)
+    return len(data) == saved.head_size and _digest(data) == saved.head
+
+
+def _numbered_siblings(path: Path) -> list[tuple[int, Path]]:
+    """The numbered rotations of `path` (`app.log.1`, `app.log.2`, ...) with their numbers."""
+    prefix = path.name + "."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    return [(int(name[len(prefix):]), path.parent / name) for name in names
+            if name.startswith(prefix) and name[len(prefix):].isascii()
+            and name[len(prefix):].isdigit()]
+
+
+def _open_siblings(path: Path) -> list[tuple[int, _OpenFile]]:
+    """The numbered rotations of `path`, opened, each once.
+
+    Opened by number, lowest first: rotating shifts the files up (.1 to .2)
+    from the highest down, so a file moving while this runs is found under
+    its old name or its new one, never missed (a listing alone can miss it,
+    and a gap in the listing may be a file in the middle of a move)."""
+    numbers = [n for n, _ in _numbered_siblings(path)]
+    if not numbers:
+        return []
+    if max(numbers) <= MAX_KNOWN:
+        numbers = list(range(max(numbers) + 2))
+    opened: dict[Ident, tuple[int, _OpenFile]] = {}
+    for number in sorted(numbers):
+        f = _OpenFile.open(path.parent / f"{path.name}.{number}")
+        if f is None:
+            continue
+        if f.ident in opened:
+            f.close()  # moved up while this ran: already opened under its old number
+        else:
+            opened[f.ident] = (number, f)
+    return list(opened.values())
+
+
+def _rotated_after(path: Path, rotated: Path) -> list[Path]:
+    """The numbered rotations made after `rotated`, oldest first: a lower number
+    and written later (strictly, so a file of the same moment is left out rather
+    than read twice)."""
+    siblings = _numbered_siblings(path)
+    number = dict((p, i) for i, p in siblings).get(rotated)
+    if number is None:
+        return []
+    try:
+        since = os.stat(rotated).st_mtime_ns
+    except OSError:
+        return []
+    later = []
+    for i, p in siblings:
+        try:
+            written = os.stat(p).st_mtime_ns
+        except OSError:
+            continue
+        if i < number and written > since:
+            later.append((written, -i, p))
+    return [p for *_, p in sorted(later)]
 
 
 def _find_rotated(path: Path, saved: LogPosition) -> Path | None:
-    """The file a saved place was in, renamed inside the same folder (rotation)."""
+    """The file a saved place was in, renamed inside the same folder (found by
+    inode and first bytes), or else a numbered copy of its text (copytruncate)."""
     try:
         entries = list(os.scandir(path.parent))
     except OSError:
@@ -345,6 +639,15 @@ def _find_rotated(path: Path, saved: LogPosition) -> Path | None:
         if (stat.st_dev, stat.st_ino) == (saved.device, saved.inode) and _matches(
                 Path(entry.path), saved):
             return Path(entry.path)
+    if saved.head_size == 0:
+        return None  # no first bytes to know a copy by
+    for _, sibling in sorted(_numbered_siblings(path)):
+        f = _OpenFile.open(sibling)
+        if f is not None:
+            copy = f.holds_text_of(saved)
+            f.close()
+            if copy:
+                return sibling
     return None
 
 
@@ -414,16 +717,22 @@ class LogFileSensor:
         saved = None
         try:
             while True:
-                for line in follower.read():
+                batch = follower.read()
+                for index, text in enumerate(batch.lines):
                     # Saved before it is emitted: if emitting makes the archive
                     # commit, the place committed is this line's, never an earlier one.
-                    saved = self._save(line.position, saved)
-                    emit(line.text, sender=sender, key=normalise_line(line.text))
+                    saved = self._save(batch.position(index), saved)
+                    emit(text, sender=sender, key=normalise_line(text))
+                    if index % YIELD_EVERY == YIELD_EVERY - 1:
+                        await asyncio.sleep(0)  # a long slice: let the other tasks run
                 saved = self._save(follower.position(), saved)
                 for note in follower.notes:  # what was skipped, with the place past it
                     emit(note, sender=sender, key=NOTE_KEY)
                 follower.notes.clear()
-                await self._sleep(self._poll_interval)
+                if follower.more:
+                    await asyncio.sleep(0)  # more is waiting: only let the other tasks run
+                else:
+                    await self._sleep(self._poll_interval)
         finally:
             follower.close()
 
