@@ -15,6 +15,7 @@ import pytest
 
 from noema.security import fsafe
 from noema.security.approvals import ApprovalRequest
+from noema.security.policy import AccessDenied
 
 from .world import World
 from .writer_child import SIZE, content
@@ -62,13 +63,23 @@ def test_failure_mid_write_keeps_the_old_file(tmp_path: Path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]  # the temporary file is gone
 
 
-def test_write_keeps_permissions_and_breaks_hard_links(tmp_path: Path):
+def test_write_refuses_a_hard_linked_file_by_default(tmp_path: Path):
+    target = tmp_path / "run.sh"
+    target.write_text("old")
+    os.link(target, tmp_path / "other-name")
+    with pytest.raises(AccessDenied, match="2 hard links"):
+        fsafe.atomic_write(tmp_path, PurePosixPath("run.sh"), b"new")
+    assert target.read_text() == "old" and target.stat().st_nlink == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-name", "run.sh"]
+
+
+def test_write_keeps_permissions_and_breaks_hard_links_when_allowed(tmp_path: Path):
     target = tmp_path / "run.sh"
     target.write_text("old")
     target.chmod(0o750)
     other = tmp_path / "other-name"
     os.link(target, other)
-    fsafe.atomic_write(tmp_path, PurePosixPath("run.sh"), b"new")
+    fsafe.atomic_write(tmp_path, PurePosixPath("run.sh"), b"new", allow_hard_links=True)
     assert target.read_text() == "new" and other.read_text() == "old"
     assert target.stat().st_mode & 0o777 == 0o750
 

@@ -12,10 +12,14 @@ here are attributed to them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pygit2
+
 from ..paths import AgentPaths
-from ..security.history import ChangeNote
+from ..security.history import ChangeNote, left_out_text
 from ..security.policy import AccessPolicy, Root, real
 from ..security.settings import FilesSettings
 from ..security.undo import restore as restore_file
@@ -28,16 +32,38 @@ class VersionsCommandError(Exception):
     """A history command that cannot be done; the message says why."""
 
 
-def _open(files: FilesSettings, paths: AgentPaths) -> tuple[AccessPolicy, Versions]:
+@contextmanager
+def _opened(files: FilesSettings, paths: AgentPaths) -> Iterator[tuple[AccessPolicy, Versions]]:
+    """The policy and the histories for one command; whatever goes wrong comes
+    out as a VersionsCommandError, never as a traceback."""
     policy = AccessPolicy.from_settings(files, paths)
-    versions = Versions.of_agent(policy, files.deny, paths, watch_changes=False)
-    return policy, versions
+    versions = Versions.of_agent(
+        policy, files.deny, paths, watch_changes=False, allow_hard_links=files.allow_hard_links
+    )
+    try:
+        yield policy, versions
+    except ToolError as exc:
+        raise VersionsCommandError(str(exc)) from None
+    except (pygit2.GitError, OSError) as exc:
+        raise VersionsCommandError(
+            f"the history could not be read or written ({exc}); nothing else was changed"
+        ) from None
+    finally:
+        versions.close()
+
+
+def _with_left_out(text: str, stores: list[VersionStore]) -> str:
+    """`text`, followed by what the histories cannot hold, if anything."""
+    notes = [left_out_text(s.left_out(), limit=20) for s in stores]
+    return "\n".join([text, *(n for n in notes if n)])
 
 
 def _locate(policy: AccessPolicy, path: str, cwd: Path | None) -> tuple[Root, str]:
     text = os.path.expanduser(path.strip())
     if not text:
         raise VersionsCommandError("the path is empty")
+    if "\0" in text:
+        raise VersionsCommandError("the path contains a NUL character; no file has such a name")
     candidate = Path(text)
     if not candidate.is_absolute():
         here = real(cwd or Path.cwd())
@@ -75,8 +101,7 @@ def history(
     cwd: Path | None = None,
 ) -> str:
     """Versions, newest first: short ID, local time, person or agent, turn, what."""
-    policy, versions = _open(files, paths)
-    try:
+    with _opened(files, paths) as (policy, versions):
         if path is not None:
             root, rel = _locate(policy, path, cwd)
             found = _existing(versions, root).log(None if rel == "." else rel, limit)
@@ -89,8 +114,6 @@ def history(
             lines = "\n".join(v.line() for v in listed) or "(no versions yet)"
             blocks.append(f"{store.workdir}, newest first:\n{lines}")
         return "\n\n".join(blocks) or "No history yet: the agent has not written anything."
-    finally:
-        versions.close()
 
 
 def diff(
@@ -102,9 +125,9 @@ def diff(
     cwd: Path | None = None,
 ) -> str:
     """With a version: what that version changed. Without: the changes on disk
-    that no version holds yet. `path` limits either to a file or folder."""
-    policy, versions = _open(files, paths)
-    try:
+    that no version holds yet, and the files no version can hold. `path`
+    limits either to a file or folder."""
+    with _opened(files, paths) as (policy, versions):
         if path is not None:
             root, rel = _locate(policy, path, cwd)
             stores = [(_existing(versions, root), None if rel == "." else rel)]
@@ -125,13 +148,11 @@ def diff(
                 f"no workspace has a version {version!r}; see `noema history`"
             )
         joined = "".join(texts)
-        if joined:
-            return joined
-        return "No changes." if version else "No changes since the last version."
-    except ToolError as exc:
-        raise VersionsCommandError(str(exc)) from None
-    finally:
-        versions.close()
+        if version is not None:
+            return joined or "No changes."
+        return _with_left_out(
+            joined.rstrip("\n") or "No changes since the last version.", [s for s, _ in stores]
+        )
 
 
 def restore(
@@ -139,8 +160,7 @@ def restore(
 ) -> str:
     """Bring a file back to its content in `version`; the current content is
     recorded first, so nothing is lost."""
-    policy, versions = _open(files, paths)
-    try:
+    with _opened(files, paths) as (policy, versions):
         root, rel = _locate(policy, path, cwd)
         store = _existing(versions, root)
         commit = store.resolve(version)
@@ -154,18 +174,12 @@ def restore(
             f"Restored {rel} to version {str(commit.id)[:8]}; recorded as version {made.short}. "
             "The content it had before is kept in the history."
         )
-    except ToolError as exc:
-        raise VersionsCommandError(str(exc)) from None
-    finally:
-        versions.close()
 
 
 def undo(files: FilesSettings, paths: AgentPaths) -> str:
     """Revert the agent's last write, unless the person edited those files since."""
-    _, versions = _open(files, paths)
-    try:
-        stores = versions.existing()
-        done = undo_last(stores, by="person")
+    with _opened(files, paths) as (_, versions):
+        done = undo_last(versions.existing(), by="person")
         reverted = done.reverted
         turn = f", turn {reverted.note.turn_id}" if reverted.note.turn_id is not None else ""
         made = f"; recorded as version {done.version.short}" if done.version else ""
@@ -173,7 +187,3 @@ def undo(files: FilesSettings, paths: AgentPaths) -> str:
             f"Undid {reverted.short} ({reverted.note.summary}{turn}) in {done.workspace}: "
             f"{', '.join(reverted.paths)} back as before that write{made}."
         )
-    except ToolError as exc:
-        raise VersionsCommandError(str(exc)) from None
-    finally:
-        versions.close()

@@ -47,6 +47,10 @@ _WATCH_MASK = (
 )
 _EVENT = struct.Struct("iIII")
 _MAX_PENDING = 20_000
+# A process that changes files without pause (a build, a runaway loop) must
+# not keep the reader draining forever: past this many bytes of events, the
+# queue is dropped and the answer is a full scan.
+_MAX_DRAIN_BYTES = 4 * 1024 * 1024
 
 
 class _Everything:
@@ -148,39 +152,58 @@ class InotifyFeed:
         return changed
 
     def _drain(self) -> None:
+        new_dirs: set[str] = set()
         rebuild = False
-        while True:
+        drained = 0
+        # Once a rebuild is due the rest of the queue says nothing more (the
+        # answer is a full scan), so reading stops there.
+        while not rebuild:
+            if drained >= _MAX_DRAIN_BYTES:
+                rebuild = True
+                break
             try:
                 buffer = os.read(self._fd, 64 * 1024)
             except BlockingIOError:
                 break
-            offset = 0
-            while offset < len(buffer):
-                wd, mask, _cookie, length = _EVENT.unpack_from(buffer, offset)
-                raw = buffer[offset + _EVENT.size : offset + _EVENT.size + length]
-                offset += _EVENT.size + length
-                if mask & _IN_Q_OVERFLOW:
-                    rebuild = True
-                    continue
-                base = self._dirs.get(wd)
-                if base is None:
-                    continue
-                if mask & _IN_IGNORED:
-                    del self._dirs[wd]
-                    continue
-                name = os.fsdecode(raw.split(b"\0", 1)[0])
-                if not name:
-                    continue
-                rel = f"{base}/{name}" if base else name
-                self._pending.add(rel)
-                if mask & _IN_ISDIR:
-                    if mask & _IN_MOVED_FROM:
-                        rebuild = True  # watches below it now carry the old names
-                    elif mask & (_IN_CREATE | _IN_MOVED_TO) and not self._skip(rel):
-                        self._watch_tree(rel)
+            drained += len(buffer)
+            rebuild = self._parse(buffer, new_dirs)
         if rebuild:
             self._stale = True
             self._start()
+            return
+        # Watched once the queue is read: a storm of moves names each folder
+        # many times over.
+        for rel in sorted(new_dirs):
+            if not self._skip(rel):
+                self._watch_tree(rel)
+
+    def _parse(self, buffer: bytes, new_dirs: set[str]) -> bool:
+        """Note the changed names of a buffer of events; True when the watches
+        must be rebuilt."""
+        offset = 0
+        while offset < len(buffer):
+            wd, mask, _cookie, length = _EVENT.unpack_from(buffer, offset)
+            raw = buffer[offset + _EVENT.size : offset + _EVENT.size + length]
+            offset += _EVENT.size + length
+            if mask & _IN_Q_OVERFLOW:
+                return True
+            base = self._dirs.get(wd)
+            if base is None:
+                continue
+            if mask & _IN_IGNORED:
+                del self._dirs[wd]
+                continue
+            name = os.fsdecode(raw.split(b"\0", 1)[0])
+            if not name:
+                continue
+            rel = f"{base}/{name}" if base else name
+            self._pending.add(rel)
+            if mask & _IN_ISDIR:
+                if mask & _IN_MOVED_FROM:
+                    return True  # watches below it now carry the old names
+                if mask & (_IN_CREATE | _IN_MOVED_TO):
+                    new_dirs.add(rel)
+        return False
 
     def close(self) -> None:
         if self._fd >= 0:

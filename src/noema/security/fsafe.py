@@ -8,6 +8,13 @@ fails and the operation is refused: nothing is read or written through it.
 A write goes to a temporary file in the same folder, is flushed to disk, and
 is renamed over the target; a crash or a kill at any moment leaves either the
 old file or the new one, never a mixture.
+
+One rule decides whether a file's content may be touched at all (read,
+replaced, restored, recorded in the history): `unsafe_file`. A file with
+more than one hard link may have another name outside the folders the agent
+may use, and a file on another file system is a mount that the workspace
+only borrows; neither is read or replaced unless the person allowed hard
+links.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 import secrets
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..tools.registry import ToolError
@@ -34,6 +42,45 @@ def _current_umask() -> int:
 
 
 _NEW_FILE_MODE = 0o666 & ~_current_umask()
+
+
+@dataclass(frozen=True, slots=True)
+class Unsafe:
+    """Why a file's content must be left alone."""
+
+    reason: str  # a phrase that follows the file's name: "has 2 hard links; ..."
+    denied: bool  # a safety refusal, as opposed to a file of the wrong kind
+
+    def error(self, shown: object) -> ToolError:
+        """The tool error for the file named `shown`."""
+        text = f"{shown} {self.reason}"
+        return AccessDenied(text) if self.denied else ToolError(text)
+
+
+def unsafe_file(
+    info: os.stat_result, *, allow_hard_links: bool = False, device: int | None = None
+) -> Unsafe | None:
+    """The one rule for every path that reads or replaces a file's content.
+
+    `info` is the stat of what was actually opened (or of the name about to be
+    replaced); `device` is the file system of the root, when known.
+    """
+    if stat.S_ISDIR(info.st_mode):
+        return Unsafe("is a folder, not a file", denied=False)
+    if not stat.S_ISREG(info.st_mode):
+        return Unsafe("is not a regular file (a device, socket or pipe)", denied=False)
+    if device is not None and info.st_dev != device:
+        return Unsafe(
+            "lies on another file system mounted inside the folder, so it is left alone",
+            denied=True,
+        )
+    if info.st_nlink > 1 and not allow_hard_links:
+        return Unsafe(
+            f"has {info.st_nlink} hard links, and another of its names may lie outside the "
+            "folders you may use, so its content is not touched",
+            denied=True,
+        )
+    return None
 
 
 def _swapped(name: str) -> AccessDenied:
@@ -111,15 +158,9 @@ def read_file(
         os.close(dfd)
     try:
         info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise ToolError(f"{relative} is a folder, not a file")
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(f"{relative} is not a regular file (device, socket or pipe)")
-        if info.st_nlink > 1 and not allow_hard_links:
-            raise AccessDenied(
-                f"{relative} has {info.st_nlink} hard links; another of its names may lie "
-                "outside the folders you may use, so it is not read"
-            )
+        refusal = unsafe_file(info, allow_hard_links=allow_hard_links)
+        if refusal is not None:
+            raise refusal.error(relative)
         if info.st_size > max_bytes:
             raise ToolError(
                 f"{relative} is {info.st_size} bytes, above the {max_bytes}-byte limit for "
@@ -141,28 +182,43 @@ def read_file(
         os.close(fd)
 
 
+def _replaceable(
+    name: str, dfd: int, relative: PurePosixPath, *, allow_hard_links: bool
+) -> os.stat_result | None:
+    """The stat of the file about to be replaced (None: there is none), after
+    the rule for touching a file's content has accepted it."""
+    try:
+        old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(old.st_mode):
+        raise _swapped(name)
+    refusal = unsafe_file(old, allow_hard_links=allow_hard_links)
+    if refusal is not None:
+        raise refusal.error(relative)
+    return old
+
+
 def atomic_write(
-    root: Path, relative: PurePosixPath, data: bytes, *, mode: int | None = None
+    root: Path,
+    relative: PurePosixPath,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    allow_hard_links: bool = False,
 ) -> None:
     """Replace (or create) a file below `root` with `data`, all or nothing.
 
     Missing parent folders are created. The permission bits of an existing
-    file are kept unless `mode` is given. A hard link at the name is broken,
-    not written through: the other names keep the old content.
+    file are kept unless `mode` is given. A file with other hard links is
+    refused unless `allow_hard_links`; then the link is broken, never written
+    through: the other names keep the old content.
     """
     parents, name = _split(relative)
     dfd = _open_dir(root, parents, create=True)
     temp = _temp_name(name)
     try:
-        try:
-            old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            old = None
-        if old is not None:
-            if stat.S_ISDIR(old.st_mode):
-                raise ToolError(f"{relative} is a folder, not a file")
-            if stat.S_ISLNK(old.st_mode):
-                raise _swapped(name)
+        old = _replaceable(name, dfd, relative, allow_hard_links=allow_hard_links)
         final_mode = (
             mode
             if mode is not None
@@ -191,16 +247,25 @@ def atomic_write(
         os.close(dfd)
 
 
-def write_link(root: Path, relative: PurePosixPath, pointee: str) -> None:
+def write_link(
+    root: Path, relative: PurePosixPath, pointee: str, *, allow_hard_links: bool = False
+) -> None:
     """Replace (or create) a symbolic link below `root`, atomically.
 
     Only used to bring back a link recorded in the history; the link grants
-    nothing, since every later access resolves it through the policy.
+    nothing, since every later access resolves it through the policy. What it
+    replaces obeys the same rule as a write.
     """
     parents, name = _split(relative)
     dfd = _open_dir(root, parents, create=True)
     temp = _temp_name(name)
     try:
+        try:
+            current = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            current = None
+        if current is not None and not stat.S_ISLNK(current.st_mode):
+            _replaceable(name, dfd, relative, allow_hard_links=allow_hard_links)
         os.symlink(pointee, temp, dir_fd=dfd)
         os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         temp = ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -63,6 +64,27 @@ class ChangeNote:
 
 
 @dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path a recording had to leave out of the history, and why."""
+
+    path: str
+    reason: str  # a phrase that follows the path: "is a name git refuses (...)"
+
+    def line(self) -> str:
+        return f"{self.path} {self.reason}"
+
+
+def left_out_text(skipped: Sequence[Skipped], limit: int = 5) -> str:
+    """One sentence naming what the history could not hold ('' for nothing),
+    for the model's tool results and the person's commands."""
+    if not skipped:
+        return ""
+    shown = "; ".join(s.line() for s in skipped[:limit])
+    more = f"; and {len(skipped) - limit} more" if len(skipped) > limit else ""
+    return f"Not recorded in the history, so not restorable: {shown}{more}."
+
+
+@dataclass(frozen=True, slots=True)
 class Version:
     """One recorded state of a workspace."""
 
@@ -70,6 +92,7 @@ class Version:
     when: datetime
     note: ChangeNote
     paths: tuple[str, ...] = field(default=())
+    skipped: tuple[Skipped, ...] = field(default=())  # left out of this version
 
     @property
     def short(self) -> str:
@@ -86,9 +109,11 @@ class Version:
 
 @dataclass(slots=True)
 class Recorded:
-    """Filled in when a change block ends: the version it made, if any."""
+    """Filled in when a change block ends: the version it made, if any, and
+    the paths that the recordings around the change had to leave out."""
 
     version: Version | None = None
+    skipped: tuple[Skipped, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

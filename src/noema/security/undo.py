@@ -38,13 +38,18 @@ class Undone:
 def put(store: VersionStore, path: str, entry: Entry | None) -> None:
     """Make `path` in the workspace hold `entry` (None: remove it)."""
     rel = PurePosixPath(path)
+    links = store.allow_hard_links
     if entry is None:
         fsafe.remove_file(store.workdir, rel)
     elif entry.mode == LINK_MODE:
-        fsafe.write_link(store.workdir, rel, os.fsdecode(entry.data))
+        fsafe.write_link(store.workdir, rel, os.fsdecode(entry.data), allow_hard_links=links)
     else:
         fsafe.atomic_write(
-            store.workdir, rel, entry.data, mode=0o755 if entry.mode == EXEC_MODE else None
+            store.workdir,
+            rel,
+            entry.data,
+            mode=0o755 if entry.mode == EXEC_MODE else None,
+            allow_hard_links=links,
         )
 
 
@@ -100,11 +105,24 @@ def undo_last(stores: Sequence[VersionStore], *, by: Author = "person") -> Undon
     )
     with store.locked():
         store.record_person(reverted.paths)
+        _refuse_if_left_out(store, reverted)
         _refuse_if_changed_since(store, target, reverted)
         with store.change(note, list(reverted.paths)) as recorded:
             for path in reverted.paths:
                 put(store, path, store.entry(parent, path) if parent is not None else None)
     return Undone(str(store.workdir), reverted, recorded.version)
+
+
+def _refuse_if_left_out(store: VersionStore, reverted: Version) -> None:
+    """A file the history cannot hold now (a hard link, say) cannot be put back
+    without breaking what the person made of it."""
+    left_out = {s.path: s.reason for s in store.left_out()}
+    for path in reverted.paths:
+        if path in left_out:
+            raise UndoRefused(
+                f"cannot undo {reverted.short} ({reverted.note.summary}): {path} "
+                f"{left_out[path]}. Nothing was changed."
+            )
 
 
 def _refuse_if_changed_since(store: VersionStore, target: pygit2.Commit, reverted: Version) -> None:

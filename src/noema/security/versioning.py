@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -24,9 +25,20 @@ import pygit2
 from ..paths import AgentPaths
 from .changes import EVERYTHING, AlwaysRescan, Changed, ChangeFeed, watch
 from .fsafe import TEMP_SUFFIX
-from .history import Authors, ChangeNote, Entry, Recorded, Version, VersionNotFound, when_of
+from .history import (
+    Authors,
+    ChangeNote,
+    Entry,
+    Recorded,
+    Skipped,
+    Version,
+    VersionNotFound,
+    when_of,
+)
 from .policy import AccessPolicy, Root
 from .worktree import WorkTree
+
+log = logging.getLogger(__name__)
 
 _BRANCH = "main"
 
@@ -59,16 +71,22 @@ class VersionStore:
         private: Iterable[Path] = (),
         watch_changes: bool = True,
         max_file_bytes: int = 50 * 1024 * 1024,
+        allow_hard_links: bool = False,
     ) -> None:
         self.workdir = workdir
         self.gitdir = gitdir
+        # The person's choice for files with several hard links: the recorder
+        # and every write and restore follow it, as the file tools do.
+        self.allow_hard_links = allow_hard_links
         self._authors = authors
         self._repo = self._open(workdir, gitdir)
         info = gitdir / "info"
         info.mkdir(exist_ok=True)
         lines = _exclude_lines(exclude, workdir, (*private, gitdir))
         (info / "exclude").write_text("\n".join(lines) + "\n")
-        self._tree = WorkTree(self._repo, workdir, max_file_bytes=max_file_bytes)
+        self._tree = WorkTree(
+            self._repo, workdir, max_file_bytes=max_file_bytes, allow_hard_links=allow_hard_links
+        )
         self._feed: ChangeFeed = (
             watch(workdir, self._tree.skip_dir) if watch_changes else AlwaysRescan()
         )
@@ -82,6 +100,7 @@ class VersionStore:
         # it failed): the next commit must still look at the index.
         self._unsaved = False
         self._commits_since_refresh = 0
+        self._skipped: tuple[Skipped, ...] = ()
 
     @staticmethod
     def _open(workdir: Path, gitdir: Path) -> pygit2.Repository:
@@ -134,6 +153,17 @@ class VersionStore:
 
     # -- recording -----------------------------------------------------------
 
+    @property
+    def skipped(self) -> tuple[Skipped, ...]:
+        """The paths the latest recording had to leave out of the history (each
+        named once, when first met in that state), whether or not it made a
+        version."""
+        return self._skipped
+
+    def left_out(self) -> tuple[Skipped, ...]:
+        """Every path the history cannot hold, as the latest recordings found."""
+        return self._tree.left_out()
+
     def record_person(self, also: Iterable[str] = ()) -> Version | None:
         """Commit, as the person's, whatever changed since the last version."""
         with self.locked():
@@ -159,12 +189,14 @@ class VersionStore:
         recorded = Recorded()
         with self.locked():
             self.record_person(paths)
+            before = self._skipped
             try:
                 yield recorded
             finally:
                 # Even a failed multi-file change is recorded, so the history
                 # always matches the disk.
                 recorded.version = self.record(note, paths)
+                recorded.skipped = before + self._skipped
 
     def _changes(self) -> Changed:
         changed = self._feed.take()
@@ -175,6 +207,7 @@ class VersionStore:
 
     def _stage(self, changed: Changed, also: Iterable[str]) -> bool:
         """Stage changes; False when the index did not change at all."""
+        self._tree.take_skipped()  # what an earlier look (a diff) found is not news
         before = self._tree.touched
         forced = frozenset(also)
         if changed is EVERYTHING:
@@ -189,6 +222,7 @@ class VersionStore:
             # this repository; refreshing it on every write would cost more
             # than the write itself.
             self._index.write()
+        self._skipped = self._tree.take_skipped()
         if self._tree.touched != before:
             self._unsaved = True
         return self._unsaved
@@ -233,7 +267,7 @@ class VersionStore:
         self._commits_since_refresh += 1
         if self._commits_since_refresh >= 32:
             self._refresh_tree_cache()
-        return Version(str(oid), when_of(signature), note, tuple(paths))
+        return Version(str(oid), when_of(signature), note, tuple(paths), self._skipped)
 
     # -- reading -------------------------------------------------------------
 
@@ -336,10 +370,20 @@ class VersionStore:
         return "".join(parts)
 
     def close(self) -> None:
-        self._feed.close()
-        if self._lock_fd >= 0:
+        """Release the repository. Never raises: at shutdown (a full disk, a
+        damaged index) the on-disk index is only a convenience for `git status`."""
+        try:
+            self._feed.close()
+        except OSError as exc:
+            log.warning("closing the change feed of %s failed: %s", self.workdir, exc)
+        if self._lock_fd < 0:
+            return
+        try:
             with self.locked():
                 self._index.write()
+        except (pygit2.GitError, OSError) as exc:
+            log.warning("the index of %s was not saved at close: %s", self.gitdir, exc)
+        finally:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
@@ -386,8 +430,10 @@ class Versions:
         exclude: Iterable[str] = (),
         private: Iterable[Path] = (),
         watch_changes: bool = True,
+        allow_hard_links: bool = False,
     ) -> None:
         self._roots = tuple(r for r in roots if r.writable)
+        self._allow_hard_links = allow_hard_links
         self._dir = versions_dir
         self._authors = authors
         self._exclude = tuple(exclude)
@@ -400,6 +446,7 @@ class Versions:
     def of_agent(
         cls, policy: AccessPolicy, deny: Iterable[str], paths: AgentPaths, *,
         watch_changes: bool = True,
+        allow_hard_links: bool = False,
     ) -> Versions:
         """The versions of an agent's workspaces: the policy's read-write roots,
         without the files the person denied or the agent's own data."""
@@ -410,6 +457,7 @@ class Versions:
             exclude=deny,
             private=policy.protected,
             watch_changes=watch_changes,
+            allow_hard_links=allow_hard_links,
         )
 
     @property
@@ -430,6 +478,7 @@ class Versions:
                     exclude=self._exclude,
                     private=self._private,
                     watch_changes=self._watch,
+                    allow_hard_links=self._allow_hard_links,
                 )
                 self._stores[root.path] = store
             return store
@@ -443,6 +492,7 @@ class Versions:
         ]
 
     def close(self) -> None:
+        """Close every repository opened (never raises)."""
         with self._mutex:
             for store in self._stores.values():
                 store.close()
