@@ -184,6 +184,11 @@ class FakeServer:
         """The JSON body of an error response."""
         raise NotImplementedError
 
+    def refusal(self, body: Any) -> FakeFailure | None:
+        """The failure a real endpoint would answer this request with, before any
+        script is consulted (a request past the model's window, say); None here."""
+        return None
+
     # -- HTTP ------------------------------------------------------------------
 
     def _next(self) -> FakeReply | FakeFailure:
@@ -210,7 +215,7 @@ class FakeServer:
         if scope["method"] != "POST" or scope["path"] != self.route:
             await _send_json(send, 404, {"error": {"message": f"no route {scope['path']}"}})
             return
-        item = self._next()
+        item = self.refusal(body) or self._next()
         if isinstance(item, FakeFailure):
             extra = [] if item.retry_after is None else [(b"retry-after", str(item.retry_after).encode())]
             await _send_json(send, item.status, self.render_failure(item), extra)

@@ -11,9 +11,12 @@ from .recall import turn_body, turn_header
 from .render import cut
 from .search import ROLE_KINDS, HistorySearch
 from .store import StoreError, TurnStore
+from .turns import Turn
 
 MAX_CONTEXT_WINDOW = 5
-TURN_CHARS = 12_000  # one page of a long turn
+TURN_CHARS = 12_000  # one page of a long turn, unless the caller asks for another size
+MIN_PAGE_CHARS = 500
+MAX_PAGE_CHARS = 100_000  # a page must stay well inside any model's window
 NEIGHBOUR_CHARS = 1_500
 MAX_LIMIT = 50
 
@@ -28,19 +31,25 @@ def memory_tools(
     """The three memory tools bound to one store."""
 
     @tool(side_effects=False)
-    def lookup_turn(ctx: ToolContext, id: int, context_window: int = 0, offset: int = 0) -> str:
+    def lookup_turn(
+        ctx: ToolContext, id: int, context_window: int = 0, offset: int = 0, limit: int = TURN_CHARS
+    ) -> str:
         """Read an original turn of the conversation by its ID, for example one that the
-        chronicle cites as {cite:ID}, or one found with search_full_history.
+        chronicle cites as {cite:ID}, one found with search_full_history, or one shown
+        cut because it was too long for the context.
 
         Args:
             id: The turn's ID.
             context_window: How many turns before and after it to show as well (0 to 5).
             offset: For a very long turn, the character to start reading from.
+            limit: For a very long turn, how many characters to read from offset (500 to 100000).
         """
         if not 0 <= context_window <= MAX_CONTEXT_WINDOW:
             raise ToolError(f"context_window must be between 0 and {MAX_CONTEXT_WINDOW}")
         if offset < 0:
             raise ToolError("offset cannot be negative")
+        if not MIN_PAGE_CHARS <= limit <= MAX_PAGE_CHARS:
+            raise ToolError(f"limit must be between {MIN_PAGE_CHARS} and {MAX_PAGE_CHARS}")
         target = store.get(id)
         if target is None:
             raise ToolError(f"there is no turn {id}; turn IDs go from 1 to {store.last_id()}")
@@ -48,20 +57,28 @@ def memory_tools(
         parts = []
         for turn in around:
             if turn.id == id:
-                body = turn_body(turn)
-                page = body[offset : offset + TURN_CHARS]
-                if offset and not page:
-                    raise ToolError(f"turn {id} has only {len(body):,} characters")
-                shown = f"{turn_header(turn, zone)} ◀ requested\n{page}"
-                if offset + TURN_CHARS < len(body):
-                    shown += (
-                        f"\n[characters {offset:,}-{offset + len(page):,} of {len(body):,}; "
-                        f"call lookup_turn(id={id}, offset={offset + len(page)}) for more]"
-                    )
-                parts.append(shown)
+                parts.append(_page(turn, offset, limit))
             else:
                 parts.append(f"{turn_header(turn, zone)}\n{cut(turn_body(turn), NEIGHBOUR_CHARS, turn.id)}")
         return "\n\n".join(parts)
+
+    def _page(turn: Turn, offset: int, limit: int) -> str:
+        """The requested turn from `offset`, at most `limit` characters, saying how to go on."""
+        body = turn_body(turn)
+        page = body[offset : offset + limit]
+        if offset and not page:
+            raise ToolError(f"turn {turn.id} has only {len(body):,} characters")
+        shown = f"{turn_header(turn, zone)} ◀ requested\n{page}"
+        end = offset + len(page)
+        if end < len(body):
+            more = f"offset={end}" if limit == TURN_CHARS else f"offset={end}, limit={limit}"
+            shown += (
+                f"\n[characters {offset:,}-{end:,} of {len(body):,}; "
+                f"call lookup_turn(id={turn.id}, {more}) for more]"
+            )
+        elif offset:
+            shown += f"\n[characters {offset:,}-{end:,} of {len(body):,}: the end of turn {turn.id}]"
+        return shown
 
     @tool(side_effects=False)
     def search_full_history(

@@ -29,7 +29,7 @@ from ..providers.base import (
     Usage,
 )
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
-from .context import build_messages
+from .context import ContextLimits, build_messages
 
 
 class CycleEnd(enum.StrEnum):
@@ -125,7 +125,8 @@ class ReasoningCycle:
     async def _think(self, progress: CycleProgress, listener: CycleListener) -> list[Turn]:
         """One model call; stores its text and tool calls, returns the calls."""
         request = ModelRequest(
-            messages=build_messages(self.system_prompt(), self.session.turns),
+            messages=build_messages(self.system_prompt(), self.session.turns,
+                                    ContextLimits(self.provider.context_window), self._tool_specs()),
             tools=self._tool_specs(),
         )
         listener.on_model_request(progress.step)
