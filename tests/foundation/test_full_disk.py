@@ -20,9 +20,14 @@ import pytest
 from noema.memory.session import Session, StorageFull
 from noema.memory.store import TurnStore
 from noema.memory.turns import TurnKind
+from noema.orchestrator.agent import Senses
+from noema.perception.archive import SensoryArchive
+from noema.perception.packing import render_pool_event
+from noema.perception.pipeline import Pipeline
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.tools.registry import ToolContext, tool
-from tests.orchestrator.rig import check_both_protocols, make_agent
+from tests.orchestrator.conftest import CATALOGUE, event
+from tests.orchestrator.rig import DELIMITER, check_both_protocols, event_ids, make_agent
 
 from .test_cli import chat_with
 
@@ -125,6 +130,42 @@ async def test_a_disk_that_fills_mid_cycle_is_told_and_survived(small_disk):
     assert session.turns[-1].kind is TurnKind.ASSISTANT
     check_both_protocols(session.turns)
     await agent.close()
+    store.close()
+
+
+async def test_events_arriving_on_a_full_disk_neither_kill_the_agent_nor_flood_the_person(
+    small_disk,
+):
+    store = TurnStore(small_disk / "turns.db")
+    session = Session.load(store)
+    archive = SensoryArchive(small_disk / "archive.db")
+    senses = Senses(Pipeline(archive, CATALOGUE.values()),
+                    lambda items, now: render_pool_event(items, DELIMITER, now=now),
+                    commit_delay=0.01)
+    agent, rec = make_agent(session, ScriptedProvider([]), senses=senses,
+                            reflexes={"idle_quiet_window_s": 0, "idle_max_wait_s": 0,
+                                      "world_tokens_per_hour": None})
+    agent.submit("hi")
+    await asyncio.wait_for(agent.idle(), 10)
+    ballast = fill(small_disk)
+    for number in range(40):
+        agent.perceive(event("alerts", f"evt-{number} " + "x" * 2_000))
+        await asyncio.sleep(0.02)  # let the archive try its group commit
+        await asyncio.wait_for(agent.idle(), 10)
+    told = [n for n in rec.notices if REFUSED.search(n)]
+    assert len(told) == 1, rec.notices  # said once, not once per event
+    assert agent.core.phase.value == "idle"
+    ballast.unlink()
+    agent.perceive(event("alerts", "evt-1000 after the room came back"))
+    await asyncio.sleep(0.05)
+    await asyncio.wait_for(agent.idle(), 10)
+    assert "evt-1000" in event_ids(session.turns)
+    answered = agent.submit("are you there?")
+    await asyncio.wait_for(agent.idle(), 10)
+    assert session.turns[-2].id == answered.id and session.turns[-1].kind is TurnKind.ASSISTANT
+    check_both_protocols(session.turns)
+    await agent.close()
+    archive.close()
     store.close()
 
 

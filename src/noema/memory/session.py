@@ -12,6 +12,7 @@ again once there is room (SQLite needs no reopening).
 
 from __future__ import annotations
 
+import errno
 import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,7 +32,8 @@ _AT_THE_END = (
 class StorageFull(OSError):
     """The disk holding the agent's data is full: the write was refused whole."""
 
-    def __init__(self, folder: Path, free: int) -> None:
+    def __init__(self, folder: Path, free: int | None = None) -> None:
+        free = _free_bytes(folder) if free is None else free
         super().__init__(f"the disk holding {folder} is full ({free} bytes free); nothing was lost")
         self.folder = folder
         self.free = free
@@ -50,15 +52,18 @@ def refused_when_full(folder: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as exc:
-        if not _disk_full(exc):
+        if not disk_full(exc):
             raise
-        raise StorageFull(folder, _free_bytes(folder)) from exc
+        raise StorageFull(folder) from exc
 
 
-def _disk_full(exc: BaseException | None) -> bool:
+def disk_full(exc: BaseException | None) -> bool:
+    """Whether a failure comes from a full disk (SQLite's or the system's)."""
     # SQLite may roll a transaction back by itself when the disk fills; the
     # ROLLBACK that follows then fails too, and the full disk is its context.
     while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
         if isinstance(exc, StorageFull) or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
             return True
         exc = exc.__context__

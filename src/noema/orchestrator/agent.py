@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..logs import SHOWN
-from ..memory.session import Session, StorageFull
+from ..memory.session import Session, StorageFull, disk_full
 from ..memory.tokens import estimate_tokens
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
 from ..perception.clock import Clock, wall_clock
@@ -50,6 +50,7 @@ from .decisions import (
     Dropped,
     HandOver,
     KillTool,
+    Origin,
     Queued,
     SafeCancel,
     StartCycle,
@@ -202,6 +203,7 @@ class Agent:
         self._fault: Exception | None = None
         self._undelivered: list[int] = []
         self._leftovers = False  # a failed cycle's repair could not be written in full
+        self._last_failure: str | None = None  # told already, and nothing worked since
         self._ledger = (DeliveryLedger(senses.pipeline, session.store, senses.commit_delay)
                         if senses is not None else None)
         self._tap = _Tap(self)
@@ -461,7 +463,10 @@ class Agent:
         except asyncio.CancelledError:
             raise  # the agent is shutting down; `_cycle` repaired what it could
         except Exception as exc:
-            self._recover(start.run, exc)
+            # The world may start cycle after cycle on a full disk: one notice
+            # for them all; a cycle the person started always gets its own.
+            self._recover(start.run, exc, again=start.origin is Origin.WORLD,
+                          during="delivering what was waiting" if exc is fault else None)
 
     async def _cycle(self, start: StartCycle) -> None:
         store = self.session.store
@@ -496,6 +501,8 @@ class Agent:
             self._repair(progress, why, stopped=False)
         self._settle_handed()
         self._close(progress, outcome.value, error)
+        if outcome is not Outcome.FAILED:
+            self._last_failure = None
         self._feed(CycleEnded(start.run, outcome, progress.tokens, self._clock()))
         self._after()
         self._idle_unless_followed()
@@ -528,13 +535,15 @@ class Agent:
         if self._after_cycle is not None:
             self._after_cycle()
 
-    def _recover(self, run: int, exc: Exception) -> None:
+    def _recover(self, run: int, exc: Exception, *, again: bool = False,
+                 during: str | None = None) -> None:
         """After anything failed around cycle `run`: log it in full, tell the
         person in one line, keep the history valid as far as the store lets us,
         and feed the core what ends the cycle, so the agent is idle again."""
         mine = self.core.run == run  # else the core already ended it (a later step failed)
         progress = self._progress if mine else None
-        self._report(exc, "the agent was working on a reply" if mine else "finishing a reply")
+        during = during or ("the agent was working on a reply" if mine else "finishing a reply")
+        self._report(exc, during, again=again)
         if mine:
             self._progress = self._abort = None
             self._run = self._started_call = None
@@ -557,9 +566,16 @@ class Agent:
                        else CycleEnded(run, Outcome.FAILED, tokens, now))
         self._idle_unless_followed()
 
-    def _report(self, exc: BaseException, during: str) -> None:
-        """A failure around a cycle: the traceback to the log, one line to the person."""
+    def _report(self, exc: BaseException, during: str, *, again: bool = False) -> None:
+        """A failure around a cycle: the traceback to the log, one line to the
+        person (unless `again` and it is the one they were told last)."""
         log.error("failure while %s", during, exc_info=exc, extra=SHOWN)
+        if disk_full(exc) and not isinstance(exc, StorageFull):  # the archive's, say
+            exc = StorageFull(self.session.folder)
+        key = "disk full" if isinstance(exc, StorageFull) else f"{type(exc).__name__}: {exc}"
+        if again and key == self._last_failure:
+            return
+        self._last_failure = key
         self.listener.on_notice(failure_notice(exc, during))
 
     def _salvage(self, what: str, step: Callable[..., object], *args: Any, **kw: Any) -> bool:
