@@ -100,23 +100,26 @@ class AgentLock:
 
     def __init__(self, paths: AgentPaths) -> None:
         paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._file = open(paths.lock_file, "a+", encoding="utf-8")  # noqa: SIM115
+        # A raw descriptor, unbuffered: on a full disk nothing waits to be
+        # flushed, so neither writing the note nor releasing the lock can fail.
+        self._fd: int | None = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                                       0o600)
         try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._file.seek(0)
-            holder = self._file.read().strip() or "another process"
-            self._file.close()
+            holder = os.pread(self._fd, 200, 0).decode("utf-8", "replace").strip()
+            self.release()
             raise AgentBusy(
-                f"agent {paths.name!r} is already running ({holder}). Stop that one first, "
-                "or pick another agent with --agent NAME."
+                f"agent {paths.name!r} is already running ({holder or 'another process'}). "
+                "Stop that one first, or pick another agent with --agent NAME."
             ) from None
-        self._file.seek(0)
-        self._file.truncate()
-        self._file.write(f"pid {os.getpid()}")
-        self._file.flush()
+        try:  # who holds the lock, for the message another process shows
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"pid {os.getpid()}".encode(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only the note is missing
 
     def release(self) -> None:
-        if not self._file.closed:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing releases the lock

@@ -122,8 +122,10 @@ def integrity_problems(conn: sqlite3.Connection) -> list[str]:
             "SELECT name FROM sqlite_master WHERE type = 'table'"
             " AND sql LIKE 'CREATE VIRTUAL%fts5%'"
         ).fetchall()
-    except sqlite3.DatabaseError as exc:  # so damaged that the check itself stops
-        return [str(exc)]
+    except sqlite3.DatabaseError as exc:
+        if _is_damage(exc):  # so damaged that the check itself stops
+            return [str(exc)]
+        raise  # not a verdict on the file (a full disk, a lock): for `opening` to tell
     if problems == ["ok"]:
         problems = []
     for (name,) in indexes:
@@ -131,6 +133,8 @@ def integrity_problems(conn: sqlite3.Connection) -> list[str]:
             conn.execute(f"INSERT INTO {_quoted(name)}({_quoted(name)}, rank)"
                          " VALUES ('integrity-check', 0)")
         except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                raise
             problems.append(f"the full-text index {name}: {exc}")
     return problems
 
@@ -147,13 +151,19 @@ def opening(path: Path) -> Iterator[None]:
             raise DiskFull(path) from exc
         if name.startswith("SQLITE_IOERR") and free_bytes(path.parent) < _NEARLY_FULL:
             raise DiskFull(path) from exc
-        if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or type(exc) is sqlite3.DatabaseError:
+        if _is_damage(exc):
             raise DamagedDatabase(path, str(exc)) from exc
         raise
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFull(path) from exc
         raise
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file itself is wrong (not the disk, not a lock)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or type(exc) is sqlite3.DatabaseError
 
 
 def _key(conn: sqlite3.Connection, table: str, sql: str) -> str:

@@ -18,7 +18,13 @@ from pathlib import Path
 from ..health import repositories as repos
 from ..health.agent_files import lost_history, repositories
 from ..health.salvage import Salvage, damaged_name, move_aside, salvage
-from ..health.sqlite_files import DamagedDatabase, check_file, integrity_problems
+from ..health.sqlite_files import (
+    DamagedDatabase,
+    DiskFull,
+    check_file,
+    integrity_problems,
+    opening,
+)
 from ..memory.store import TurnStore
 from ..paths import AgentLock, AgentPaths
 from ..perception.archive import SensoryArchive
@@ -39,6 +45,7 @@ class Finding:
     problems: tuple[str, ...] = ()
     absent: bool = False  # not created yet, which is fine
     lost: bool = False  # an empty or missing turn store of an agent that has run
+    unchecked: bool = False  # the check itself could not run (a full disk)
 
     @property
     def healthy(self) -> bool:
@@ -65,12 +72,16 @@ def report(findings: list[Finding], paths: AgentPaths) -> str:
         elif finding.healthy:
             lines.append(f"ok       {name} ({finding.kind.value})")
         else:
-            lines.append(f"DAMAGED  {name} ({finding.kind.value}): {'; '.join(finding.problems)}")
-    damaged = sum(1 for f in findings if not f.healthy)
+            verdict = "UNCHECKED" if finding.unchecked else "DAMAGED"
+            lines.append(f"{verdict:<8} {name} ({finding.kind.value}): "
+                         f"{'; '.join(finding.problems)}")
+    if any(f.unchecked for f in findings):
+        lines.append("Free some space on that disk, then run `noema doctor` again.")
+    damaged = sum(1 for f in findings if not f.healthy and not f.unchecked)
     if damaged:
         lines.append(f"{damaged} of {len(findings)} damaged. `noema doctor --repair` keeps what "
                      "can be kept and moves each damaged file aside (nothing is deleted).")
-    else:
+    elif not any(f.unchecked for f in findings):
         lines.append("all healthy")
     return "\n".join(lines)
 
@@ -80,7 +91,8 @@ def repair(findings: list[Finding], paths: AgentPaths) -> str:
     while the agent runs); what was kept and lost, one paragraph per item."""
     lock = AgentLock(paths)
     try:
-        return "\n".join(_repair_one(f, paths) for f in findings if not f.healthy)
+        return "\n".join(_repair_one(f, paths) for f in findings
+                         if not f.healthy and not f.unchecked)
     finally:
         lock.release()
 
@@ -90,8 +102,10 @@ def _database(path: Path, kind: Kind) -> Finding:
         return Finding(path, kind, absent=True)
     try:
         check_file(path)
-        with closing(sqlite3.connect(path)) as db:
+        with opening(path), closing(sqlite3.connect(path)) as db:
             problems = integrity_problems(db)
+    except DiskFull as exc:
+        return Finding(path, kind, (f"cannot be checked: {exc}",), unchecked=True)
     except DamagedDatabase as exc:
         problems = [exc.reason]
     except sqlite3.DatabaseError as exc:
