@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from noema.security.root_files import root_only
 from noema.security.sandbox import (
     Layout,
     Output,
@@ -152,3 +153,77 @@ def test_nested_roots_are_mounted_outer_first(tmp_path: Path):
     assert argv.index(f"--ro-bind {outer} {outer}") < argv.index(f"--bind {inner} {inner}")
     inverted = " ".join(bwrap_argv("bwrap", Layout(outer, (outer,), (inner,)), ["true"]))
     assert inverted.index(f"--bind {outer} {outer}") < inverted.index(f"--ro-bind {inner} {inner}")
+
+
+def test_command_line_forbids_nested_user_namespaces(tmp_path: Path):
+    argv = bwrap_argv("bwrap", Layout(tmp_path, (tmp_path,)), ["true"])
+    assert "--unshare-user" in argv and "--disable-userns" in argv
+
+
+def test_command_line_maps_root_to_an_unprivileged_uid(tmp_path: Path):
+    joined = " ".join(bwrap_argv("bwrap", Layout(tmp_path, (tmp_path,)), ["true"]))
+    if os.geteuid() == 0:
+        assert "--uid 1000 --gid 1000 --cap-drop ALL" in joined
+    else:
+        assert "--uid" not in joined  # bubblewrap keeps the person's own uid
+
+
+def test_command_line_makes_the_kernel_knobs_read_only(tmp_path: Path):
+    joined = " ".join(bwrap_argv("bwrap", Layout(tmp_path, (tmp_path,)), ["true"]))
+    assert "--ro-bind /proc/sys /proc/sys" in joined
+    assert joined.index("--proc /proc") < joined.index("--ro-bind /proc/sys /proc/sys")
+    if os.path.exists("/proc/kcore"):
+        assert "--ro-bind /dev/null /proc/kcore" in joined
+
+
+def test_scratch_folders_are_sized_by_the_memory_limit(tmp_path: Path):
+    joined = " ".join(bwrap_argv("bwrap", Layout(tmp_path, (tmp_path,)), ["true"], tmp_mb=128))
+    size = 128 * 1024 * 1024
+    assert f"--size {size} --tmpfs /tmp" in joined and f"--size {size} --tmpfs /var/tmp" in joined
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root-only files are masked when the agent is root")
+def test_command_line_masks_root_only_system_files(tmp_path: Path):
+    shadow = Path("/etc/shadow")
+    if not shadow.exists() or shadow.stat().st_mode & 0o004:
+        pytest.skip("this system has no root-only /etc/shadow")
+    joined = " ".join(bwrap_argv("bwrap", Layout(tmp_path, (tmp_path,)), ["true"]))
+    assert "--ro-bind /dev/null /etc/shadow" in joined
+
+
+def test_root_only_files_are_found_and_links_left_alone(tmp_path: Path):
+    tree = tmp_path / "sys"
+    (tree / "open" / "deeper").mkdir(parents=True)
+    (tree / "closed").mkdir(mode=0o700)
+    (tree / "closed").chmod(0o700)
+    (tree / "listable-only").mkdir()
+    (tree / "listable-only").chmod(0o751)
+    files = {"shadow": 0o600, "public": 0o644, "open/deeper/key": 0o640, "open/deeper/ok": 0o444}
+    for name, mode in files.items():
+        (tree / name).write_text("x")
+        (tree / name).chmod(mode)
+    (tree / "link").symlink_to(tree / "shadow")
+    found = set(root_only([str(tree)]))
+    assert found == {
+        tree / "shadow",
+        tree / "closed",
+        tree / "listable-only",
+        tree / "open" / "deeper" / "key",
+    }
+
+
+async def test_the_child_takes_its_limits_before_it_runs(tmp_path: Path):
+    import resource
+
+    def enter() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (77, 77))
+
+    finished = await run_process(
+        ["sh", "-c", "ulimit -n"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout_s=10,
+        output=Output(1000),
+        preexec=enter,
+    )
+    assert finished.output.strip() == "77"

@@ -201,6 +201,27 @@ def _remove_stale(folder: Path) -> None:
                         entry.rmdir()
 
 
+def capped_by(*, sandboxed: bool) -> dict[str, str]:
+    """How a command's memory and processes are capped here: "cgroup",
+    "rlimit" or "none" for each (for people and tests)."""
+    controllers = {base.controller for base in cgroup_bases()}
+    if "" in controllers:
+        controllers = {"memory", "pids"}
+    if "pids" in controllers:
+        processes = "cgroup"
+    elif sandboxed and _nproc_works_inside():
+        processes = "rlimit"
+    else:
+        processes = "none"
+    return {"memory": "cgroup" if "memory" in controllers else "rlimit", "processes": processes}
+
+
+def _nproc_works_inside() -> bool:
+    # RLIMIT_NPROC does nothing for uid 0, and outside a user namespace it
+    # would count all of the person's processes.
+    return os.geteuid() != 0 and _prlimit() is not None
+
+
 # -- one command's confinement --------------------------------------------------
 
 _names = itertools.count(1)
@@ -254,41 +275,25 @@ class Confinement:
             raise
         return _Group(base, folder, procs)
 
-    @property
-    def mechanisms(self) -> str:
-        """How memory and processes are capped, for people and tests."""
-        memory = "cgroup" if "memory" in self._controllers else "rlimit"
-        if "pids" in self._controllers:
-            processes = "cgroup"
-        elif self._nproc_inside():
-            processes = "rlimit"
-        else:
-            processes = "none"
-        return f"memory: {memory}, processes: {processes}"
-
-    def _nproc_inside(self) -> bool:
-        # RLIMIT_NPROC does nothing for uid 0, and outside a user namespace
-        # it would count all of the person's processes.
-        return self._sandboxed and os.geteuid() != 0 and _prlimit() is not None
-
     def inner(self) -> list[str]:
         """What to put before the command inside the sandbox (after bubblewrap
         made its user namespace)."""
-        if "pids" in self._controllers or not self._nproc_inside():
+        if "pids" in self._controllers or not (self._sandboxed and _nproc_works_inside()):
             return []
         n = self.limits.max_processes
         return [str(_prlimit()), f"--nproc={n}:{n}", "--"]
 
     def preexec(self) -> Callable[[], None]:
-        """The function the child runs between fork and exec: async-signal-safe
-        system calls only (no allocation-heavy Python, no locks)."""
+        """The function the child runs between fork and exec: a few system
+        calls, nothing that could wait for a lock another thread held."""
         procs = [g.procs for g in self._groups]
-        rlimits = [
+        wanted = [
             (resource.RLIMIT_NOFILE, self.limits.max_open_files),
             (resource.RLIMIT_FSIZE, self.limits.max_file_mb * _MIB),
         ]
         if "memory" not in self._controllers:
-            rlimits.append((resource.RLIMIT_DATA, self.limits.memory_mb * _MIB))
+            wanted.append((resource.RLIMIT_DATA, self.limits.memory_mb * _MIB))
+        rlimits = [(which, _within_hard(which, value)) for which, value in wanted]
 
         def enter() -> None:
             for fd in procs:
@@ -337,6 +342,12 @@ class Confinement:
             task = asyncio.get_running_loop().create_task(self.release())
             _pending.add(task)
             task.add_done_callback(_pending.discard)
+
+
+def _within_hard(which: int, value: int) -> int:
+    # Only root may raise a hard limit: a setting above it means the hard limit.
+    hard = resource.getrlimit(which)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
 def _count(group: _Group, key: str) -> int:

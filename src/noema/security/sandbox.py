@@ -389,8 +389,7 @@ class Sandbox:
 
     async def run(self, layout: Layout, command: str, timeout_s: float, output: Output) -> Finished:
         """Run a command within its resource limits; see `run_process` for
-        cancellation. A limit that stopped it is named in `limit` and at the
-        end of the output."""
+        cancellation. A limit that stopped it is named in `limit`."""
         await self.check(layout)
         await asyncio.to_thread(cgroup_bases)  # found once; file system work
         confinement = Confinement(self.limits, sandboxed=self.isolated)
@@ -408,6 +407,4 @@ class Sandbox:
             raise
         limit = confinement.verdict(finished.exit_code)
         await confinement.release()
-        if limit is None:
-            return finished
-        return replace(finished, limit=limit, output=f"{finished.output}\n[{limit}]")
+        return finished if limit is None else replace(finished, limit=limit)

@@ -78,6 +78,7 @@ def _result(command_timeout: float, finished: Finished, made: list[Version]) -> 
         )
     else:
         head = f"Exit code {finished.exit_code}."
+    head += f" {finished.limit}" if finished.limit else ""  # which resource limit stopped it
     if made:
         paths = sorted({p for v in made for p in v.paths})
         shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
