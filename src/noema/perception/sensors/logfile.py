@@ -60,6 +60,8 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
+from itertools import accumulate
+from operator import add
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
@@ -171,14 +173,14 @@ class _OpenFile:
     """One file held by its descriptor, so it can be read to its end after it
     is renamed or deleted. Read with `pread`, so a duplicate descriptor is free.
 
-    `offset` is just after the last complete line handed out; `buf` holds the
-    bytes read past it (at most a slice, and a line not finished yet).
+    `offset` is just after the last complete line handed out: the next read
+    starts there, so a line not finished yet is read again, whole, once it is.
     """
 
-    __slots__ = ("buf", "fd", "head", "head_size", "ident", "offset")
+    __slots__ = ("fd", "head", "head_size", "ident", "offset")
 
     def __init__(self, fd: int, ident: Ident) -> None:
-        self.fd, self.ident, self.offset, self.buf = fd, ident, 0, b""
+        self.fd, self.ident, self.offset = fd, ident, 0
         self.head, self.head_size = _head_of(fd)
 
     @classmethod
@@ -197,24 +199,19 @@ class _OpenFile:
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
-    def fill(self, limit: int) -> bool:
-        """Read up to `limit` bytes into `buf`; True if the file ended first."""
-        want = limit - len(self.buf)
-        if want <= 0:
-            return False
-        data = os.pread(self.fd, want, self.offset + len(self.buf))
-        self.buf += data
-        return len(data) < want
+    def read(self, limit: int) -> bytes:
+        """Up to `limit` bytes from `offset`."""
+        return os.pread(self.fd, limit, self.offset)
 
-    def takes_head_from_buf(self) -> bool:
-        """With the file's first bytes in `buf` (read from its start), make them
-        its head: the head then describes the text read, even if the file is
-        cut right after. False if they are not the first bytes known."""
-        if self.offset or self.head_size >= HEAD_BYTES or not self.buf:
+    def takes_head_from(self, data: bytes) -> bool:
+        """With `data` read from the file's start, make its first bytes the head:
+        the head then describes the text read, even if the file is cut right
+        after. False if they are not the first bytes known."""
+        if self.offset or self.head_size >= HEAD_BYTES or not data:
             return True
-        if _digest(self.buf[:self.head_size]) != self.head:
+        if _digest(data[:self.head_size]) != self.head:
             return False
-        first = self.buf[:HEAD_BYTES]
+        first = data[:HEAD_BYTES]
         self.head, self.head_size = _digest(first), len(first)
         return True
 
@@ -378,48 +375,39 @@ class LogFollower:
             if f is None:
                 self.more = False
                 return _NOTHING
-        ended = f.fill(self._slice_bytes)
-        if f.head_size == 0 and f.buf and self._at_path(f) and (found := self._unseen(f)):
+        data = f.read(self._slice_bytes)
+        if f.head_size == 0 and data and self._at_path(f) and (found := self._unseen(f)):
             # Its first text since it was empty: copies made of the text it had
             # in between (copytruncate) hold older lines, so they are read first.
-            f.buf = b""
             self._next = [*found[1:], f, *self._next]
             self._file = found[0]
             self.more = True
             return _NOTHING
-        if not (f.takes_head_from_buf() and f.head_holds()):
+        if not (f.takes_head_from(data) and f.head_holds()):
             # Rewritten since it was opened: what was just read may be the new
             # text at the old place, so it is dropped and read again properly.
-            f.buf = b""
             self._rewritten(f)
             self.more = True
             return _NOTHING
         here = self.position()
-        pieces = f.buf.split(b"\n")
-        rest = pieces.pop()
-        lines, ends, at = [], [], f.offset
-        for piece in pieces:
-            at += len(piece) + 1
-            if piece and not piece.isspace():
-                lines.append(_decode(piece))
-                ends.append(at)
-        f.offset = at
+        lines, ends, cut = _lines_of(data, f.offset)
+        f.offset += cut
+        rest = data[cut:]
         if len(rest) > MAX_LINE:  # a line with no end in sight is cut
-            f.buf, f.offset = b"", at + len(rest)
+            f.offset += len(rest)
             lines.append(_decode(rest))
             ends.append(f.offset)
             self.more = True
         else:
-            f.buf = rest
-            self.more = not ended or self._at_end(f, lines, ends)
+            self.more = len(data) == self._slice_bytes or self._at_end(f, rest, lines, ends)
         return LogSlice(lines, ends, here)
 
-    def _at_end(self, f: _OpenFile, lines: list[str], ends: list[int]) -> bool:
-        """`f` is read to its end: move on to the next file, or look at the
-        path for a rotation or rewrite. True if there is more to read now."""
+    def _at_end(self, f: _OpenFile, rest: bytes, lines: list[str], ends: list[int]) -> bool:
+        """`f` is read to its end (`rest` after its last newline): move on to
+        the next file, or look at the path for a rotation or rewrite. True if
+        there is more to read now."""
         if not self._next:
             return self._look(f)
-        rest, f.buf = f.buf, b""
         if rest and not rest.isspace():  # the file is done: its last line ends here
             f.offset += len(rest)
             lines.append(_decode(rest))
@@ -440,8 +428,7 @@ class LogFollower:
                 return False
             self._next = [*self._unseen(new), new]
             return True
-        if f.size() < f.offset + len(f.buf):  # shorter: truncated (copytruncate) or rewritten
-            f.buf = b""
+        if f.size() < f.offset:  # shorter: truncated (copytruncate) or rewritten
             self._rewritten(f)
             return True
         if f.head_size == 0 and (found := self._unseen(f)):
@@ -466,7 +453,7 @@ class LogFollower:
         # this new text made during the look is then known by them later.
         head = _head_of(f.fd)
         found = self._unseen(f, copy_of=was)
-        f.offset, f.buf = 0, b""
+        f.offset = 0
         f.head, f.head_size = head
         if found:
             self._next = [*found[1:], f, *self._next]
@@ -532,6 +519,30 @@ class LogFollower:
             if f is not None:
                 f.close()
         self._file, self._next = None, []
+
+
+def _lines_of(data: bytes, start: int) -> tuple[list[str], list[int], int]:
+    """The complete lines of `data` but the blank ones, each with the offset
+    just after it (`data` being at `start`), and where the last one ends in it."""
+    cut = data.rfind(b"\n") + 1
+    if data.isascii() and b"\r" not in data:
+        # The usual case, done in a few passes over the whole slice: in ASCII
+        # a character is a byte, so the lengths of the text give the offsets.
+        lines = data.decode("ascii").split("\n")
+        lines.pop()  # after the last newline
+        if lines and "" not in lines and max(map(len, lines)) <= MAX_LINE and not any(
+                map(str.isspace, lines)):
+            return lines, list(map(add, accumulate(map(len, lines)),
+                                   range(start + 1, start + 1 + len(lines)))), cut
+    pieces = data[:cut].split(b"\n")
+    pieces.pop()
+    texts, ends, at = [], [], start
+    for piece in pieces:
+        at += len(piece) + 1
+        if piece and not piece.isspace():
+            texts.append(_decode(piece))
+            ends.append(at)
+    return texts, ends, cut
 
 
 def _decode(raw: bytes) -> str:
