@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import io
+import logging
 import os
 import re
 import subprocess
@@ -17,6 +19,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from noema import logs
 from noema.memory.session import Session, StorageFull
 from noema.memory.store import TurnStore
 from noema.memory.turns import TurnKind
@@ -206,3 +209,30 @@ def test_the_chat_refuses_on_a_full_disk_and_recovers_without_a_restart(small_di
     assert users[0] == "hello" and users[-1] == "are you there?"
     assert f"{attempt} {line}" not in users  # the refused one, and only it, is missing
     assert len(users) == attempt + 2
+
+
+def test_logging_on_a_full_disk_never_prints_a_traceback(small_disk, capsys):
+    log_file = small_disk / "logs" / "noema.log"
+    log_file.parent.mkdir()
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level)
+    terminal = io.StringIO()
+    ballast = fill(small_disk)
+    try:
+        logs.setup(log_file, terminal=terminal)
+        log = logging.getLogger("noema.test")
+        try:
+            raise ValueError("the first line\nand a second")
+        except ValueError:
+            log.exception("it broke:\n%s", "twice")
+        log.error("the person was told already", extra=logs.SHOWN)
+        log.info("for the file only")
+        assert terminal.getvalue() == "noema: error: it broke: twice\n"
+        stderr = capsys.readouterr().err
+        assert "Traceback" not in stderr and "Logging error" not in stderr
+        ballast.unlink()
+        log.warning("room again")
+        assert "room again" in log_file.read_text()  # the file came back by itself
+    finally:
+        root.handlers[:] = before[0]
+        root.setLevel(before[1])

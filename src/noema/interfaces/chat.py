@@ -213,7 +213,12 @@ async def run_chat(app: App, *, banner: str, source: TextIO = sys.stdin,
     try:
         await _converse(app, approver, listener, lines, banner, on_interrupt)
     finally:
-        await app.aclose()
+        try:
+            await app.aclose()
+        except Exception as exc:  # what was acknowledged is already on disk
+            log.exception("closing the agent failed", extra=SHOWN)
+            listener.write(f"! closing the agent failed ({type(exc).__name__}: "
+                           f"{one_line(str(exc))}); it is in the log\n")
 
 
 async def _converse(app: App, approver: TerminalApprover, listener: TerminalListener,

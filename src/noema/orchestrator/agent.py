@@ -549,7 +549,8 @@ class Agent:
             self._run = self._started_call = None
         if progress is not None:
             # Each step may fail in turn (the same full disk, the same damaged
-            # file); what could not be written is closed on the next start.
+            # file); what could not be written is written before the next
+            # delivery (`close_leftovers`), or on the next start.
             repaired = all([
                 self._salvage("repairing the history", self._repair, progress,
                               "of an internal error", stopped=False),
@@ -562,8 +563,9 @@ class Agent:
                           progress.cycle_id, "failed", None)
         if mine:
             tokens, now = progress.tokens if progress else 0, self._clock()
-            self._feed(CycleAborted(run, tokens, now) if self.core.phase is Phase.CANCELLING
-                       else CycleEnded(run, Outcome.FAILED, tokens, now))
+            ended = (CycleAborted(run, tokens, now) if self.core.phase is Phase.CANCELLING
+                     else CycleEnded(run, Outcome.FAILED, tokens, now))
+            self._salvage("ending the cycle", self._feed, ended)
         self._idle_unless_followed()
 
     def _report(self, exc: BaseException, during: str, *, again: bool = False) -> None:
