@@ -330,8 +330,13 @@ class Compactor:
 
 
 def _log_failure(task: asyncio.Task[Outcome]) -> None:
+    # A background task has nobody to raise to: the log keeps the traceback,
+    # and its one line (what a terminal shows) says what failed and that the
+    # conversation is not affected.
     if task.cancelled():
         return
     error = task.exception()
     if error is not None:
-        log.error("compaction failed", exc_info=error)
+        detail = " ".join(str(error).split())[:160]
+        log.error("compaction failed (%s: %s); the conversation goes on uncompacted and it is "
+                  "tried again after the next reply", type(error).__name__, detail, exc_info=error)
