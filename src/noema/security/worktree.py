@@ -28,6 +28,8 @@ import logging
 import os
 import stat
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -90,8 +92,26 @@ class _Unopened(Enum):
     KEPT = "kept"  # it changed meanwhile: its entries stay as they were
 
 
+@dataclass(slots=True)
+class _Frame:
+    """A folder being walked: its descriptor and what is left of its listing."""
+
+    rel: str
+    fd: int
+    entries: Iterator[tuple[str, os.stat_result]]
+    owned: bool  # closed when the walk leaves it
+
+    def close(self) -> None:
+        if self.owned:
+            os.close(self.fd)
+
+
 class _Changed(Exception):
     """What was opened is not what the listing showed."""
+
+
+class _LeftOut(Exception):
+    """A file that must stay out of the history; the message says why."""
 
 
 class WorkTree:
@@ -111,7 +131,8 @@ class WorkTree:
         self._allow_hard_links = allow_hard_links
         self._cache_path = Path(repo.path) / _CACHE_NAME
         # path -> (stat key, blob ID, trusted): an untrusted entry was recorded
-        # while its file was fresh and is confirmed by hashing before reuse.
+        # while its file was fresh (it may change again within the same
+        # timestamp tick), so that file is read again rather than trusted.
         self._known: dict[str, tuple[Key, str, bool]] = self._load_cache()
         # Paths known to be left out, with the state they were judged in, so
         # that each one is reported once, not on every scan.
@@ -163,51 +184,71 @@ class WorkTree:
         if root is None:
             self._drop(index, rel)
             return
-        opened: list[int] = []
+        opened = [root]
         try:
-            device = os.fstat(root).st_dev
-            folder = root
-            for depth, name in enumerate(parts[:-1]):
-                try:
-                    folder = os.open(name, _DIR_FLAGS, dir_fd=folder)
-                except OSError:
-                    # Missing, a file or a link: nothing below it exists as far
-                    # as the history goes (a link is recorded as itself).
-                    self._drop(index, rel)
-                    return
-                opened.append(folder)
-                info = os.fstat(folder)
-                if info.st_dev != device:
-                    self._leave_out(index, "/".join(parts[: depth + 1]), info, OTHER_FILE_SYSTEM)
-                    return
-            name = parts[-1]
-            try:
-                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            except (FileNotFoundError, NotADirectoryError):
-                self._drop(index, rel)
-                return
-            if stat.S_ISDIR(info.st_mode):
-                self._remove(index, rel)
-                child = self._open_folder(index, rel, folder, name, info, device)
-                if not isinstance(child, _Unopened):
-                    try:
-                        self._stage_below(index, rel, child)
-                    finally:
-                        os.close(child)
-                return
-            # A folder that became a file needs no care: libgit2 drops the
-            # entries below a path when a file is added at it.
-            known = index[rel] if rel in index else None
-            if known is None and not force and self._repo.path_is_ignored(rel):
-                return
-            self._stage_entry(
-                index, rel, folder, name, info, device,
-                (known.id, known.mode) if known else None, force=force,
-            )
+            folder = self._open_parents(index, rel, parts, opened)
+            if folder is not None:
+                self._stage_name(index, rel, folder, parts[-1], os.fstat(root).st_dev, force)
         finally:
             for fd in reversed(opened):
                 os.close(fd)
-            os.close(root)
+
+    def _open_parents(
+        self, index: pygit2.Index, rel: str, parts: list[str], opened: list[int]
+    ) -> int | None:
+        """The folder holding `rel`, reached from the root one component at a
+        time (each descriptor is appended to `opened`); None when `rel` cannot
+        be reached, after the index says why."""
+        device = os.fstat(opened[0]).st_dev
+        folder = opened[0]
+        for depth, name in enumerate(parts[:-1]):
+            try:
+                folder = os.open(name, _DIR_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    # Missing, a file or a link: nothing below it exists as far
+                    # as the history goes (a link is recorded as itself).
+                    self._drop(index, rel)
+                else:
+                    self._reported.append(Skipped(rel, f"cannot be read ({exc.strerror})"))
+                return None
+            opened.append(folder)
+            info = os.fstat(folder)
+            if info.st_dev != device:
+                self._leave_out(index, "/".join(parts[: depth + 1]), info, OTHER_FILE_SYSTEM)
+                return None
+        return folder
+
+    def _stage_name(
+        self, index: pygit2.Index, rel: str, folder: int, name: str, device: int, force: bool
+    ) -> None:
+        """Stage what `name` in the open `folder` is now: nothing, a folder, a file or a link."""
+        try:
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            self._drop(index, rel)
+            return
+        except OSError as exc:
+            self._reported.append(Skipped(rel, f"cannot be read ({exc.strerror})"))
+            return
+        if stat.S_ISDIR(info.st_mode):
+            self._remove(index, rel)
+            child = self._open_folder(index, rel, folder, name, info, device)
+            if not isinstance(child, _Unopened):
+                try:
+                    self._stage_below(index, rel, child)
+                finally:
+                    os.close(child)
+            return
+        # A folder that became a file needs no care: libgit2 drops the entries
+        # below a path when a file is added at it.
+        known = index[rel] if rel in index else None
+        if known is None and not force and self._repo.path_is_ignored(rel):
+            return
+        self._stage_entry(
+            index, rel, folder, name, info, device,
+            (known.id, known.mode) if known else None, force=force,
+        )
 
     # -- walking -------------------------------------------------------------
 
@@ -265,44 +306,43 @@ class WorkTree:
         kept: list[str] = []  # folders that changed meanwhile: their entries stay
         device = os.fstat(top_fd).st_dev if top_fd is not None else 0
         # One frame per open folder: as many descriptors as the tree is deep.
-        frames = [(top, top_fd, iter(_list(top_fd)), False)] if top_fd is not None else []
+        frames = []
+        if top_fd is not None:
+            frames.append(_Frame(top, top_fd, iter(_list(top_fd)), owned=False))
         try:
             while frames:
-                folder, fd, entries, owned = frames[-1]
-                item = next(entries, None)
+                frame = frames[-1]
+                item = next(frame.entries, None)
                 if item is None:
-                    frames.pop()
-                    if owned:
-                        os.close(fd)  # type: ignore[arg-type]
+                    frames.pop().close()
                     continue
                 name, info = item
                 if name == ".git" or name.endswith(TEMP_SUFFIX):
                     continue
-                rel = f"{folder}/{name}" if folder else name
+                rel = f"{frame.rel}/{name}" if frame.rel else name
                 stale.discard(rel)
-                if stat.S_ISDIR(info.st_mode):
-                    if rel not in tracked_dirs and self._repo.path_is_ignored(rel + "/"):
+                if not stat.S_ISDIR(info.st_mode):
+                    known = current.get(rel)
+                    if known is None and self._repo.path_is_ignored(rel):
                         continue
-                    child = self._open_folder(index, rel, fd, name, info, device)  # type: ignore[arg-type]
-                    if child is _Unopened.KEPT:
+                    if self._stage_entry(index, rel, frame.fd, name, info, device, known):
+                        seen.add(rel)
+                    continue
+                if rel not in tracked_dirs and self._repo.path_is_ignored(rel + "/"):
+                    continue
+                child = self._open_folder(index, rel, frame.fd, name, info, device)
+                if child is _Unopened.KEPT:
+                    kept.append(rel + "/")
+                elif not isinstance(child, _Unopened):
+                    try:
+                        frames.append(_Frame(rel, child, iter(_list(child)), owned=True))
+                    except OSError as exc:
+                        os.close(child)
+                        self._reported.append(Skipped(rel, f"cannot be read ({exc.strerror})"))
                         kept.append(rel + "/")
-                    elif not isinstance(child, _Unopened):
-                        try:
-                            listing = _list(child)
-                        except OSError:
-                            os.close(child)
-                            continue
-                        frames.append((rel, child, iter(listing), True))
-                    continue
-                known = current.get(rel)
-                if known is None and self._repo.path_is_ignored(rel):
-                    continue
-                if self._stage_entry(index, rel, fd, name, info, device, known):  # type: ignore[arg-type]
-                    seen.add(rel)
         finally:
-            for _, fd, _, owned in frames:
-                if owned:
-                    os.close(fd)  # type: ignore[arg-type]
+            for frame in frames:
+                frame.close()
         for path in current.keys() - seen:
             if not path.startswith(tuple(kept)):
                 self._remove(index, path)
@@ -403,7 +443,7 @@ class WorkTree:
                 chunks.append(chunk)
                 left -= len(chunk)
             if left <= 0:
-                raise _LeftOut(f"grew past the {self._max}-byte limit for versioning while being read")
+                raise _LeftOut(f"grew past the {self._max}-byte versioning limit while being read")
             return b"".join(chunks), opened
         except OSError as exc:
             raise _LeftOut(f"cannot be read ({exc.strerror})") from None
@@ -509,7 +549,3 @@ class WorkTree:
             os.replace(temp, self._cache_path)
         except (OSError, ValueError) as exc:
             log.debug("stat cache not saved: %s", exc)
-
-
-class _LeftOut(Exception):
-    """A file that must stay out of the history; the message says why."""

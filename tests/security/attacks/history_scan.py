@@ -52,9 +52,9 @@ def workspace_holds(folder: Path, needle: str) -> list[str]:
     return found
 
 
-def tree_modes(store_or_gitdir: VersionStore | Path) -> dict[str, str]:
-    """path -> git mode of the newest version."""
-    gitdir = store_or_gitdir.gitdir if isinstance(store_or_gitdir, VersionStore) else store_or_gitdir
+def tree_modes(where: VersionStore | Path) -> dict[str, str]:
+    """path -> git mode of the newest version (of a store, or a repository folder)."""
+    gitdir = where.gitdir if isinstance(where, VersionStore) else where
     done = subprocess.run(
         ["git", "--git-dir", str(gitdir), "ls-tree", "-r", "-z", "HEAD"],
         capture_output=True,
