@@ -16,7 +16,9 @@ same process its thread would compete with the agent's loop for the GIL.
 
 Target: p99 of `sent` within 20 ms. Prints figures and ratios; asserts nothing.
 
-    .venv/bin/python bench/interrupt_latency.py [--trials 1000] [--tokens-per-second 50]
+    .venv/bin/python bench/interrupt_latency.py [--trials 1000] [--tokens-per-second 50] [--smoke]
+
+`--smoke` runs 4 trials: every figure once, on too few samples to trust.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from noema.tools.registry import ToolContext, ToolRegistry, tool
 from tests.fakes import FakeOpenAIServer, FakeReply, FakeToolCall
 
 TARGET_MS = 20.0
+SMOKE_TRIALS = 4  # two of each kind: the fewest the percentiles can be taken over
 LONG = "word " * 2000
 PAGER = SensorInfo("pager", "the on-call pager", Nature.DISCRETE, default_urgency=Urgency.URGENT)
 
@@ -240,5 +243,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--tokens-per-second", type=float, default=50.0)
+    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_TRIALS} trials")
     args = parser.parse_args()
-    asyncio.run(main(args.trials, args.tokens_per_second))
+    asyncio.run(main(SMOKE_TRIALS if args.smoke else args.trials, args.tokens_per_second))

@@ -1,6 +1,7 @@
 """Retrieval quality of `search_full_history` on LoCoMo-format conversations.
 
     .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...]
+    .venv/bin/python bench/locomo_retrieval.py --smoke
 
 PATH is a LoCoMo JSON file (a list of samples, each with `conversation` and
 `qa`). The data is not part of this repository: pass its path. Each
@@ -13,15 +14,18 @@ categories 1-4 together. The plain-BM25 baseline (every word of the question
 OR-ed, ranked by FTS5) is measured in the same run, on the same index.
 
 No model is called and nothing is downloaded. The script prints figures and
-asserts nothing.
+asserts nothing. `--smoke` runs on a small made-up conversation in the same
+format, to check that the script works; its figures say nothing of quality.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -186,11 +190,43 @@ def run(paths: list[Path]) -> None:
                   f"p95 {p95 * 1000:.2f} ms")
 
 
+def smoke_sample() -> dict:
+    """A made-up conversation in LoCoMo's format: two sessions, a few questions."""
+    topics = ["the garden", "a trip to Lisbon", "the new bike", "her sister's wedding",
+              "a job interview", "the book club", "learning the cello", "a broken laptop"]
+    speakers = ("Ana", "Luis")
+    conversation: dict = {"speaker_a": speakers[0], "speaker_b": speakers[1]}
+    qa = []
+    for number, date in ((1, "4:04 pm on 20 January, 2023"), (2, "10:15 am on 3 March, 2023")):
+        conversation[f"session_{number}_date_time"] = date
+        entries = []
+        for n, topic in enumerate(topics):
+            dia_id = f"D{number}:{n + 1}"
+            entries.append({"speaker": speakers[n % 2], "dia_id": dia_id,
+                            "text": f"Session {number}: I keep thinking about {topic}."})
+            if n % 3 == 0:
+                qa.append({"question": f"What did {speakers[n % 2]} say about {topic}?",
+                           "evidence": [dia_id], "category": 1 + n % 4})
+        conversation[f"session_{number}"] = entries
+    return {"conversation": conversation, "qa": qa}
+
+
 def main(argv: list[str]) -> int:
-    if not argv:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="LoCoMo JSON files")
+    parser.add_argument("--smoke", action="store_true",
+                        help="run on a small made-up conversation instead")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
+            path = Path(scratch) / "smoke.json"
+            path.write_text(json.dumps([smoke_sample()]), encoding="utf-8")
+            run([path])
+        return 0
+    if not args.paths:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    run([Path(a) for a in argv])
+    run(args.paths)
     return 0
 
 

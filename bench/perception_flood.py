@@ -7,12 +7,14 @@ every 30 s and then receives whatever the treatments have ready; at minute
 results against naive one-turn-per-event injection, the accounting of every
 raw event, and the memory growth over the run.
 
-    .venv/bin/python bench/perception_flood.py
+    .venv/bin/python bench/perception_flood.py [--smoke]   (--smoke: one simulated minute)
 """
 
 from __future__ import annotations
 
+import argparse
 import resource
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -46,18 +48,18 @@ LINES = {
 }
 
 
-def script() -> list:
-    storm = log_storm("log.app", rate=100, duration=MINUTES * 60, lines=LINES, seed=3,
+def script(minutes: int) -> list:
+    storm = log_storm("log.app", rate=100, duration=minutes * 60, lines=LINES, seed=3,
                       key=normalise_line)
     chats = []
-    for i, at in enumerate(range(20, MINUTES * 60, 90)):
+    for i, at in enumerate(range(20, minutes * 60, 90)):
         who = ("ana", "luis")[i % 2]
         messages = [f"message {j} of burst {i}: the deploy is {'slow' if j % 2 else 'stuck'}"
                     for j in range(4 + i % 9)]
         chats.append(chat_burst("chat", who, messages, start=float(at), spacing=1.5))
     mail = state_updates("mail", "unread", [
         (float(at), f"You have {3 + at // 15} unread mails.", {"unread": 3 + at // 15})
-        for at in range(5, MINUTES * 60, 15)
+        for at in range(5, minutes * 60, 15)
     ], sender="imap:inbox")
     return merge(storm, *chats, mail)
 
@@ -67,15 +69,18 @@ def naive_tokens(event: Event) -> int:
     return estimate_tokens(f"[{event.channel}] {event.sender}: {event.text}") + 2 * MESSAGE_OVERHEAD
 
 
-def main() -> None:
-    stimuli = script()
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="one simulated minute")
+    minutes = 1 if parser.parse_args(argv).smoke else MINUTES
+    stimuli = script(minutes)
     with tempfile.TemporaryDirectory(prefix="noema-flood-") as scratch:
         tracemalloc.start()
         base, _ = tracemalloc.get_traced_memory()
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
         archive = SensoryArchive(Path(scratch) / "archive.db")
-        report = flood(stimuli, archive)
+        report = flood(stimuli, archive, minutes * 60)
         archive.close()
         elapsed = time.perf_counter() - started
         current, peak = tracemalloc.get_traced_memory()
@@ -84,7 +89,7 @@ def main() -> None:
         disk = (Path(scratch) / "archive.db").stat().st_size
 
     raw, by_channel, shown, gapped, dropped, deliveries, tokens, marked, naive = report
-    print(f"simulated {MINUTES} min: {raw:,} raw events "
+    print(f"simulated {minutes} min: {raw:,} raw events "
           + ", ".join(f"{c} {n:,}" for c, n in by_channel.items()))
     print(f"deliveries (pool_event results): {deliveries}, one per {CYCLE:.0f} s cycle with "
           "something ready")
@@ -101,7 +106,8 @@ def main() -> None:
     print(f"wall time: {elapsed:.1f} s (tracemalloc on)")
 
 
-def flood(stimuli: list, archive: SensoryArchive) -> tuple:
+def flood(stimuli: list, archive: SensoryArchive, duration: float) -> tuple:
+    """Feed the stimuli; the log is silenced for the fifth of the run after its 60 %."""
     clock = ManualClock(START)
     pipeline = Pipeline(archive, SENSORS)
     delimiter = SessionDelimiter.new()
@@ -131,8 +137,8 @@ def flood(stimuli: list, archive: SensoryArchive) -> tuple:
             clock.set(last_cycle)
             deliver()
         clock.set(now)
-        if not silenced and stimulus.at >= 360:
-            pipeline.stop(["log.app"], 120, now)  # the model wants quiet for two minutes
+        if not silenced and stimulus.at >= 0.6 * duration:
+            pipeline.stop(["log.app"], 0.2 * duration, now)  # the model wants quiet for a while
             silenced = True
         event = stimulus.event(START)
         raw += 1
@@ -146,4 +152,4 @@ def flood(stimuli: list, archive: SensoryArchive) -> tuple:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

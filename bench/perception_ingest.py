@@ -7,11 +7,12 @@ construction included, and the stream with groups ten times smaller (a
 commit every 100 events, as a slower stream gets from the 50 ms commit
 delay). Every drain records its deliveries in the archive, as the agent does.
 
-    .venv/bin/python bench/perception_ingest.py [events]
+    .venv/bin/python bench/perception_ingest.py [events] [--smoke]   (--smoke: 2,000 events)
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import tempfile
@@ -89,8 +90,15 @@ def run(events: list[Event] | None, spec: list[tuple], folder: Path, name: str,
     return elapsed
 
 
-def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+SMOKE_EVENTS = 2_000
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("events", nargs="?", type=int, default=100_000)
+    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_EVENTS:,} events")
+    args = parser.parse_args(argv)
+    count = SMOKE_EVENTS if args.smoke else args.events
     spec = specs(count)
     events = build(spec)
     with tempfile.TemporaryDirectory(prefix="noema-bench-") as scratch:
@@ -111,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -7,20 +7,27 @@ reading, posting budget, BM25 candidates, neighbour and name signals,
 snippets) plain, with a role filter and with a time window, and, for
 comparison, plain FTS5 BM25 over every word of the query. Target: p95 <= 50
 ms at 1M. Prints figures only; the databases come from synthetic.py.
+
+    .venv/bin/python bench/search_scale.py --smoke      (2,000 turns, 20 queries, a scratch folder)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from synthetic import ensure_store, sample_queries
+from synthetic import OUT, ensure_store, sample_queries
 
 from noema.memory.search import HistorySearch, plain_expression
 from noema.memory.store import TurnStore
 
 QUERIES = 300
+SMOKE_SIZE = 2_000
+SMOKE_QUERIES = 20
 
 
 def percentile(samples: Sequence[float], share: float) -> float:
@@ -44,10 +51,10 @@ def run(name: str, queries: Sequence[str], action: Callable[[str], object]) -> l
     return outcomes
 
 
-def bench_size(size: int) -> None:
-    store = TurnStore(ensure_store(size))
+def bench_size(size: int, queries_count: int = QUERIES, folder: Path = OUT) -> None:
+    store = TurnStore(ensure_store(size, folder=folder))
     search = HistorySearch(store)
-    queries = sample_queries(QUERIES)
+    queries = sample_queries(queries_count)
     top = store.last_id()
     newest = store.get(top)
     assert newest is not None
@@ -70,7 +77,16 @@ def bench_size(size: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    for size in [int(a) for a in argv] or [100_000, 1_000_000]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", nargs="*", type=int, help="default: 100000 1000000")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"{SMOKE_SIZE:,} turns and {SMOKE_QUERIES} queries in a scratch folder")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="noema-search-scale-") as scratch:
+            bench_size(args.sizes[0] if args.sizes else SMOKE_SIZE, SMOKE_QUERIES, Path(scratch))
+        return 0
+    for size in args.sizes or [100_000, 1_000_000]:
         bench_size(size)
     return 0
 

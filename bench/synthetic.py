@@ -13,10 +13,13 @@ Both `turn_store.py` and `search_scale.py` build the same database with
 
 from __future__ import annotations
 
+import argparse
+import functools
 import itertools
 import json
 import random
 import sys
+import tempfile
 import time
 from bisect import bisect
 from collections.abc import Iterator
@@ -87,6 +90,12 @@ class Vocabulary:
         return picks
 
 
+@functools.cache
+def default_vocabulary() -> Vocabulary:
+    """The vocabulary every benchmark shares: made once per process, it takes a second."""
+    return Vocabulary()
+
+
 def _sentence(vocab: Vocabulary, rng: random.Random, words: int) -> str:
     chosen = vocab.sample(rng, words)
     if rng.random() < 0.3:  # now and then a proper noun, as people name things
@@ -106,7 +115,7 @@ def _prose(vocab: Vocabulary, rng: random.Random, words: int) -> str:
 
 def synthetic_turns(count: int, *, seed: int = 7, vocab: Vocabulary | None = None) -> Iterator[NewTurn]:
     """`count` turns in the order an agent would write them."""
-    vocab = vocab or Vocabulary()
+    vocab = vocab or default_vocabulary()
     rng = random.Random(seed)
     call_number = 0
     pending_call: tuple[str, str] | None = None
@@ -143,7 +152,7 @@ def synthetic_turns(count: int, *, seed: int = 7, vocab: Vocabulary | None = Non
 
 def sample_queries(count: int, *, seed: int = 99, vocab: Vocabulary | None = None) -> list[str]:
     """Questions a person might put to the history: a few content words in a phrase."""
-    vocab = vocab or Vocabulary()
+    vocab = vocab or default_vocabulary()
     rng = random.Random(seed)
     frames = ("what did we say about {}", "{}", "the {} thing", "when did I mention {}",
               "find {}", "{} again")
@@ -171,10 +180,11 @@ def build_store(path: Path, count: int, *, seed: int = 7, batch: int = 20_000) -
     store.close()
 
 
-def ensure_store(count: int, *, seed: int = 7) -> Path:
-    """The path of a store holding `count` synthetic turns, built once and reused."""
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"synthetic_{count}_{seed}.db"
+def ensure_store(count: int, *, seed: int = 7, folder: Path = OUT) -> Path:
+    """The path of a store holding `count` synthetic turns, built once into
+    `folder` and reused."""
+    folder.mkdir(exist_ok=True)
+    path = folder / f"synthetic_{count}_{seed}.db"
     marker = path.with_suffix(".done")
     if not marker.exists():
         for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
@@ -185,6 +195,27 @@ def ensure_store(count: int, *, seed: int = 7) -> Path:
     return path
 
 
+SMOKE_SIZE = 2_000
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Build (once) a store of synthetic turns.")
+    parser.add_argument("size", nargs="?", type=int, default=100_000)
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"build {SMOKE_SIZE:,} turns in a scratch folder and report the rate")
+    args = parser.parse_args(argv)
+    if not args.smoke:
+        print(ensure_store(args.size))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="noema-synthetic-") as scratch:
+        started = time.perf_counter()
+        path = ensure_store(SMOKE_SIZE, folder=Path(scratch))
+        elapsed = time.perf_counter() - started
+        size = path.stat().st_size
+    print(f"built {SMOKE_SIZE:,} synthetic turns in {elapsed:.2f} s "
+          f"({SMOKE_SIZE / elapsed:,.0f} turns/s, {size / SMOKE_SIZE:,.0f} bytes/turn)")
+    return 0
+
+
 if __name__ == "__main__":
-    size = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    print(ensure_store(size))
+    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """Validator time per save point, for save points of growing size.
 
-    .venv/bin/python bench/validator_time.py
+    .venv/bin/python bench/validator_time.py [--smoke]     (--smoke: 3 runs a case)
 
 Each case is a block of turns (some of them recall results that surface
 older turns), a previous save point, and a new save point whose Journey
@@ -10,6 +10,7 @@ for one save point. Prints figures only.
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import time
@@ -22,6 +23,7 @@ from noema.memory.turns import ROLE_OF_KIND, Turn, TurnKind  # noqa: E402
 from noema.memory.validator import citable, validate  # noqa: E402
 
 RUNS = 200
+SMOKE_RUNS = 3
 
 
 def case(block_size: int, journey_words: int, seed: int = 3) -> tuple[list[Turn], str, str]:
@@ -56,12 +58,15 @@ def case(block_size: int, journey_words: int, seed: int = 3) -> tuple[list[Turn]
     return turns, previous, text
 
 
-def main() -> int:
-    print(f"validator time per save point (citable + validate), {RUNS} runs each")
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_RUNS} runs a case")
+    runs = SMOKE_RUNS if parser.parse_args(argv).smoke else RUNS
+    print(f"validator time per save point (citable + validate), {runs} runs each")
     for block_size, journey_words in ((20, 300), (100, 1000), (240, 2500), (240, 6000)):
         turns, previous, text = case(block_size, journey_words)
         samples = []
-        for _ in range(RUNS):
+        for _ in range(runs):
             started = time.perf_counter()
             allowed = citable(previous, turns)
             verdict = validate(text, allowed=allowed, block=turns)
@@ -76,4 +81,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
