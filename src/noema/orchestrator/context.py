@@ -280,12 +280,21 @@ def _opened(system_prompt: str, body: list[Message], note: str | None) -> tuple[
 
 def tools_tokens(tools: Sequence[ToolSpec]) -> int:
     """Estimated tokens of the tool descriptions sent with a request."""
-    return sum(
+    # Measuring the schemas costs milliseconds, on the path of every request;
+    # the cycle hands over the same tuple for as long as the tools stay the same.
+    if _tools_seen and _tools_seen[0][0] is tools:
+        return _tools_seen[0][1]
+    tokens = sum(
         estimate_tokens(json.dumps(
             {"name": t.name, "description": t.description, "parameters": t.parameters}
         )) + MESSAGE_OVERHEAD
         for t in tools
     )
+    _tools_seen[:] = [(tools, tokens)]
+    return tokens
+
+
+_tools_seen: list[tuple[Sequence[ToolSpec], int]] = []  # the last tools measured
 
 
 def build_context(
@@ -335,8 +344,13 @@ def build_context(
     )
 
 
+@functools.lru_cache(maxsize=8)
 def _fitted_prompt(prompt: str, budget: int) -> tuple[str, int]:
-    """The system prompt, cut at its end if it alone would take more than `budget`."""
+    """The system prompt, cut at its end if it alone would take more than `budget`.
+
+    The prompt changes only when the chronicle or a pinned note does, so the
+    measure is kept for the requests in between.
+    """
     tokens = estimate_tokens(prompt) + MESSAGE_OVERHEAD
     if tokens <= budget:
         return prompt, tokens
