@@ -1,9 +1,11 @@
 """Start-up overhead of the shell sandbox: `true` under bubblewrap against
-`true` run bare, through the same process runner, measured in the same run.
-Also shows the whole `shell_execute("true")` tool call (sandbox plus the
-versioning of the workspace before and after). Prints figures; asserts nothing.
+`true` run bare, through the same process runner, measured in the same run;
+then through `Sandbox.run`, which adds the command's resource limits (its
+cgroups made, joined between fork and exec, and removed). Also shows the
+whole `shell_execute("true")` tool call (sandbox plus the versioning of the
+workspace before and after). Prints figures; asserts nothing.
 
-    .venv/bin/python bench/sandbox_overhead.py [--rounds 100]
+    .venv/bin/python bench/sandbox_overhead.py [--rounds 100] [--smoke]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from noema.paths import AgentPaths
+from noema.security.limits import capped_by
 from noema.security.sandbox import Layout, Output, Sandbox, run_process, sandbox_env
 from noema.security.settings import (
     AutonomySettings,
@@ -80,6 +83,9 @@ async def main(rounds: int) -> None:
         tool = registry.get("shell_execute")
         assert tool is not None
 
+        async def limited():
+            await sandbox.run(layout, "true", 30, Output(4000))
+
         async def whole():
             result = await registry.run(
                 tool, {"command": "true", "timeout": None}, ToolContext("c", 1, 1)
@@ -88,20 +94,23 @@ async def main(rounds: int) -> None:
 
         await whole()  # the first call also records the workspace's initial state
         # Interleaved rounds, so that a burst of load on the machine hits all alike.
-        bare_s, boxed_s, whole_s = [], [], []
+        bare_s, boxed_s, limited_s, whole_s = [], [], [], []
         for _ in range(rounds):
             bare_s.append(await timed(bare))
             boxed_s.append(await timed(boxed))
+            limited_s.append(await timed(limited))
             whole_s.append(await timed(whole))
         hands.close()
 
     print(f"{rounds} rounds each\n")
     base = line("sh -c true, bare (baseline)", bare_s)
     box = line("sh -c true under bubblewrap", boxed_s)
+    run = line("sh -c true under bubblewrap, with limits", limited_s)
     tool_p50 = line('shell_execute("true"), whole tool call', whole_s)
     print(
         f"\nsandbox start-up overhead: {box - base:.2f} ms at p50 (×{box / base:.1f} the bare run)"
     )
+    print(f"with the resource limits: {run - base:.2f} ms at p50 ({capped_by(sandboxed=True)})")
     print(f"whole tool call against the bare run: ×{tool_p50 / base:.1f}")
     print("target: overhead <= 30 ms")
 
@@ -109,4 +118,6 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=100)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument("--smoke", action="store_true", help="a few rounds, to see that it runs")
+    args = parser.parse_args()
+    asyncio.run(main(3 if args.smoke else args.rounds))

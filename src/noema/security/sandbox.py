@@ -5,9 +5,7 @@ The sandbox sees the system folders read-only, the workspaces read-write
 the person's files; the agent's own data is hidden. It has its own user,
 process, network (loopback only, unless the network is allowed), IPC and
 host-name namespaces, may not make further user namespaces, and dies with
-the agent. The kernel's knobs under `/proc` (`sys`, `sysrq-trigger`, `irq`,
-`bus`, `fs`) are read-only and its internals (`kcore`, `keys`, `timer_list`
-and every other entry only root may read) are hidden. Memory and processes
+the agent. Memory and processes
 are capped per command (see `limits.py`). Output is kept up to a cap: the
 head and the tail, with the size of what was left out in between.
 
@@ -18,8 +16,11 @@ root's kernel uid, so files the command writes in the workspace belong to
 the person (root) as they should, and git sees the repositories as its own.
 The cost is that the kernel still grants root's *owner* permission bits,
 which is why the sandbox also masks every entry of the system folders that
-an unprivileged user could not read (`root_files.py`) and makes the `/proc`
-knobs root owns read-only. The alternatives were worse: starting bubblewrap
+an unprivileged user could not read (`root_files.py`), makes the kernel's
+knobs under `/proc` read-only (`sys`, `sysrq-trigger`, `irq`, `bus`, `fs` and
+any other file with a write bit) and hides its internals (`kcore`, `keys`,
+`timer_list`, `sched_debug`, `acpi`, `scsi` and every entry only root may
+read). The alternatives were worse: starting bubblewrap
 as an unprivileged uid makes the workspace unwritable (or its new files
 someone else's), and id-mapped mounts need a newer bubblewrap than the
 distributions ship. What remains of root is what any process of the
@@ -56,6 +57,7 @@ _INSIDE_ID = 1000  # the uid and gid a root-started command has in its namespace
 # /proc entries a process that owns root's kernel uid could write, then those
 # it could read, whatever their mode says (after bwrap and docker).
 _PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+_PROC_SYS_READONLY = ("--ro-bind", "/proc/sys", "/proc/sys")
 _PROC_HIDDEN = (
     "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
     "latency_stats", "acpi", "scsi", "asound",
@@ -153,7 +155,11 @@ def bwrap_argv(
         resolv = os.path.realpath("/etc/resolv.conf")
         if not resolv.startswith("/etc/") and os.path.exists(resolv):
             argv += ["--ro-bind", resolv, resolv]  # often a link into /run
-    argv += ["--proc", "/proc", *_proc_shield(), "--dev", "/dev"]
+    # The knobs of the sandbox's own namespaces (IPC, PID) are its owner's to
+    # write: read-only for everyone. The rest of the shield only matters to
+    # root's uid; anyone else reads /proc as themselves.
+    argv += ["--proc", "/proc", *(_proc_shield() if as_root else _PROC_SYS_READONLY)]
+    argv += ["--dev", "/dev"]
     for scratch in ("/tmp", "/var/tmp"):
         if tmp_mb is not None:
             argv += ["--size", str(tmp_mb * 1024 * 1024)]  # tmpfs is memory too
