@@ -12,7 +12,7 @@ the call that hands the event to the agent:
 
 Target: `killed` within 100 ms. Prints figures and ratios; asserts nothing.
 
-    .venv/bin/python bench/kill_sandboxed.py [--trials 100] [--unsandboxed]
+    .venv/bin/python bench/kill_sandboxed.py [--trials 100] [--unsandboxed] [--smoke]
 """
 
 from __future__ import annotations
@@ -146,5 +146,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--unsandboxed", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a few trials, to see that it runs")
     args = parser.parse_args()
-    asyncio.run(main(args.trials, args.unsandboxed))
+    asyncio.run(main(3 if args.smoke else args.trials, args.unsandboxed))
