@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import pytest
 
 from noema.identity import Identity
-from noema.memory.session import Session
+from noema.memory.session import Session, StorageFull
 from noema.memory.store import TurnStore
-from noema.memory.turns import TurnKind
+from noema.memory.turns import NewTurn, TurnKind
 from noema.orchestrator import agent as agent_module
 from noema.orchestrator import cycle as cycle_module
 from noema.orchestrator.agent import Agent
@@ -273,3 +273,25 @@ def test_an_unreadable_identity_falls_back_to_the_default(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="noema.identity"):
         assert identity.core().startswith("# Who you are")
     assert "cannot be read" in caplog.text
+
+
+async def test_a_start_that_cannot_close_a_crashed_cycle_still_answers(session, monkeypatch):
+    """The previous process died mid-call; this one starts on a full disk."""
+    cycle_id = session.store.open_cycle("person")
+    session.append(NewTurn(TurnKind.USER, "run it"))
+    session.append(NewTurn(TurnKind.TOOL_CALL, tool_name="write_note", call_id="c1",
+                           arguments="{}", cycle_id=cycle_id))
+    agent, rec = make_agent(session, ScriptedProvider([say("Back.")]), (write_note,))
+
+    def full(*args, **kwargs):
+        raise StorageFull(session.folder, 0)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Session, "append_all", full)
+        agent.start()  # no exception: told, and left for the first delivery
+    assert any("is full (0 bytes free)" in n for n in rec.notices), rec.notices
+    await check_answers_next(agent, session)
+    check_both_protocols(session.turns)
+    assert session.store.open_cycles() == []
+    assert "Did not complete" in next(t for t in session.turns if t.is_result).content
+    await agent.close()

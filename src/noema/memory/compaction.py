@@ -338,5 +338,6 @@ def _log_failure(task: asyncio.Task[Outcome]) -> None:
     error = task.exception()
     if error is not None:
         detail = " ".join(str(error).split())[:160]
-        log.error("compaction failed (%s: %s); the conversation goes on uncompacted and it is "
-                  "tried again after the next reply", type(error).__name__, detail, exc_info=error)
+        log.error("compaction failed (%s: %s); the conversation goes on uncompacted and it "
+                  "is tried again after the next reply", type(error).__name__, detail,
+                  exc_info=error)

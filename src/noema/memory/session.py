@@ -47,7 +47,7 @@ def _free_bytes(folder: Path) -> int:
 
 
 @contextmanager
-def refused_when_full(folder: Path) -> Iterator[None]:
+def _refused_when_full(folder: Path) -> Iterator[None]:
     """Turn SQLite's "database or disk is full" into `StorageFull` (other errors pass)."""
     try:
         yield
@@ -62,9 +62,9 @@ def disk_full(exc: BaseException | None) -> bool:
     # SQLite may roll a transaction back by itself when the disk fills; the
     # ROLLBACK that follows then fails too, and the full disk is its context.
     while exc is not None:
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        if isinstance(exc, StorageFull) or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
             return True
-        if isinstance(exc, StorageFull) or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
             return True
         exc = exc.__context__
     return False
@@ -116,7 +116,7 @@ class Session:
 
     def append(self, new: NewTurn) -> Turn:
         """Store a turn and put it at the end of the session, atomically."""
-        with refused_when_full(self.folder), self.store.transaction() as db:
+        with _refused_when_full(self.folder), self.store.transaction() as db:
             turn = self.store.append(new)
             db.execute(_AT_THE_END, (turn.id,))
         self._turns.append(turn)
@@ -128,7 +128,7 @@ class Session:
         in-memory session returns to what it was, so the two never disagree."""
         turns, save_point = list(self._turns), self.save_point_id
         try:
-            with refused_when_full(self.folder), self.store.transaction():
+            with _refused_when_full(self.folder), self.store.transaction():
                 yield
         except BaseException:
             self._turns, self.save_point_id = turns, save_point
@@ -145,7 +145,7 @@ class Session:
         tool call and its result. Staged turns survive a restart.
 
         Raises `StorageFull` (nothing stored) when the disk is full."""
-        with refused_when_full(self.folder), self.store.transaction() as db:
+        with _refused_when_full(self.folder), self.store.transaction() as db:
             turn = self.store.append(new)
             db.execute("INSERT INTO session_pending (turn_id) VALUES (?)", (turn.id,))
         return turn
@@ -162,7 +162,7 @@ class Session:
         """Move staged turns to the end of the session, in one transaction."""
         if not turns:
             return
-        with refused_when_full(self.folder), self.store.transaction() as db:
+        with _refused_when_full(self.folder), self.store.transaction() as db:
             for turn in turns:
                 db.execute("DELETE FROM session_pending WHERE turn_id = ?", (turn.id,))
                 db.execute(_AT_THE_END, (turn.id,))
@@ -173,7 +173,7 @@ class Session:
         gone = set(ids)
         if not gone:
             return
-        with refused_when_full(self.folder), self.store.transaction() as db:
+        with _refused_when_full(self.folder), self.store.transaction() as db:
             db.executemany("DELETE FROM session_entries WHERE turn_id = ?", [(i,) for i in gone])
             if flag:
                 self.store.add_flags(sorted(gone), flag)
@@ -182,14 +182,14 @@ class Session:
     def mark(self, ids: Iterable[int], flag: Flag) -> None:
         """Give turns in the session a status flag (for example, pruned)."""
         marked = set(ids)
-        with refused_when_full(self.folder):
+        with _refused_when_full(self.folder):
             self.store.add_flags(sorted(marked), flag)
         self._turns = [_with_flags(t, flag) if t.id in marked else t for t in self._turns]
 
     def replace_with_save_point(self, ids: Iterable[int], save_point_id: int) -> None:
         """Swap a compacted block for the save point that narrates it."""
         gone = set(ids)
-        with refused_when_full(self.folder), self.store.transaction() as db:
+        with _refused_when_full(self.folder), self.store.transaction() as db:
             db.executemany("DELETE FROM session_entries WHERE turn_id = ?", [(i,) for i in gone])
             db.execute(
                 "INSERT INTO session_state (key, value) VALUES ('save_point', ?)"

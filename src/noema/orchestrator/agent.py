@@ -219,8 +219,12 @@ class Agent:
         classified by the current rules) together with the waiting messages,
         and nothing starts a cycle until all of them are in.
         """
-        for notice in recover_crashed_cycles(self.session):
-            self.listener.on_notice(notice)
+        try:
+            for notice in recover_crashed_cycles(self.session):
+                self.listener.on_notice(notice)
+        except Exception as exc:  # a full disk, say: written before the first delivery
+            self._report(exc, "closing what the previous run left open")
+            self._leftovers = True
         restored = self._restore()
         for turn in self.session.staged():
             if turn.id not in self._staged:
