@@ -530,9 +530,10 @@ def _lines_of(data: bytes, start: int) -> tuple[list[str], list[int], int]:
         # a character is a byte, so the lengths of the text give the offsets.
         lines = data.decode("ascii").split("\n")
         lines.pop()  # after the last newline
-        if lines and "" not in lines and max(map(len, lines)) <= MAX_LINE and not any(
+        lengths = list(map(len, lines))
+        if lines and max(lengths) <= MAX_LINE and "" not in lines and not any(
                 map(str.isspace, lines)):
-            return lines, list(map(add, accumulate(map(len, lines)),
+            return lines, list(map(add, accumulate(lengths),
                                    range(start + 1, start + 1 + len(lines)))), cut
     pieces = data[:cut].split(b"\n")
     pieces.pop()
