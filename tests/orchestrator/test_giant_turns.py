@@ -30,7 +30,14 @@ from noema.orchestrator.context import (
     check_history,
 )
 from noema.providers.anthropic_native import to_anthropic
-from noema.providers.base import Message, MessageRole, ToolCall, ToolSpec
+from noema.providers.base import (
+    BadRequest,
+    Message,
+    MessageRole,
+    ModelRequest,
+    ToolCall,
+    ToolSpec,
+)
 from noema.providers.catalog import build_provider
 from noema.providers.settings import ModelSettings
 from noema.tools.registry import ToolContext, ToolRegistry, tool
@@ -342,6 +349,17 @@ async def wire(request, servers):
     yield server, provider
     await provider.aclose()
     server.reset()
+
+
+@pytest.mark.slow
+async def test_the_fake_endpoints_refuse_a_request_past_the_window(wire):
+    server, provider = wire
+    request = ModelRequest(messages=(Message(MessageRole.SYSTEM, SYSTEM),
+                                     Message(MessageRole.USER, GIANT[:100_000])))
+    with pytest.raises(BadRequest, match="too long"):
+        async for _ in provider.stream(request):
+            pass
+    assert len(server.refused) == 1 and server.refused[0] > WINDOW
 
 
 @tool(side_effects=False)
