@@ -13,8 +13,8 @@ it is complete.
 
 **Rotation.** Files are read by their open descriptor, so a file renamed or
 deleted under the follower is still read to its end before it moves on.
-Checked at each end of file (the `poll_interval` apart, or when inotify says
-so some day):
+Checked at each end of file, that is each time the sensor would sleep (an
+inotify wake-up can take the place of that sleep without changing this):
 
 - rename and create, or delete and re-create (the path names another file):
   the old file is read to its end, then any file rotated away between two
@@ -27,9 +27,11 @@ so some day):
 
 Polling cannot see a file that lived and was rotated away between two looks
 unless it is still in the folder: such files are looked for among the
-numbered rotated names (`app.log.1`, `app.log.2`, ...; compressed ones are
-not read) as the ones the follower has never seen, and read whole, oldest
-(highest number) first. A file deleted between two looks is lost.
+numbered rotated names (`app.log.1`, `app.log.2`, ...) as the ones the
+follower has never seen (by inode and first bytes: inodes are reused), and
+read whole, oldest first (by the time last written, then the higher number).
+Compressed rotations and dated names (`app.log-20260101`) are not searched.
+A file deleted, or pushed out of the kept rotations, between two looks is lost.
 
 **Resuming.** The sensor keeps its place in a bookmark (`LogPosition`: the
 file's device and inode, a digest of its first bytes, and the offset just
@@ -41,9 +43,10 @@ agent restarts) it continues from there:
 - the same file (same inode and first bytes, not shorter than the offset):
   from the offset;
 - the file was rotated while the sensor was not reading and the old one is
-  still in the same folder (found by inode and first bytes): the rest of
-  the old file, the numbered files rotated after it, then the new file from
-  its start;
+  still in the same folder (found by inode and first bytes; after a
+  copytruncate, its numbered copy by first bytes): the rest of the old file,
+  the numbered files rotated after it (lower numbers, written later), then
+  the new file from its start;
 - otherwise (the old file deleted or compressed, or the file rewritten in
   place): the file at the path from its start, with a note that lines
   written to the old file may be missing.
@@ -78,6 +81,7 @@ HEAD_BYTES = 256
 DEFAULT_MAX_BACKLOG = 8 * 1024 * 1024
 NOTE_KEY = "noema:sensor-note"
 MAX_KNOWN = 4096  # rotated files remembered as read
+MAX_NUMBER_TRIED = 1000  # rotations looked for by number up to this one, beyond by listing
 
 Where = Literal["start", "end", "capped"]
 """Where a file is opened: its start, its end, or its last `max_backlog` bytes."""
@@ -149,7 +153,6 @@ class LogPosition:
         return position
 
 
-
 @dataclass(frozen=True, slots=True)
 class LogSlice:
     """The complete lines of one read, in order, all from one file."""
@@ -171,7 +174,7 @@ _NOTHING = LogSlice([], [], None)
 
 class _OpenFile:
     """One file held by its descriptor, so it can be read to its end after it
-    is renamed or deleted. Read with `pread`, so a duplicate descriptor is free.
+    is renamed or deleted. Read with `pread`: the descriptor keeps no place.
 
     `offset` is just after the last complete line handed out: the next read
     starts there, so a line not finished yet is read again, whole, once it is.
@@ -599,7 +602,7 @@ def _open_siblings(path: Path) -> list[tuple[int, _OpenFile]]:
     numbers = [n for n, _ in _numbered_siblings(path)]
     if not numbers:
         return []
-    if max(numbers) <= MAX_KNOWN:
+    if max(numbers) <= MAX_NUMBER_TRIED:
         numbers = list(range(max(numbers) + 2))
     opened: dict[Ident, tuple[int, _OpenFile]] = {}
     for number in sorted(numbers):
