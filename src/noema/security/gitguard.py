@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .masks import GitItem, Scan
+from .policy import AccessPolicy
 
 log = logging.getLogger(__name__)
 
@@ -162,16 +163,22 @@ class GitGuard:
     configuration files it already found clean, so an unchanged one is not
     parsed again after every command."""
 
-    def __init__(self, writable: Sequence[Path], agent_data: Path) -> None:
-        self.writable = tuple(Path(os.path.realpath(p)) for p in writable)
+    def __init__(self, policy: AccessPolicy, agent_data: Path) -> None:
+        self.policy = policy
+        self.writable = tuple(r.path for r in policy.writable_roots)
         self.agent_data = Path(os.path.realpath(agent_data))
         self._clean: dict[tuple[int, int], tuple[int, int, int]] = {}
 
     def check(self, before: Scan, after: Scan) -> list[Neutralised]:
-        """Neutralise the git metadata in `after` that was not frozen in
-        `before` (frozen metadata could not change); say what was done."""
+        """Neutralise the git metadata in `after` that the command could have
+        written: what was frozen or masked in `before` could not change, and
+        is the person's; say what was done."""
         frozen = set(before.frozen)
-        exempt = {item.identity for item in before.git if item.path in frozen}
+        exempt = {
+            item.identity
+            for item in before.git
+            if item.path in frozen or any(item.path.is_relative_to(h) for h in before.hidden)
+        }
         done: list[Neutralised] = []
         visited: set[tuple[int, int]] = set()
         for item in after.git:
@@ -216,9 +223,12 @@ class GitGuard:
         return target if self._inside(target) and target.is_dir() else None
 
     def _inside(self, path: Path) -> bool:
-        if path == self.agent_data or path.is_relative_to(self.agent_data):
+        """Whether `path` lies where a command may write (the innermost root
+        holding it is writable), outside the agent's data."""
+        if path.is_relative_to(self.agent_data):
             return False
-        return any(path.is_relative_to(root) for root in self.writable)
+        root = self.policy.root_of(path)
+        return root is not None and root.writable
 
     def _protected(self, path: Path, exempt: set[tuple[int, int]]) -> bool:
         """Whether `path` lies in metadata that was frozen (the person's own)."""

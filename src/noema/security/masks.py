@@ -15,7 +15,7 @@ The walk never follows links, never enters a `.git` folder (the objects of
 a large repository would dominate its cost) and never enters the agent's
 data. A folder's listing and the policy's decisions on its entries are kept
 under the folder's identity and change time: a warm walk costs one `lstat`
-per folder. A folder changed less than `_RACY_NS` before it was read may
+per folder. A folder changed less than two seconds before it was read may
 change again within the same time stamp, so it is read again next time.
 """
 
@@ -24,14 +24,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from .policy import Access, AccessPolicy, is_git_name
-
-_RACY_NS = 2_000_000_000
 
 GitKind = Literal["gitdir", "gitfile", "gitlink", "repository", "config"]
 
@@ -68,21 +65,17 @@ class Scan:
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
-    name: str
-    kind: Literal["dir", "file", "link", "other"]
-    ino: int
-
-
-@dataclass(frozen=True, slots=True)
 class _Folder:
-    """One folder's listing and the policy's verdicts, valid while `stamp` holds."""
+    """What one folder contributes to a scan, valid while `stamp` holds."""
 
     stamp: tuple[int, int, int, int]  # st_ino, st_mtime_ns, st_ctime_ns, st_dev
-    trusted: bool  # False when it was read too soon after its listing last changed
-    entries: tuple[_Entry, ...]
-    denied: frozenset[str]  # entries the policy refuses to read
-    repository: bool  # git would take the folder itself for a repository
+    trusted: bool  # False when it was read too soon after it last changed
+    children: tuple[tuple[Path, bool], ...]  # folders to walk, and whether they are refused
+    hidden: tuple[Path, ...]  # entries to mask
+    git: tuple[GitItem, ...]  # git metadata here (the folder itself when a repository)
+    freezable: tuple[Path, ...]  # the part of `git` a read-only mount can cover
+    secret_inodes: frozenset[int]  # files the policy refuses
+    visible_inodes: dict[int, Path]  # every other file, by inode
 
 
 def looks_like_repository(names: set[str] | frozenset[str]) -> bool:
@@ -102,8 +95,9 @@ def global_git_configs() -> tuple[Path, ...]:
 class Masker:
     """Walks the roots of one policy, remembering what it read."""
 
-    def __init__(self, policy: AccessPolicy, agent_data: Path) -> None:
+    def __init__(self, policy: AccessPolicy, agent_data: Path, *, racy_s: float = 2.0) -> None:
         self.policy = policy
+        self._racy_ns = int(racy_s * 1e9)
         self.agent_data = Path(os.path.realpath(agent_data))
         self._roots = {root.path for root in policy.roots}
         self._cache: dict[Path, _Folder] = {}
@@ -118,117 +112,126 @@ class Masker:
         hidden: list[Path] = []
         frozen: list[Path] = []
         git: list[GitItem] = []
-        secret_inodes: set[tuple[int, int]] = set()
-        visible_files: list[tuple[Path, tuple[int, int]]] = []
-        counts = [0, 0]
+        secret: dict[int, set[int]] = {}
+        walked: list[_Folder] = []
         seen: set[Path] = set()
+        read = 0
         for root in self.policy.roots:
-            for folder, info, denied_here in self._folders(root.path, counts, seen):
-                dev = info.stamp[3]
-                if info.repository and not denied_here:
-                    git.append(GitItem(folder, "repository", dev, info.stamp[0]))
-                    if root.writable:
-                        frozen.append(folder)
-                for entry in info.entries:
-                    path = folder / entry.name
-                    if is_git_name(entry.name):
-                        if entry.kind != "other":
-                            git.append(GitItem(path, _git_kind(entry.kind), dev, entry.ino))
-                        if root.writable and not denied_here and entry.kind in ("dir", "file"):
-                            frozen.append(path)
-                        continue
-                    secret = denied_here or entry.name in info.denied
-                    if entry.kind in ("file", "other"):
-                        if secret:
-                            secret_inodes.add((dev, entry.ino))
-                        else:
-                            visible_files.append((path, (dev, entry.ino)))
-                    if secret and not denied_here and entry.kind != "link":
-                        hidden.append(path)
+            stack = [(root.path, False)]
+            while stack:
+                folder, refused = stack.pop()
+                if folder in seen:
+                    continue  # a root nested in another is walked once
+                seen.add(folder)
+                info, fresh = self._folder(folder, refused)
+                if info is None:
+                    continue
+                read += fresh
+                walked.append(info)
+                stack += info.children
+                hidden += info.hidden
+                git += info.git
+                if root.writable:
+                    frozen += info.freezable
+                if info.secret_inodes:
+                    secret.setdefault(info.stamp[3], set()).update(info.secret_inodes)
         # Another name of a refused file shows the same bytes: mask it as well.
-        hidden += [path for path, inode in visible_files if inode in secret_inodes]
+        for info in walked:
+            same = secret.get(info.stamp[3])
+            if same and info.visible_inodes:
+                hidden += [info.visible_inodes[i] for i in same.intersection(info.visible_inodes)]
         for config in global_git_configs():
             if any(config.is_relative_to(r.path) for r in self.policy.writable_roots):
                 try:
-                    info = config.lstat()
+                    found = config.lstat()
                 except OSError:
                     continue
-                git.append(GitItem(config, "config", info.st_dev, info.st_ino))
+                git.append(GitItem(config, "config", found.st_dev, found.st_ino))
                 if not config.is_symlink():
                     frozen.append(config)
         for gone in self._cache.keys() - seen:
             del self._cache[gone]
-        data = self.agent_data
-        if any(data.is_relative_to(root) for root in self._roots):
-            hidden.append(data)
+        if any(self.agent_data.is_relative_to(root) for root in self._roots):
+            hidden.append(self.agent_data)
         return Scan(
-            tuple(dict.fromkeys(hidden)),
-            tuple(dict.fromkeys(frozen)),
-            tuple(git),
-            counts[0],
-            counts[1],
+            tuple(dict.fromkeys(hidden)), tuple(dict.fromkeys(frozen)), tuple(git), len(seen), read
         )
 
-    def _folders(
-        self, top: Path, counts: list[int], seen: set[Path]
-    ) -> Iterator[tuple[Path, _Folder, bool]]:
-        """Every folder below `top` (itself included) with its listing, and
-        whether the policy refuses the folder as a whole (a masked folder is
-        still walked: its files' other names, and git metadata planted there,
-        must be found)."""
-        stack: list[tuple[Path, bool]] = [(top, False)]
-        while stack:
-            folder, denied_here = stack.pop()
-            if folder in seen:
-                continue  # a root nested in another is walked once
-            seen.add(folder)
-            info = self._folder(folder, denied_here, counts)
-            if info is None:
-                continue
-            yield folder, info, denied_here
-            for entry in info.entries:
-                if entry.kind != "dir" or is_git_name(entry.name):
-                    continue
-                child = folder / entry.name
-                if child == self.agent_data or (child in self._roots and child != top):
-                    continue  # the agent's data is masked whole; a nested root walks itself
-                stack.append((child, denied_here or entry.name in info.denied))
-
-    def _folder(self, folder: Path, denied_here: bool, counts: list[int]) -> _Folder | None:
-        counts[0] += 1
+    def _folder(self, folder: Path, refused: bool) -> tuple[_Folder | None, bool]:
+        """The folder's part of the scan, from the cache when it has not changed;
+        whether the folder had to be read."""
         try:
             info = os.lstat(folder)
         except OSError:
-            return None
+            return None, False
         stamp = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
         cached = self._cache.get(folder)
         if cached is not None and cached.trusted and cached.stamp == stamp:
-            return cached
-        counts[1] += 1
+            return cached, False
         try:
             with os.scandir(folder) as listing:
-                entries = tuple(_entry(e) for e in listing)
+                entries = [_entry(e) for e in listing]
         except OSError:
             self._cache.pop(folder, None)
-            return None
-        names = {e.name for e in entries}
-        denied = frozenset(
-            e.name
-            for e in entries
-            if not denied_here
-            and not is_git_name(e.name)
-            and self.policy.denial(folder / e.name, Access.READ) is not None
-        )
-        trusted = time.time_ns() - info.st_mtime_ns > _RACY_NS
-        fresh = _Folder(stamp, trusted, entries, denied, looks_like_repository(names))
+            return None, True
+        # A command may set the time stamps back, but not the change time.
+        trusted = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > self._racy_ns
+        fresh = self._judge(folder, refused, stamp, trusted, entries)
         self._cache[folder] = fresh
-        return fresh
+        return fresh, True
+
+    def _judge(
+        self,
+        folder: Path,
+        refused: bool,
+        stamp: tuple[int, int, int, int],
+        trusted: bool,
+        entries: list[tuple[str, str, int]],
+    ) -> _Folder:
+        """Ask the policy about each entry of a folder just read."""
+        dev = stamp[3]
+        children: list[tuple[Path, bool]] = []
+        hidden: list[Path] = []
+        git: list[GitItem] = []
+        freezable: list[Path] = []
+        secret: set[int] = set()
+        visible: dict[int, Path] = {}
+        if looks_like_repository({name for name, _, _ in entries}):
+            git.append(GitItem(folder, "repository", dev, stamp[0]))
+            if not refused:
+                freezable.append(folder)
+        for name, kind, ino in entries:
+            path = folder / name
+            if is_git_name(name):
+                if kind != "other":
+                    git.append(GitItem(path, _git_kind(kind), dev, ino))
+                if not refused and kind in ("dir", "file"):
+                    freezable.append(path)
+                continue  # never entered: it is frozen whole
+            denied = refused or self.policy.denial(path, Access.READ) is not None
+            if denied and not refused and kind != "link":
+                hidden.append(path)
+            if kind == "dir":
+                # A masked folder is still walked: other names of its files, and
+                # git metadata planted in it, must be found.
+                if path != self.agent_data and path not in self._roots:
+                    children.append((path, denied))
+            elif kind != "link":
+                if denied:
+                    secret.add(ino)
+                else:
+                    visible[ino] = path
+        return _Folder(
+            stamp, trusted, tuple(children), tuple(hidden), tuple(git), tuple(freezable),
+            frozenset(secret), visible,
+        )
 
 
-def _entry(entry: os.DirEntry[str]) -> _Entry:
+def _entry(entry: os.DirEntry[str]) -> tuple[str, str, int]:
+    """Name, kind ('dir', 'file', 'link' or 'other') and inode, without following links."""
     try:
         if entry.is_symlink():
-            kind: Literal["dir", "file", "link", "other"] = "link"
+            kind = "link"
         elif entry.is_dir(follow_symlinks=False):
             kind = "dir"
         elif entry.is_file(follow_symlinks=False):
@@ -237,7 +240,7 @@ def _entry(entry: os.DirEntry[str]) -> _Entry:
             kind = "other"
     except OSError:
         kind = "other"
-    return _Entry(entry.name, kind, entry.inode())
+    return entry.name, kind, entry.inode()
 
 
 def _git_kind(kind: str) -> GitKind:

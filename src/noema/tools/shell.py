@@ -96,7 +96,7 @@ def shell_tools(
     """`shell_execute`, bound to its sandbox and the workspaces' histories."""
     settings = sandbox.settings
     masker = Masker(policy, agent_data)
-    guard = GitGuard([r.path for r in policy.writable_roots], agent_data)
+    guard = GitGuard(policy, agent_data)
 
     def neutralise(before: Scan) -> str:
         # Runs whatever way the command ended; the walk is warm by then.

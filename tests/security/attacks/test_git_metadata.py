@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from noema.security.masks import looks_like_repository
+
 from ..world import BWRAP, World
 
 pytestmark = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot create a sandbox here")
@@ -149,10 +151,12 @@ PERSON_COMMANDS = (
 
 def person_runs_git_everywhere(ws: Path, home: Path) -> None:
     """The person's own git, run as they would, in every folder of the workspace."""
-    folders = [ws]
-    for folder, names, _ in os.walk(ws):
-        names[:] = [n for n in names if n != ".git" and n not in ("objects", "refs", "logs")]
-        folders += [Path(folder) / n for n in names]
+    folders = []
+    for folder, names, files in os.walk(ws):
+        folders.append(Path(folder))
+        if looks_like_repository(set(names) | set(files)):
+            names[:] = []  # git runs there already; its insides are the same repository
+        names[:] = [n for n in names if n not in (".git", "hooks")]
     for folder in folders:
         for args in PERSON_COMMANDS:
             subprocess.run(
@@ -390,3 +394,44 @@ async def test_global_config_of_the_person_is_read_only(world: World, tmp_path: 
     )
     assert "Read-only file system" in result.content
     assert (world.ws / ".gitconfig").read_text() == "[user]\n\tname = Person\n"
+
+
+PERSON_TOOL = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = /usr/bin/watchman-hook\n"
+
+
+def person_repository_with_own_settings(folder: Path) -> tuple[Path, Path]:
+    repo = folder
+    repo.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=30)
+    config = repo / ".git" / "config"
+    config.write_text(PERSON_TOOL)
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    return config, hook
+
+
+WHERE_THE_PERSON_KEEPS_A_REPO = {
+    "workspace": ("ws", "proj"),
+    "workspace-deep": ("ws", "a/b/c/proj"),
+    "secret-folder": ("ws", "private/proj"),
+    "nested-read-only-root": ("ws", "vendor/proj"),
+}
+
+
+@pytest.mark.parametrize(
+    "base,rel", WHERE_THE_PERSON_KEEPS_A_REPO.values(), ids=WHERE_THE_PERSON_KEEPS_A_REPO.keys()
+)
+async def test_the_person_own_hooks_and_settings_are_left_alone(world: World, base, rel):
+    from noema.security.settings import RootSettings
+
+    config, hook = person_repository_with_own_settings(world.ws / rel)
+    world.deny_extra = ("private",)
+    world.extra_roots = (RootSettings(path=world.ws / "vendor", mode="read-only"),)
+    (world.ws / "vendor").mkdir(exist_ok=True)
+    world.build()
+    result = await world.call("shell_execute", command="echo hello > note.txt")
+    assert "neutralised" not in result.content
+    assert config.read_text() == PERSON_TOOL
+    assert hook.stat().st_mode & 0o111 and hook.read_text() == "#!/bin/sh\nexit 0\n"
+    assert not list((world.ws / rel / ".git").glob("*noema-quarantine*"))
