@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from noema.memory.recall_tools import memory_tools
 from noema.memory.search import HistorySearch
 from noema.memory.store import TurnStore, turn_tokens
-from noema.memory.tokens import MESSAGE_OVERHEAD, estimate_tokens
+from noema.memory.tokens import MESSAGE_OVERHEAD, estimate_tokens, fitting_chars
 from noema.memory.turns import ROLE_OF_KIND, NewTurn, Turn, TurnKind
 from noema.orchestrator.context import (
     ContextLimits,
@@ -279,6 +279,18 @@ def test_every_built_request_fits_the_window_and_stays_valid(turns, window, shar
     shown = [t.id for t in turns if t.id not in built.left_out]
     assert built.left_out == tuple(t.id for t in turns[: len(built.left_out)])
     assert len(shown) + len(built.left_out) == len(turns)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=st.sampled_from(TEXTS + ["é ü ñ ", "::::", "a" * 50 + " "]),
+       size=st.integers(0, 40_000), budget=st.integers(-5, 3_000), from_end=st.booleans())
+def test_a_fitted_piece_never_exceeds_its_budget(pattern, size, budget, from_end):
+    text = (pattern * (size // len(pattern) + 1))[:size]
+    fit = fitting_chars(text, budget, from_end=from_end)
+    piece = text[len(text) - fit.chars :] if from_end else text[: fit.chars]
+    assert fit.chars <= len(text) and fit.tokens == estimate_tokens(piece) <= max(budget, 0)
+    if estimate_tokens(text) <= budget:
+        assert fit.chars == len(text)  # what fits whole is taken whole
 
 
 # -- end to end: fake endpoints that refuse a request past the window ----------------------
