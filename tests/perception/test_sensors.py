@@ -21,6 +21,7 @@ from noema.perception.sensors import (
     describe_changes,
     normalise_line,
 )
+from noema.perception.sensors.logfile import MAX_LINE, SLICE_BYTES
 from noema.perception.sensors.simulated import chat_burst, log_storm, merge, state_updates
 
 from .conftest import T0
@@ -252,3 +253,34 @@ async def test_the_simulated_sensor_replays_on_the_clock_it_is_given():
         ("hola", T0 + 10, "ana"), ("¿estás?", T0 + 15, "ana")]
     with pytest.raises(ValueError):
         SimulatedSensor(SensorInfo("mail", "m", Nature.STATE), script)
+
+
+@pytest.mark.parametrize("slice_bytes", [MAX_LINE + 1, MAX_LINE + 777, SLICE_BYTES])
+def test_the_follower_reads_every_line_however_the_slices_fall(tmp_path, slice_bytes):
+    """Blank lines, CRLF, UTF-8, long lines: the same lines whatever the slice
+    size, each with the offset just after it (a line past MAX_LINE is cut to it)."""
+    log = tmp_path / "app.log"
+    kinds = ["plain line {}", "", "   ", "crlf line {}\r", "línea {} ñ", "\tindented {}",
+             "y" * (MAX_LINE - 100)]
+    if slice_bytes == SLICE_BYTES:  # with smaller slices its end would be a line of its own
+        kinds.append("x" * (MAX_LINE + 10))
+    raw = [kinds[i % len(kinds)].format(i) for i in range(3000)]
+    log.write_bytes("".join(line + "\n" for line in raw).encode())
+    follower = LogFollower(log, from_start=True, slice_bytes=slice_bytes)
+    texts, ends = [], []
+    for _ in range(10_000):
+        piece = follower.read()
+        texts += piece.lines
+        ends += [piece.position(i).offset for i in range(len(piece.lines))]
+        if not follower.more:
+            break
+    follower.close()
+    offsets, at = [], 0
+    for line in raw:
+        at += len(line.encode()) + 1
+        offsets.append(at)
+    kept = [(line.rstrip("\r")[:MAX_LINE], end) for line, end in zip(raw, offsets, strict=True)
+            if line.strip()]
+    assert list(zip(texts, ends, strict=True)) == kept
+    with pytest.raises(ValueError):
+        LogFollower(log, slice_bytes=MAX_LINE)

@@ -265,8 +265,8 @@ class LogFollower:
     ) -> None:
         if max_backlog < 0:
             raise ValueError("max_backlog is a number of bytes, 0 or more")
-        if slice_bytes < 1:
-            raise ValueError("a slice is at least one byte")
+        if slice_bytes <= MAX_LINE:
+            raise ValueError("a slice must hold more than the longest line (MAX_LINE)")
         self.path = Path(path)
         self.max_backlog = max_backlog
         self.notes: list[str] = []  # what the sensor should say about its resumption
