@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from ..memory.store import own_text
 from ..memory.tokens import MESSAGE_OVERHEAD, estimate_tokens, fitting_chars
 from ..memory.turns import Flag, Turn, TurnKind
 from ..providers.base import Message, MessageRole, ToolCall, ToolSpec
+
+log = logging.getLogger(__name__)
 
 NOTE_PREFIX = "[note from the runtime, not from the person] "
 
@@ -278,6 +281,9 @@ def _opened(system_prompt: str, body: list[Message], note: str | None) -> tuple[
     return (Message(MessageRole.SYSTEM, system_prompt), *body)
 
 
+_tools_seen: list[tuple[Sequence[ToolSpec], int]] = []  # the last tools measured
+
+
 def tools_tokens(tools: Sequence[ToolSpec]) -> int:
     """Estimated tokens of the tool descriptions sent with a request."""
     # Measuring the schemas costs milliseconds, on the path of every request;
@@ -292,9 +298,6 @@ def tools_tokens(tools: Sequence[ToolSpec]) -> int:
     )
     _tools_seen[:] = [(tools, tokens)]
     return tokens
-
-
-_tools_seen: list[tuple[Sequence[ToolSpec], int]] = []  # the last tools measured
 
 
 def build_context(
@@ -333,6 +336,9 @@ def build_context(
     # Only what is sent is cut; each cut costs no more than it was counted at.
     kept = _parts(turns[len(left_out) :], cap)
     note = left_out_note(left_out, limits.window) if left_out else None
+    if left_out:
+        log.info("left %d oldest turns (%d-%d) out of a request to fit a %d-token window",
+                 len(left_out), left_out[0], left_out[-1], limits.window)
     messages = _opened(system, [part.message for part in kept], note)
     opened = len(messages) - 1 > len(kept)  # a note was put at the head
     opening = estimate_tokens(messages[1].content) + MESSAGE_OVERHEAD if opened else 0
