@@ -17,8 +17,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from noema.app import build_app
+from noema.config import Config
 from noema.identity import Identity
 from noema.memory.session import Session, StorageFull
+from noema.memory.settings import MemorySettings
 from noema.memory.store import TurnStore
 from noema.memory.turns import NewTurn, TurnKind
 from noema.orchestrator import agent as agent_module
@@ -27,6 +30,7 @@ from noema.orchestrator.agent import Agent
 from noema.orchestrator.core import Phase
 from noema.orchestrator.ledger import DeliveryLedger
 from noema.orchestrator.prompt import build_system_prompt
+from noema.paths import AgentPaths
 from noema.providers.base import ResponseBuilder
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.tools.registry import ToolContext, ToolRegistry, tool
@@ -295,3 +299,33 @@ async def test_a_start_that_cannot_close_a_crashed_cycle_still_answers(session, 
     assert session.store.open_cycles() == []
     assert "Did not complete" in next(t for t in session.turns if t.is_result).content
     await agent.close()
+
+
+async def test_the_wired_agent_with_a_non_utf8_identity_compacts_and_keeps_answering(tmp_path):
+    """The report's own case: a non-UTF-8 identity.md and a session long enough to compact."""
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    paths.ensure()
+    paths.identity_dir.mkdir(exist_ok=True)
+    (paths.identity_dir / "identity.md").write_bytes(b"# Who you are\n\nYou are \xff Ana.\n")
+    config = Config(memory=MemorySettings(trigger_turns=8, keep_recent_turns=2,
+                                          min_block_turns=2, min_journey_words=10))
+    model = ScriptedProvider([say(f"reply {i}") for i in range(10)])
+    chronicler = ScriptedProvider([say("not a valid save point")] * 5)
+    rec = Recorder()
+    app = build_app(paths, config, provider=model, chronicler=chronicler, listener=rec)
+    try:
+        await app.start()
+        for number in range(6):
+            app.agent.submit(f"message {number}")
+            await asyncio.wait_for(app.agent.idle(), 10)
+            assert app.session.turns[-1].content == f"reply {number}"
+        for _ in range(200):  # the compaction runs in the background
+            if chronicler.requests and not app.memory.compactor.busy:
+                break
+            await asyncio.sleep(0.02)
+        assert chronicler.requests, "the session never grew long enough to compact"
+        assert "You are \ufffd Ana." in app.agent.cycle.system_prompt()
+        assert app.agent.status().context_tokens > 0  # what /status shows
+        assert not [n for n in rec.notices if "failed" in n], rec.notices
+    finally:
+        await app.aclose()
