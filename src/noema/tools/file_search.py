@@ -242,11 +242,10 @@ def grep(
             skipped.unreadable += 1  # binary, too large, hard-linked, vanished, a socket
             continue
         shown = policy.display(found.path)
-        for number, line in enumerate(text.splitlines(), 1):
-            if budget.search(regex, line, lambda: f"{shorten(shown)}:{number}"):
-                total += 1
-                if len(lines) < MAX_MATCHES:
-                    lines.append(f"{shown}:{number}: {line[:300]}")
+        for number, line in budget.lines(regex, text, shorten(shown)):
+            total += 1
+            if len(lines) < MAX_MATCHES:
+                lines.append(f"{shown}:{number}: {line[:300]}")
     if not lines:
         where = f" in files matching {file_pattern!r}" if file_pattern else ""
         return f"No line matches {query!r}{where}." + skipped.note()

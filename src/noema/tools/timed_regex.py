@@ -11,38 +11,71 @@ a bounded backtracking engine keeps the promised syntax and bounds the cost.
 
 A `Budget` is one call's allowance: a deadline for the whole call, a cap on
 any single match, and the caller's stop event, looked at before each match.
+Each match first runs holding the GIL for at most `HOLD_SECONDS` (nearly all
+finish in microseconds), and only a slow one is run again releasing it:
+giving the GIL back and taking it again on every line costs milliseconds
+as soon as another thread wants it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import regex
 
-from .errors import ToolError, quoted, shorten
+from .errors import ToolError, quoted
 
 CALL_SECONDS = 20.0  # all the matching one tool call may do
-MATCH_SECONDS = 1.0  # one line (or one path): far beyond what a sane pattern needs
+MATCH_SECONDS = 1.0  # one line, one path or one file's first pass: far beyond a sane pattern
+HOLD_SECONDS = 0.02  # how long a match may hold the GIL (the event loop waits that long)
 
 Pattern = regex.Pattern
+
+# Constructs that see past the end of a line, or that one line's text matches
+# differently once the line sits inside a file: with any of them, a first pass
+# over the whole file could miss a line that matches on its own.
+_LINE_BOUND = (
+    "\\A", "\\Z", "\\z", "\\G",  # start and end of the text itself
+    "(?<!", "(?!", "(?(",  # negative lookaround and conditions: a newline may now be seen
+    "(?>", "*+", "++", "?+", "}+", "(*",  # atomic groups, possessives, verbs: no backtracking
+    "(?-",  # a flag (MULTILINE) switched off for part of the pattern
+)  # fmt: skip
 
 
 class SearchStopped(ToolError):
     """The caller was cancelled; the worker ends without a result."""
 
 
-def compile_query(query: str) -> Pattern:
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A model's regular expression, to be matched against each line.
+
+    `whole` is the same pattern with MULTILINE (`^` and `$` at each line), for
+    one first pass over a whole file: one call instead of one per line, which
+    rules out most files at once. It is None when the pattern holds something
+    for which that pass could miss a matching line (see `_LINE_BOUND`).
+    """
+
+    exact: Pattern
+    whole: Pattern | None
+
+
+def compile_query(query: str) -> Query:
     """A model's regular expression, in Python's syntax, or a ToolError saying
     what is wrong with it."""
     try:
-        return regex.compile(query, regex.VERSION0)
+        exact = regex.compile(query, regex.VERSION0)
+        bound = any(token in query for token in _LINE_BOUND)
+        whole = None if bound else regex.compile(query, regex.VERSION0 | regex.MULTILINE)
     except (regex.error, OverflowError, RecursionError) as exc:
         raise ToolError(
             f"the query is not a valid regular expression ({exc}); escape special "
             "characters such as ( [ . * with a backslash"
         ) from None
+    return Query(exact, whole)
 
 
 def compile_internal(source: str) -> Pattern:
@@ -79,6 +112,28 @@ class Budget:
             )
         return left
 
+    def lines(self, query: Query, text: str, name: str) -> Iterator[tuple[int, str]]:
+        """The numbered lines of `text` (as `str.splitlines` cuts them, like
+        file_read) that `query` matches; `name` is the file, for refusals."""
+        lines = text.splitlines()
+        if query.whole is not None and not self._anywhere(query.whole, "\n".join(lines), name):
+            return
+        for number, line in enumerate(lines, 1):
+            if self.search(query.exact, line, lambda: f"{name}:{number}"):
+                yield number, line
+
+    def _anywhere(self, pattern: Pattern, text: str, name: str) -> bool:
+        """The first pass: whether the file may hold a matching line at all.
+
+        It gets a quarter of a match's time: a sane pattern needs milliseconds
+        for a whole file, and a slow one is better caught line by line, where
+        the refusal can name the line."""
+        limit = min(self.check(lambda: name), self.per_match / 4)
+        try:
+            return _found(pattern.search, text, limit)
+        except TimeoutError:
+            return True  # undecided: the line-by-line pass names the line at fault
+
     def search(self, pattern: Pattern, text: str, where: Callable[[], str]) -> bool:
         """Whether `pattern` occurs in `text`, within the budget.
 
@@ -87,7 +142,7 @@ class Budget:
         """
         limit = min(self.check(where), self.per_match)
         try:
-            return pattern.search(text, timeout=limit, concurrent=True) is not None
+            return _found(pattern.search, text, limit)
         except TimeoutError:
             if limit < self.per_match:
                 self.check(where)  # the whole call's time ran out: say so
@@ -102,9 +157,21 @@ class Budget:
         where = lambda: quoted(text)  # noqa: E731 - built only on failure
         limit = min(self.check(where), self.per_match)
         try:
-            return pattern.match(text, timeout=limit, concurrent=True) is not None
+            return _found(pattern.match, text, limit)
         except TimeoutError:
             raise ToolError(
                 f"the pattern took longer than {limit:g} s on the name {where()}; use fewer "
                 "'**' and '*' in a row"
             ) from None
+
+
+def _found(find: Callable[..., regex.Match[str] | None], text: str, limit: float) -> bool:
+    """Whether `find` (a pattern's search or match) succeeds on `text` within
+    `limit` seconds: briefly holding the GIL, then, if that was not enough,
+    from the start again without it. Raises TimeoutError past the limit."""
+    try:
+        return find(text, timeout=min(limit, HOLD_SECONDS)) is not None
+    except TimeoutError:
+        if limit <= HOLD_SECONDS:
+            raise
+    return find(text, timeout=limit - HOLD_SECONDS, concurrent=True) is not None

@@ -77,7 +77,7 @@ async def test_many_files_do_not_add_up_past_the_call_budget(world: World):
 def test_a_set_stop_event_ends_the_search():
     stop = threading.Event()
     budget = Budget(stop)
-    pattern = compile_query("x")
+    pattern = compile_query("x").exact
     assert budget.search(pattern, "xx", lambda: "f:1")
     stop.set()
     with pytest.raises(SearchStopped):
@@ -87,7 +87,7 @@ def test_a_set_stop_event_ends_the_search():
 def test_the_whole_call_budget_is_reported_as_such():
     now = [0.0]
     budget = Budget(threading.Event(), seconds=5, clock=lambda: now[0])
-    pattern = compile_query("x")
+    pattern = compile_query("x").exact
     assert not budget.search(pattern, "y", lambda: "a.txt:1")
     now[0] = 6.0
     with pytest.raises(ToolError, match=r"longer than 5 s in all and was stopped at b.txt:9"):
