@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
-from .config import Config, load_secrets
+from .config import Config, ConfigError, load_secrets, unknown_tools
 from .health import DamagedDatabase
 from .health.agent_files import lost_history
 from .identity import Identity
@@ -42,7 +42,7 @@ from .providers.base import Provider
 from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
-from .tools.registry import ToolRegistry
+from .tools.registry import Tool, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,9 @@ def build_app(
 ) -> App:
     """Open the agent's data and wire store, session, memory, senses, hands, model
     and shell. `provider` and `chronicler` replace the configured models."""
+    unknown = unknown_tools(config.autonomy.tools, offered_tool_names(config, paths))
+    if unknown:  # a misspelt name would leave its level, a deny perhaps, unapplied
+        raise ConfigError(str(paths.config_file), unknown)
     paths.ensure()
     lock = AgentLock(paths)  # raises AgentBusy if another process runs this agent
     try:
@@ -164,6 +167,8 @@ def _wire(
     hands = build_hands(config.hands, paths, approver)
 
     senses = config.perception
+    for waiting in senses.path_warnings():
+        listener.on_notice(waiting)
     archive = _open_archive(paths, senses.archive_flush_every, listener)
     sensors = [] if archive.path != paths.archive_db else build_sensors(
         senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone,
@@ -189,14 +194,8 @@ def _wire(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
     )
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
-    tools = ToolRegistry([
-        *time_tools(config.agent.timezone),
-        *identity_tools(identity),
-        *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter,
-                          pending=lambda: agent_ref[0].pending_events(), tz=zone),
-        *hands.tools,
-        *memory.tools,
-    ])
+    tools = _tool_set(config, identity, pipeline, delimiter, zone, [*hands.tools, *memory.tools],
+                      pending=lambda: agent_ref[0].pending_events())
 
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
                            CycleSettings(max_steps=config.cycle.max_steps))
@@ -218,6 +217,48 @@ def _wire(
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
                pipeline, hub, memory, lock)
+
+
+def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,
+              delimiter: SessionDelimiter, zone: ZoneInfo, more: list[Tool], *,
+              pending: Callable[[], str | Awaitable[str]]) -> ToolRegistry:
+    """Every tool the model is offered."""
+    return ToolRegistry([
+        *time_tools(config.agent.timezone),
+        *identity_tools(identity),
+        *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter, pending=pending,
+                          tz=zone),
+        *more,
+    ])
+
+
+def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
+    """The names of the tools an agent with this configuration is offered, found
+    by building them over empty stores in memory: nothing on disk is touched
+    (for `noema config check`, which must not need the agent stopped)."""
+    from .memory.recall_tools import memory_tools
+    from .memory.search import HistorySearch
+    from .security.policy import AccessPolicy
+    from .security.sandbox import Sandbox
+    from .security.versioning import Versions
+    from .tools.files import file_tools
+    from .tools.shell import shell_tools
+
+    store, archive = TurnStore(":memory:"), SensoryArchive(":memory:")
+    search = HistorySearch(store)
+    try:
+        policy = AccessPolicy.from_settings(config.files, paths)
+        versions = Versions.of_agent(policy, config.files.deny, paths, watch_changes=False)
+        hands = file_tools(policy, versions, config.files) + shell_tools(
+            Sandbox(config.shell), policy, versions, paths.agents_dir)
+        tools = _tool_set(config, Identity(paths.identity_dir), Pipeline(archive),
+                          SessionDelimiter.new(), ZoneInfo("UTC"),
+                          [*hands, *memory_tools(store, search)], pending=lambda: "")
+        return tools.names()
+    finally:
+        search.close()
+        archive.close()
+        store.close()
 
 
 def _open_archive(paths: AgentPaths, flush_every: int, listener: AgentListener) -> SensoryArchive:

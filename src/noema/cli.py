@@ -37,12 +37,21 @@ class Context:
             self.paths = AgentPaths.for_agent(agent, home)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+        blocked = self.paths.blocked_by()
+        if blocked is not None:
+            raise click.UsageError(
+                f"{blocked} is a file, but the agent's data must go in the folder "
+                f"{self.paths.root}. Pass a folder with --home (or NOEMA_HOME).")
 
     def config(self) -> Config:
+        """The configuration; a bad config.toml or secrets.toml stops every command
+        with the same message `noema config check` gives."""
         try:
-            return configuration.load_config(self.paths)
+            config = configuration.load_config(self.paths)
+            configuration.read_secrets_file(self.paths.secrets_file)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
+        return config
 
 
 def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
@@ -105,8 +114,8 @@ def chat(obj: Context) -> None:
     listener = TerminalListener(sys.stdout)
     try:
         app = build_app(obj.paths, config, listener=listener)
-    except (NoModelConfigured, ProviderError, AgentBusy) as exc:
-        raise click.ClickException(str(exc)) from None
+    except (NoModelConfigured, ProviderError, AgentBusy, ConfigError) as exc:
+        raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
         raise _refusal(exc) from None
     for gitdir in repositories(obj.paths):
@@ -218,12 +227,12 @@ def _memory_view(obj: Context) -> Iterator[_MemoryView]:
     from .memory.store import TurnStore
 
     paths = obj.paths
+    config = obj.config()
     lost = lost_history(paths)
     if lost:
         raise _refusal(DamagedDatabase(paths.turns_db, lost))
     if not paths.turns_db.exists():
         raise click.ClickException(f"agent {paths.name!r} has no conversation yet")
-    config = obj.config()
     zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else None
     try:
         with opening(paths.turns_db):
@@ -382,6 +391,8 @@ def config_check(obj: Context) -> None:
     """Validate the configuration and check that the model's key is present."""
     from .providers.catalog import build_provider
 
+    from .app import offered_tool_names
+
     cfg = obj.config()
     problems: list[str] = []
     secrets = configuration.load_secrets(obj.paths)
@@ -391,17 +402,20 @@ def config_check(obj: Context) -> None:
                 build_provider(settings, secrets)
             except ProviderError as exc:
                 problems.append(f"models.{role}: {exc}")
+    problems += configuration.unknown_tools(cfg.autonomy.tools, offered_tool_names(cfg, obj.paths))
     warning = configuration.secrets_file_warning(obj.paths)
     if warning:
         problems.append(warning)
-    if not cfg.has_model:
-        click.echo("configuration is valid; no model is configured yet (the demo runs offline).")
+    for waiting in cfg.perception.path_warnings():
+        click.echo(f"warning: {waiting}", err=True)
     if problems:
         for problem in problems:
-            click.echo(f"problem: {problem}", err=True)
+            click.echo(f"problem: {configuration.mask_secrets(problem)}", err=True)
         sys.exit(1)
     if cfg.has_model:
         click.echo("configuration is valid.")
+    else:
+        click.echo("configuration is valid; no model is configured yet (the demo runs offline).")
 
 
 @config.command("set")
@@ -414,7 +428,7 @@ def config_set(obj: Context, key: str, value: str) -> None:
         configuration.set_value(obj.paths, key, value)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{key} = {value}  (in {obj.paths.config_file})")
+    click.echo(f"{key} = {configuration.mask_secrets(value)}  (in {obj.paths.config_file})")
 
 
 @config.command("path")

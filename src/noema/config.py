@@ -12,8 +12,11 @@ Every error names the key, what is wrong with it, and how to fix it.
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import re
 import tomllib
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -100,13 +103,52 @@ class Config(_Section):
 
 
 class ConfigError(Exception):
-    """The configuration cannot be used; `problems` are complete sentences."""
+    """The configuration cannot be used; `problems` are complete sentences, in
+    which anything that looks like a secret is masked."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
-        self.problems = problems
+        self.problems = [mask_secrets(p) for p in problems]
+        problems = self.problems
         listed = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"the configuration in {source} has problems:\n{listed}")
+
+
+# -- secrets never shown ---------------------------------------------------------
+
+# Prefixes of keys and tokens people paste by mistake (OpenAI, Anthropic,
+# Slack, GitHub, GitLab, AWS, Google, Hugging Face, npm, PyPI, Stripe).
+_KEY_PREFIXED = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-|sk_|rk_|pk_live_|xox[abposr]-|gh[pousr]_|github_pat_|glpat-|"
+    r"AKIA|ASIA|AIza|hf_|npm_|pypi-)[A-Za-z0-9_\-]{8,}"
+)
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9_\-+=.]{28,}")
+_MIN_ENTROPY = 3.5  # bits per character: random keys have 4.5 to 6, words and names less
+
+
+def looks_secret(text: str) -> bool:
+    """Whether a value looks like a key or token rather than a name."""
+    return bool(_KEY_PREFIXED.search(text)) or any(
+        _random_looking(m.group()) for m in _LONG_TOKEN.finditer(text))
+
+
+def mask_secrets(text: str) -> str:
+    """The text with every secret-looking value replaced by its first characters
+    and a mark, so an error can say what went wrong without repeating a key."""
+    text = _KEY_PREFIXED.sub(_masked, text)
+    return _LONG_TOKEN.sub(lambda m: _masked(m) if _random_looking(m.group()) else m.group(), text)
+
+
+def _masked(match: re.Match[str]) -> str:
+    return match.group()[:3] + "…[hidden: looks like a secret]"
+
+
+def _random_looking(token: str) -> bool:
+    if not (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)):
+        return False
+    counts = Counter(token)
+    entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    return entropy >= _MIN_ENTROPY
 
 
 # -- loading ---------------------------------------------------------------------
@@ -115,11 +157,30 @@ class ConfigError(Exception):
 def read_config_file(path: Path) -> dict[str, Any]:
     """The raw TOML table of a config file ({} if there is none)."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(_read_text(path))
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), [f"it is not valid TOML: {exc}. Fix the syntax there."]) from None
+
+
+def _read_text(path: Path) -> str:
+    """A settings file's text; a ConfigError saying why it cannot be read
+    (FileNotFoundError passes, for the caller to decide)."""
+    if path.exists() and not path.is_file():
+        raise ConfigError(str(path), [f"{path} is a folder, not a file. Move it away; "
+                                      "the file holds TOML settings."])
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), [
+            f"it is not UTF-8 text (byte {exc.start} cannot be read as UTF-8). "
+            "Save it as UTF-8."]) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(str(path), [f"it cannot be read ({exc.strerror}). Check its "
+                                      "permissions: it must be readable by you."]) from None
 
 
 def environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -172,12 +233,53 @@ def load_config(paths: AgentPaths, environ: Mapping[str, str] | None = None) -> 
     has_env = any(k.startswith(ENV_PREFIX) for k in environ)
     source = str(paths.config_file) + (" and NOEMA__ variables" if has_env else "")
     config = validate(data, source)
+    unusable = root_problems(config.files)
+    if unusable:
+        raise ConfigError(source, unusable)
     models = {
         role: _anchor_script(settings, paths.root)
         for role in ("reasoning", "chronicler")
         if (settings := getattr(config.models, role)) is not None
     }
     return config.model_copy(update={"models": config.models.model_copy(update=models)})
+
+
+def root_problems(files: FilesSettings) -> list[str]:
+    """Roots that cannot be used as folders: a file, a link to nothing, or a
+    read-write root that cannot be created where it is named."""
+    problems = []
+    for index, root in enumerate(files.roots):
+        key = f"files.roots.{index}.path"
+        path = Path(os.path.realpath(os.path.expanduser(str(root.path))))
+        named = f"{root.path}" + (f" ({path})" if str(path) != str(root.path) else "")
+        if path.exists():
+            if not path.is_dir():
+                problems.append(f"{key}: {named} is a file, not a folder. Name a folder.")
+            continue
+        if root.mode == "read-only":
+            continue  # nothing to read yet; the agent is told when it looks
+        parent = next(p for p in path.parents if p.exists())
+        if not parent.is_dir():
+            problems.append(f"{key}: {named} cannot be created: {parent} is a file. "
+                            "Name a folder elsewhere.")
+        elif not os.access(parent, os.W_OK | os.X_OK):
+            problems.append(f"{key}: {named} cannot be created: you may not write in "
+                            f"{parent}. Create it yourself or name another folder.")
+    return problems
+
+
+def unknown_tools(levels: Mapping[str, str], known: list[str]) -> list[str]:
+    """A problem for each name under [autonomy.tools] that names no tool, with
+    the closest known name: a misspelt name would leave its level unapplied."""
+    problems = []
+    for name in levels:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        problems.append(f"autonomy.tools.{name}: there is no tool named {name!r}, so its "
+                        f"level would never apply.{hint} The tools: {', '.join(sorted(known))}.")
+    return problems
 
 
 def _anchor_script(settings: ModelSettings, root: Path) -> ModelSettings:
@@ -233,16 +335,42 @@ def _model_of(annotation: Any) -> Any:
 def load_secrets(paths: AgentPaths, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """API keys and tokens: the secrets file, overridden by the environment."""
     environ = os.environ if environ is None else environ
-    secrets: dict[str, str] = {}
-    path = paths.secrets_file
-    if path.exists():
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(str(path), [f"it is not valid TOML: {exc}"]) from None
-        secrets.update({str(k): str(v) for k, v in raw.items() if not isinstance(v, dict)})
+    secrets = read_secrets_file(paths.secrets_file)
     secrets.update(environ)
     return secrets
+
+
+def read_secrets_file(path: Path) -> dict[str, str]:
+    """The secrets file as names and values ({} if there is none); a ConfigError
+    that names what is wrong and never shows a value."""
+    try:
+        text = _read_text(path)
+    except FileNotFoundError:
+        return {}
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib says where, never what: the line may hold a key.
+        raise ConfigError(str(path), [f"it is not valid TOML: {exc}. Each line is "
+                                      'NAME = "value", e.g. OPENAI_API_KEY = "sk-…"']) from None
+    wrong = [name for name, value in raw.items() if not isinstance(value, str)]
+    if wrong:
+        raise ConfigError(str(path), [
+            f"{name}: a secret must be a quoted text (NAME = \"value\"), not "
+            f"{_kind_of(raw[name])}" for name in wrong])
+    return dict(raw)
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a date or time"
 
 
 def secrets_file_warning(paths: AgentPaths) -> str | None:
@@ -261,7 +389,7 @@ def set_value(paths: AgentPaths, key: str, raw: str) -> Config:
     parts = key.split(".")
     if not all(parts):
         raise ConfigError(key, [f"{key!r} is not a dotted key such as models.reasoning.model"])
-    if parts[-1] in {"api_key", "key", "token"}:
+    if parts[-1] in {"api_key", "key", "token"} or looks_secret(raw):
         raise ConfigError(key, [
             f"{key}: secrets do not go in config.toml; put them in {paths.secrets_file} "
             "(mode 600) or in the environment."
@@ -285,6 +413,7 @@ def set_value(paths: AgentPaths, key: str, raw: str) -> Config:
 
 
 def show(config: Config) -> str:
-    """The effective configuration as TOML (no secrets are ever in it)."""
+    """The effective configuration as TOML (no secrets belong in it; anything
+    that looks like one, pasted by mistake, is masked)."""
     data = config.model_dump(mode="json", exclude_none=True)
-    return tomlkit.dumps(data)
+    return mask_secrets(tomlkit.dumps(data))

@@ -80,6 +80,14 @@ class AgentPaths:
     def logs_dir(self) -> Path:
         return self.root / "logs"
 
+    def blocked_by(self) -> Path | None:
+        """A file standing where the agent's folder or one of its parents must
+        be (a `--home` that is a file), or None."""
+        for folder in (self.root, *self.root.parents):
+            if folder.exists():
+                return None if folder.is_dir() else folder
+        return None
+
     def ensure(self) -> AgentPaths:
         """Create the folder tree (private to the user) if missing."""
         for folder in (self.root, self.identity_dir, self.logs_dir):

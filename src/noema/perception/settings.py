@@ -6,6 +6,7 @@ so a typo is reported instead of silently ignored.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated
@@ -53,6 +54,16 @@ class LogFileSettings(_Strict):
     def channel_name(self) -> str:
         return self.channel or "log." + _slug(self.path.name)
 
+    def path_problem(self) -> str | None:
+        """Why the sensor cannot read its file now (it waits until it can), or None."""
+        if self.path.is_dir():
+            return f"{self.path} is a folder, not a log file"
+        if not self.path.exists():
+            return _missing(self.path)
+        if not os.access(self.path, os.R_OK):
+            return f"{self.path} cannot be read (permissions)"
+        return None
+
 
 class FolderSettings(_Strict):
     """One folder to watch."""
@@ -67,6 +78,14 @@ class FolderSettings(_Strict):
     @property
     def channel_name(self) -> str:
         return self.channel or "folder." + _slug(self.path.name)
+
+    def path_problem(self) -> str | None:
+        """Why the sensor cannot watch its folder now, or None."""
+        if not self.path.exists():
+            return _missing(self.path)
+        if not self.path.is_dir():
+            return f"{self.path} is a file, not a folder"
+        return None
 
 
 class TreatmentSettings(_Strict):
@@ -103,6 +122,20 @@ class PerceptionSettings(_Strict):
     archive_commit_ms: int = Field(50, ge=1, le=10_000)
     max_silence: Duration = 24 * 3600.0
 
+    def path_warnings(self) -> list[str]:
+        """One line per sensor that cannot read its source now: not an error (a
+        log may appear later), but the person should know the sensor waits."""
+        if not self.enabled:
+            return []
+        found = []
+        for kind, sensors in (("logs", self.logs), ("folders", self.folders)):
+            for index, sensor in enumerate(sensors):
+                problem = sensor.path_problem()
+                if problem:
+                    found.append(f"perception.{kind}.{index}.path: {problem}; the "
+                                 f"{sensor.channel_name} sensor waits until it can read it")
+        return found
+
     @model_validator(mode="after")
     def _consistent(self) -> PerceptionSettings:
         if self.sandwich_k > self.treatment.hold:
@@ -118,6 +151,12 @@ class PerceptionSettings(_Strict):
                 raise ValueError(f"two sensors use the channel {channel!r}; set `channel`")
             seen.add(channel)
         return self
+
+
+def _missing(path: Path) -> str:
+    if str(path).startswith("~"):
+        return f"{path} does not exist: '~' is not expanded here, write the full path"
+    return f"{path} does not exist (yet)"
 
 
 def _slug(name: str) -> str:
