@@ -318,7 +318,10 @@ def build_context(
             f"a window of {limits.window:,} tokens cannot hold the tool descriptions "
             f"(about {fixed:,} tokens), the answer ({limits.answer_room:,}) and a conversation"
         )
-    system, system_tokens = _fitted_prompt(system_prompt, room // 2)
+    # The prompt (identity, chronicle, notes) matters more than old turns: it
+    # may take up to three quarters of the room, never the newest turns' share.
+    floor = max(room // 4, MIN_TURN_CAP + OPENING_NOTE_TOKENS)
+    system, system_tokens = _fitted_prompt(system_prompt, room - floor)
     budget = room - system_tokens - OPENING_NOTE_TOKENS
     cap = max(MIN_TURN_CAP, min(limits.turn_cap, budget))  # the room check keeps budget above it
     while True:
