@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 from .config import Config, ConfigError, load_secrets, unknown_tools
-from .health import DamagedDatabase
+from .health import DamagedDatabase, opening
 from .health.agent_files import lost_history
 from .identity import Identity
 from .memory.assembly import Memory, build_memory
@@ -158,8 +158,14 @@ def _wire(
     listener = listener or AgentListener()
     zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else ZoneInfo("UTC")
     store = TurnStore(paths.turns_db, durable_to_power_loss=config.storage.durability == "power")
-    store.start_upkeep()  # index merges and checkpoints happen while the store is quiet
-    session = Session.load(store)
+    try:
+        # Damage the quick check on open could not see (a large store) shows here.
+        with opening(paths.turns_db):
+            store.start_upkeep()  # index merges and checkpoints happen while the store is quiet
+            session = Session.load(store)
+    except BaseException:
+        store.close()
+        raise
     identity = Identity(paths.identity_dir)
     identity.ensure_defaults()
     provider = provider or build_provider_from_config(config, paths)
