@@ -241,7 +241,7 @@ def main(argv: list[str]) -> int:
         write(Plan(**json.loads(args.writer)))
         return 0
     rotations, rate = (10, 10_000) if args.smoke else (1000, 10_000)
-    size, sensor_size = (4 << 20, 512 << 10) if args.smoke else (256 << 20, 8 << 20)
+    size, sensor_size = (4 << 20, 512 << 10) if args.smoke else (128 << 20, 4 << 20)
     kinds = (Kind("rename", "rename+create", 500, 0.25),
              Kind("copytruncate", "copytruncate", 500, 0.25),
              Kind("delete", "delete+re-create", 1000, 0.02))
