@@ -189,6 +189,22 @@ async def test_delete_and_recreate_reads_the_deleted_file_to_its_end(writer):
     assert not list(writer.path.parent.glob("app.log.*"))  # nothing left to find by name
 
 
+async def test_a_file_deleted_between_two_polls_is_the_only_loss(writer):
+    """Created and deleted between two looks, a file is gone for any poller:
+    its lines are missing, and every other line arrives once, in order."""
+    writer.do(writer.write(5))
+    gone: list[str] = []
+
+    def two_deletes() -> None:
+        writer.do(writer.write(5), ["delete"])
+        before = len(writer.lines)
+        writer.do(writer.write(5), ["delete"], writer.write(5))
+        gone.extend(writer.lines[before:before + 5])
+
+    texts, _ = await follow(sensor_of(writer), [two_deletes])
+    assert texts == [line for line in writer.lines if line not in gone] and len(gone) == 5
+
+
 async def test_a_half_written_line_is_emitted_whole(writer):
     writer.do(writer.write(3), ["partial", "line half, begun"])
     steps = [lambda: writer.do(["partial", " and "]),
