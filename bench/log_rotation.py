@@ -3,17 +3,19 @@
 A separate writer process appends numbered lines at a steady rate and
 rotates the log every few hundred lines, in each of three ways: rename and
 create (keeping `app.log.1` ... `app.log.20`), copytruncate (the same
-numbered copies) and delete and re-create. The real log sensor follows the
-file, polling, and every line it emits is counted by its number: lines
-written, read, lost, duplicated, and read out of order. Rename and
-copytruncate are polled slower than they rotate (several rotations between
-two looks, recovered from the numbered names); delete and re-create is
-polled faster than it rotates, since a file deleted between two looks is
-gone for any poller.
+numbered copies) and delete and re-create. The log sensor's follower reads
+the file as the sensor drives it (slice after slice while more is waiting,
+a poll's sleep at the end of the file), and every line read is counted by
+its number: lines written, read, lost, duplicated, and read out of order.
+Rename and copytruncate are polled slower than they rotate (several
+rotations between two looks, recovered from the numbered names); delete and
+re-create is polled faster than it rotates, since a file deleted between two
+looks is gone for any poller.
 
 Then the read throughput of one log: a plain `readline` loop over the same
 file (the baseline), the follower alone (lines with their places), and the
-whole sensor (each line's pattern key computed and an event built).
+whole sensor (each line's pattern key computed and an event built), which
+must outpace the writer on its own for a log to be followed live.
 
     .venv/bin/python bench/log_rotation.py            # 1,000 rotations of each kind
     .venv/bin/python bench/log_rotation.py --smoke    # a few seconds
