@@ -22,6 +22,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,11 +44,11 @@ class TableSalvage:
     unreadable: list[str] = field(default_factory=list)  # key ranges that did not read
 
     def describe(self) -> str:
-        parts = [f"{self.name}: kept {self.kept}"]
+        parts = [f"{self.name}: kept {self.kept} rows"]
         if self.refused:
-            parts.append(f"{self.refused} rows refused as invalid")
+            parts.append(f"{self.refused} refused as invalid")
         if self.unreadable:
-            parts.append("unreadable " + ", ".join(self.unreadable))
+            parts.append("could not read " + ", ".join(self.unreadable))
         return "; ".join(parts)
 
     @property
@@ -91,6 +92,8 @@ def salvage(path: Path, create: Callable[[Path], None],
         tables, readable = _copy_rows(scratch, fresh)
         if finish is not None:
             finish(fresh)
+        with closing(sqlite3.connect(fresh)) as db:  # all of it in the one file
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         aside = damaged_name(path)
         move_aside(path, aside)
         os.replace(fresh, path)
@@ -203,8 +206,6 @@ def _copy_table(source: sqlite3.Connection, fresh: sqlite3.Connection, name: str
         return outcome
     new_columns = {r[1] for r in fresh.execute(f"PRAGMA table_info({_q(name)})")}
     columns = [c for c in old_columns if c in new_columns]
-    if key == ["rowid"] and "id" in columns:
-        key = ["id"]  # the same b-tree, under its declared name
     insert = (f"INSERT INTO {_q(name)} ({', '.join(map(_q, columns))})"
               f" VALUES ({', '.join('?' * len(columns))})")
     selected = ", ".join(map(_q, columns))
@@ -218,10 +219,14 @@ def _copy_table(source: sqlite3.Connection, fresh: sqlite3.Connection, name: str
 
 
 def _key_columns(db: sqlite3.Connection, name: str, sql: str) -> list[str]:
-    if "WITHOUT ROWID" not in sql.upper():
-        return ["rowid"]
-    ranked = sorted((r[5], r[1]) for r in db.execute(f"PRAGMA table_info({_q(name)})") if r[5])
-    return [column for _, column in ranked]
+    """The columns a table's b-tree is ordered by."""
+    info = db.execute(f"PRAGMA table_info({_q(name)})").fetchall()
+    ranked = sorted((r[5], r[1], r[2].upper()) for r in info if r[5])
+    if "WITHOUT ROWID" in sql.upper():
+        return [column for _, column, _ in ranked]
+    if len(ranked) == 1 and ranked[0][2] == "INTEGER":
+        return [ranked[0][1]]  # the rowid under its declared name, copied as it was
+    return ["rowid"]
 
 
 def _readable_rows(db: sqlite3.Connection, name: str, selected: str, key: list[str],
@@ -294,14 +299,18 @@ def _next_readable(db: sqlite3.Connection, query: str, position: tuple) -> tuple
 
 
 def _gap(key: list[str], start: tuple, end: tuple | None) -> str:
-    names = ", ".join(key)
-    first = "the start" if all(v == _LOWEST for v in start) else f"after {_shown(start)}"
-    last = "the end" if end is None else f"before {_shown(end)}"
-    return f"{names} from {first} to {last}"
+    """The unread rows, by the keys around them (both excluded)."""
+    def shown(value: tuple) -> str:
+        return f"{key[0]} {value[0]}" if len(key) == 1 else f"({', '.join(key)}) {value}"
 
-
-def _shown(key: tuple) -> str:
-    return str(key[0]) if len(key) == 1 else str(key)
+    from_start = all(v == _LOWEST for v in start)
+    if from_start and end is None:
+        return "every row"
+    if from_start:
+        return f"the rows before {shown(end)}"
+    if end is None:
+        return f"the rows after {shown(start)}"
+    return f"the rows between {shown(start)} and {shown(end)}"
 
 
 def _remove_with_sides(path: Path) -> None:

@@ -163,15 +163,17 @@ def opening(path: Path) -> Iterator[None]:
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     """Whether SQLite says the file itself is wrong (not the disk, not a lock)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
-    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or type(exc) is sqlite3.DatabaseError
+    damaged = name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+    # Python raises a plain DatabaseError, of no subclass, for both.
+    return damaged or type(exc) is sqlite3.DatabaseError
 
 
 def _key(conn: sqlite3.Connection, table: str, sql: str) -> str:
     # The newest row: the right edge of the table's b-tree.
     if "WITHOUT ROWID" not in sql.upper():
         return "rowid DESC"
-    columns = sorted((row[5], row[1]) for row in conn.execute(f"PRAGMA table_info({_quoted(table)})")
-                     if row[5])
+    info = conn.execute(f"PRAGMA table_info({_quoted(table)})").fetchall()
+    columns = sorted((row[5], row[1]) for row in info if row[5])
     return ", ".join(f"{_quoted(name)} DESC" for _, name in columns)
 
 

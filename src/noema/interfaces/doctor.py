@@ -138,11 +138,12 @@ def _salvage_line(name: str, done: Salvage, paths: AgentPaths) -> str:
     aside = f"the damaged file is kept as {_name(done.aside, paths)}"
     if not done.readable:
         return f"repaired {name}: nothing could be read, it starts empty; {aside}."
-    kept = sum(t.kept for t in done.tables)
     header = " (its header was rebuilt)" if done.header_rebuilt else ""
     losses = [t.describe() for t in done.tables if t.lost_something]
-    lost = "; lost: " + " | ".join(losses) if losses else "; nothing was lost"
-    return f"repaired {name}{header}: kept {kept} rows{lost}; {aside}."
+    if not losses:
+        kept = sum(t.kept for t in done.tables)
+        return f"repaired {name}{header}: kept all {kept} rows that were there; {aside}."
+    return f"repaired {name}{header}: {' | '.join(losses)}; other tables whole; {aside}."
 
 
 def _new_turn_store(path: Path) -> None:
