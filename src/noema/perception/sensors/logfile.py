@@ -114,7 +114,7 @@ def normalise_line(line: str) -> str:
     """The aggregation key of a log line: its shape with variable parts replaced."""
     key = line.strip()
     for pattern, placeholder, needs in _PLACEHOLDERS:
-        if not needs or any(s in key for s in needs):
+        if not needs or any(map(key.__contains__, needs)):
             key = pattern.sub(placeholder, key)
     key = " ".join(key.split())  # runs of whitespace as one space
     return key[:MAX_KEY]
