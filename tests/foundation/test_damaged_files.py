@@ -151,3 +151,12 @@ def test_starting_on_a_full_disk_says_so(tmp_path):
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
         shutil.rmtree(disk, ignore_errors=True)
+
+
+def test_a_damaged_repository_is_a_warning_when_the_chat_starts(agent):
+    (gitdir,) = repositories(agent)
+    (gitdir / "refs" / "heads" / "main").write_text("0123456789" * 4 + "\n")
+    done = chat(agent.root.parent.parent, "hello\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "warning: the versions repository" in done.stderr and "noema doctor" in done.stderr
+    assert "Hello again." in done.stdout and "Traceback" not in done.stdout + done.stderr
