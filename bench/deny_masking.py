@@ -111,7 +111,8 @@ def main(files: int, rounds: int) -> None:
         with_masks, without = asyncio.run(sandbox_start(layout, rounds))
         print()
         base = line("sandbox start-up, no masks", without)
-        masked = line(f"sandbox start-up, {len(scan.hidden) + len(scan.frozen)} mounts more", with_masks)
+        mounts = len(scan.hidden) + len(scan.frozen)
+        masked = line(f"sandbox start-up, {mounts} mounts more", with_masks)
         print(f"\ncost of the masks at start-up: {masked - base:.2f} ms at p50")
         print("target: sandbox start-up overhead <= 30 ms (see bench/sandbox_overhead.py)")
 

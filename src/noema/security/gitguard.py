@@ -42,7 +42,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,19 +250,63 @@ class GitGuard:
         (submodules' `modules/*`, `worktrees/*`)."""
         actions: list[str] = []
         count = 0
-        for folder, names, files in os.walk(top, followlinks=False):
+        for folder, names in self._below(top):
             count += 1
             if count > _MAX_FOLDERS:
                 aside = self._set_aside(top)
                 return [f"too many folders to check; the whole folder was moved to {aside.name}"]
-            names[:] = [n for n in names if n not in _SKIP_INSIDE and not n.endswith(_ASIDE)]
-            present = set(names) | set(files)
-            if present & {"config", "config.worktree", "hooks", "commondir", "HEAD"}:
+            if names & {"config", "config.worktree", "hooks", "commondir", "HEAD"}:
                 prefix = os.path.relpath(folder, top)
-                for action in self._gitdir(Path(folder), exempt, visited):
+                for action in self._gitdir(folder, exempt, visited):
                     actions.append(action if prefix == "." else f"{prefix}: {action}")
-            names[:] = [n for n in names if n != "hooks"]
         return actions
+
+    def _below(self, top: Path) -> Iterator[tuple[Path, set[str]]]:
+        """Every folder below `top` (links not followed) with its entry names,
+        skipping object stores and hooks; a folder the command made unreadable
+        is opened up again, since git may still reach into it by name."""
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = _listing(folder)
+            except PermissionError:
+                if not self.reopen(folder):
+                    continue
+                try:
+                    entries = _listing(folder)
+                except OSError:
+                    continue
+            except OSError:
+                continue
+            yield folder, set(entries)
+            stack += [
+                folder / name
+                for name, is_dir in entries.items()
+                if is_dir and name not in _SKIP_INSIDE and name != "hooks"
+                and not name.endswith(_ASIDE)
+            ]
+
+    def reopen(self, folder: Path) -> bool:
+        """Give the owner back read, write and search rights on a folder in a
+        writable root that a command locked (mode 0300, 0000...), so that what
+        it holds can be checked; True when done."""
+        try:
+            handle = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY)
+        except OSError:
+            return False
+        try:
+            opened = Path(os.readlink(f"/proc/self/fd/{handle}"))
+            info = os.fstat(handle)
+            if not self._inside(opened) or info.st_uid != os.geteuid():
+                return False
+            os.chmod(f"/proc/self/fd/{handle}", stat.S_IMODE(info.st_mode) | 0o700)
+        except OSError:
+            return False
+        finally:
+            os.close(handle)
+        log.warning("a folder a command had locked was opened again for its owner: %s", folder)
+        return True
 
     def _gitdir(
         self, folder: Path, exempt: set[tuple[int, int]], visited: set[tuple[int, int]]
@@ -294,6 +338,8 @@ class GitGuard:
         (checked on the open folder, so a link swapped into its path cannot
         send the changes elsewhere)."""
         fd = _open_folder(folder)
+        if fd is None and self.reopen(folder):
+            fd = _open_folder(folder)
         if fd is None:
             return None
         try:
@@ -362,11 +408,15 @@ def _disable_hooks(fd: int) -> list[str]:
         return []
     names: list[str] = []
     if stat.S_ISDIR(info.st_mode):
-        hooks = os.open("hooks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
         try:
-            names = sorted(n for n in os.listdir(hooks) if not n.endswith(".sample"))
-        finally:
-            os.close(hooks)
+            hooks = os.open("hooks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError:
+            names = ["(a folder that cannot be read)"]  # git may still run hooks by name
+        else:
+            try:
+                names = sorted(n for n in os.listdir(hooks) if not n.endswith(".sample"))
+            finally:
+                os.close(hooks)
         if not names:
             return []
     aside = _rename_aside(fd, "hooks")
@@ -420,8 +470,19 @@ def _free_name(fd: int, name: str) -> str:
 
 def _rename_aside(fd: int, name: str) -> str:
     aside = _free_name(fd, name)
-    os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+    try:
+        os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+    except PermissionError:
+        # The command took the write right off the folder; it is the agent's own.
+        os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | 0o700)
+        os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
     return aside
+
+
+def _listing(folder: Path) -> dict[str, bool]:
+    """Entry names of a folder, each with whether it is a folder (not a link)."""
+    with os.scandir(folder) as entries:
+        return {e.name: e.is_dir(follow_symlinks=False) for e in entries}
 
 
 def _write_new(fd: int, name: str, data: bytes, mode: int) -> None:

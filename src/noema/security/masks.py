@@ -62,6 +62,7 @@ class Scan:
     git: tuple[GitItem, ...]  # every piece of git metadata found, frozen or not
     folders: int  # folders looked at
     read: int  # folders whose listing was read (not taken from the cache)
+    unreadable: tuple[Path, ...] = ()  # folders that could not be listed (masked whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ class _Folder:
     freezable: tuple[Path, ...]  # the part of `git` a read-only mount can cover
     secret_inodes: frozenset[int]  # files the policy refuses
     visible_inodes: dict[int, Path]  # every other file, by inode
+    unreadable: bool = False  # it could not be listed (and is masked whole)
 
 
 def looks_like_repository(names: set[str] | frozenset[str]) -> bool:
@@ -114,6 +116,7 @@ class Masker:
         git: list[GitItem] = []
         secret: dict[int, set[int]] = {}
         walked: list[_Folder] = []
+        unreadable: list[Path] = []
         seen: set[Path] = set()
         read = 0
         for root in self.policy.roots:
@@ -128,6 +131,8 @@ class Masker:
                     continue
                 read += fresh
                 walked.append(info)
+                if info.unreadable:
+                    unreadable.append(folder)
                 stack += info.children
                 hidden += info.hidden
                 git += info.git
@@ -154,7 +159,12 @@ class Masker:
         if any(self.agent_data.is_relative_to(root) for root in self._roots):
             hidden.append(self.agent_data)
         return Scan(
-            tuple(dict.fromkeys(hidden)), tuple(dict.fromkeys(frozen)), tuple(git), len(seen), read
+            tuple(dict.fromkeys(hidden)),
+            tuple(dict.fromkeys(frozen)),
+            tuple(git),
+            len(seen),
+            read,
+            tuple(unreadable),
         )
 
     def _folder(self, folder: Path, refused: bool) -> tuple[_Folder | None, bool]:
@@ -172,8 +182,11 @@ class Masker:
             with os.scandir(folder) as listing:
                 entries = [_entry(e) for e in listing]
         except OSError:
+            # A folder we cannot list (mode 0300: no reading, but a command
+            # can still open the names it knows) is masked whole.
             self._cache.pop(folder, None)
-            return None, True
+            unread = _Folder(stamp, False, (), (folder,), (), (), frozenset(), {}, True)
+            return unread, True
         # A command may set the time stamps back, but not the change time.
         trusted = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > self._racy_ns
         fresh = self._judge(folder, refused, stamp, trusted, entries)

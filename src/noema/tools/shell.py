@@ -100,7 +100,16 @@ def shell_tools(
 
     def neutralise(before: Scan) -> str:
         # Runs whatever way the command ended; the walk is warm by then.
-        return _neutralised_note(policy, guard.check(before, masker.scan()))
+        after = masker.scan()
+        locked = set(after.unreadable) - set(before.unreadable)
+        reopened = [
+            Neutralised(f, ("the command had locked this folder; opened again so it is checked",))
+            for f in sorted(locked)
+            if guard.reopen(f)
+        ]
+        if reopened:
+            after = masker.scan()
+        return _neutralised_note(policy, reopened + guard.check(before, after))
 
     def record(ctx: ToolContext, command: str, suffix: str = "") -> list[Version]:
         flat = " ".join(command.split())

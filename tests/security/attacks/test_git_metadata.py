@@ -126,6 +126,11 @@ ATTACKS = {
         "git init -q r && hook scripts pre-commit && rm -rf r/.git/hooks && "
         "ln -s ../../scripts r/.git/hooks"
     ),
+    "locked-repository-folder": (
+        "git init -q r && hook r/.git/hooks pre-commit && chmod 300 r"
+    ),
+    "locked-hooks-folder": "git init -q r && hook r/.git/hooks pre-commit && chmod 100 r/.git/hooks",
+    "locked-git-folder": "git init -q r && " + FSMON.format(r="r") + " && chmod 500 r/.git",
     "config-as-a-symlink": (
         "git init -q r && cp r/.git/config cfg && git config --file cfg core.fsmonitor "
         "\"$PWD/evil.sh\" && rm r/.git/config && ln -s ../../cfg r/.git/config"
@@ -151,12 +156,13 @@ PERSON_COMMANDS = (
 
 def person_runs_git_everywhere(ws: Path, home: Path) -> None:
     """The person's own git, run as they would, in every folder of the workspace."""
-    folders = []
+    folders = [ws]
     for folder, names, files in os.walk(ws):
-        folders.append(Path(folder))
         if looks_like_repository(set(names) | set(files)):
             names[:] = []  # git runs there already; its insides are the same repository
         names[:] = [n for n in names if n not in (".git", "hooks")]
+        # Listed from the parent: a folder no one may list can still be entered.
+        folders += [Path(folder) / n for n in names]
     for folder in folders:
         for args in PERSON_COMMANDS:
             subprocess.run(

@@ -294,3 +294,15 @@ def test_walk_does_not_follow_links_or_enter_git(world: World):
     assert not any(str(world.outside) in str(p) for p in scan.hidden)
     assert not any(".git" in p.parts for p in scan.hidden)
     assert world.ws.resolve() / ".git" in scan.frozen
+
+
+@needs_bwrap
+async def test_secret_in_a_folder_that_cannot_be_listed(world: World):
+    """Mode 0300: no one may list it, yet a command may open a name it guesses."""
+    plant(world.ws, "locked/.env")
+    (world.ws / "locked").chmod(0o300)
+    try:
+        out = await shell(world, "cat locked/.env; echo END")
+    finally:
+        (world.ws / "locked").chmod(0o700)
+    assert SECRET not in out and "END" in out
