@@ -220,8 +220,11 @@ class VersionStore:
             self._refresh_tree_cache()
             # The on-disk index only serves people who run `git status` on
             # this repository; refreshing it on every write would cost more
-            # than the write itself.
-            self._index.write()
+            # than the write itself, and failing to must not stop a version.
+            try:
+                self._index.write()
+            except (pygit2.GitError, OSError) as exc:
+                log.warning("the index of %s was not saved: %s", self.gitdir, exc)
         self._skipped = self._tree.take_skipped()
         if self._tree.touched != before:
             self._unsaved = True

@@ -293,3 +293,20 @@ async def test_closing_all_histories_goes_on_past_a_broken_one(world: World, cap
         versions.close()
     assert "not saved at close" in caplog.text
     world.hands = None
+
+
+def test_a_version_is_made_even_when_the_index_file_cannot_be_saved(world: World, caplog):
+    store = open_store(world, "s", watch=False)
+    try:
+        agent_write(store, "a.txt", b"a\n")
+        index = store.gitdir / "index"
+        index.unlink(missing_ok=True)
+        index.mkdir()
+        (index / "blocker").write_text("x")
+        (world.ws / "b.txt").write_text("b\n")
+        with caplog.at_level(logging.WARNING):
+            version = store.record_person()
+        assert version is not None and "b.txt" in version.paths
+        assert "was not saved" in caplog.text
+    finally:
+        store.close()
