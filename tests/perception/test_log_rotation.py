@@ -107,11 +107,11 @@ class Stop(Exception):
     """Ends the sensor's run once every step is done."""
 
 
-async def follow(sensor: LogFileSensor, steps: list[Callable[[], None]],
-                 sink: Callable | None = None) -> tuple[list[str], list[int]]:
-    """Run the real sensor; each time it sleeps (it has read the file to its
-    end: a poll) the next step runs; after the last it is stopped. The lines
-    it emitted, and how many it had emitted at each sleep."""
+async def follow(writer: Writer, steps: list[Callable[[], None]],
+                 sink: Callable | None = None, **options) -> tuple[list[str], list[int]]:
+    """Run the real sensor on the writer's log; each time it sleeps (it has
+    read the file to its end: a poll) the next step runs; after the last it
+    is stopped. The lines it emitted, and how many it had emitted at each sleep."""
     texts: list[str] = []
     at_sleeps: list[int] = []
     todo = iter(steps)
@@ -128,14 +128,11 @@ async def follow(sensor: LogFileSensor, steps: list[Callable[[], None]],
         if sink is not None:
             sink(event)
 
-    sensor._sleep = sleep
+    sensor = LogFileSensor(writer.path, channel="log.app", from_start=True, sleep=sleep,
+                           **options)
     with pytest.raises(Stop):
         await asyncio.wait_for(sensor.run(Emitter("log.app", ManualClock(T0), emitted)), 60)
     return texts, at_sleeps
-
-
-def sensor_of(writer: Writer, **options) -> LogFileSensor:
-    return LogFileSensor(writer.path, channel="log.app", from_start=True, **options)
 
 
 # -- each kind of rotation ---------------------------------------------------------------
@@ -144,7 +141,7 @@ def sensor_of(writer: Writer, **options) -> LogFileSensor:
 async def test_one_rotation_between_polls_loses_nothing(writer, kind):
     steps = [lambda: writer.do(writer.write(30), [kind], writer.write(30)) for _ in range(4)]
     writer.do(writer.write(10))
-    texts, _ = await follow(sensor_of(writer), steps)
+    texts, _ = await follow(writer, steps)
     assert texts == writer.lines
 
 
@@ -154,7 +151,7 @@ async def test_two_rotations_between_polls_read_the_file_in_between(writer, kind
     found among the numbered rotations and read whole, in its place."""
     steps = [lambda: writer.do(writer.write(20), [kind], writer.write(20), [kind],
                                writer.write(20)) for _ in range(3)]
-    texts, _ = await follow(sensor_of(writer), steps)
+    texts, _ = await follow(writer, steps)
     assert texts == writer.lines
     assert (writer.path.parent / "app.log.6").exists()  # six rotations, all kept
 
@@ -165,7 +162,7 @@ async def test_many_rotations_between_polls_are_read_in_order(writer):
             writer.do(writer.write(15), ["rename"])
         writer.do(writer.write(5))
 
-    texts, _ = await follow(sensor_of(writer), [storm, storm])
+    texts, _ = await follow(writer, [storm, storm])
     assert texts == writer.lines
 
 
@@ -174,7 +171,7 @@ async def test_copytruncate_regrowing_past_the_old_place_is_noticed(writer):
     it looks: only its first bytes tell; the copy gives the lines in between."""
     writer.do(writer.write(20))
     steps = [lambda: writer.do(writer.write(5), ["copytruncate"], writer.write(80, width=90))]
-    texts, _ = await follow(sensor_of(writer), steps)
+    texts, _ = await follow(writer, steps)
     assert texts == writer.lines
     assert writer.path.stat().st_size > 25 * 41  # the new text is longer than the old place
 
@@ -184,7 +181,7 @@ async def test_delete_and_recreate_reads_the_deleted_file_to_its_end(writer):
     steps = [lambda: writer.do(writer.write(10), ["delete"], writer.write(10)),
              lambda: writer.do(["delete"], writer.write(10)),
              lambda: writer.do(writer.write(3))]
-    texts, _ = await follow(sensor_of(writer), steps)
+    texts, _ = await follow(writer, steps)
     assert texts == writer.lines
     assert not list(writer.path.parent.glob("app.log.*"))  # nothing left to find by name
 
@@ -201,7 +198,7 @@ async def test_a_file_deleted_between_two_polls_is_the_only_loss(writer):
         writer.do(writer.write(5), ["delete"], writer.write(5))
         gone.extend(writer.lines[before:before + 5])
 
-    texts, _ = await follow(sensor_of(writer), [two_deletes])
+    texts, _ = await follow(writer, [two_deletes])
     assert texts == [line for line in writer.lines if line not in gone] and len(gone) == 5
 
 
@@ -211,7 +208,7 @@ async def test_a_half_written_line_is_emitted_whole(writer):
              lambda: writer.do(["partial", "finished\n"]),
              lambda: writer.do(writer.write(2), ["partial", "cut by a rotation"], ["rename"],
                                writer.write(2))]
-    texts, at_sleeps = await follow(sensor_of(writer), steps)
+    texts, at_sleeps = await follow(writer, steps)
     lines = writer.lines
     assert texts == [*lines[:3], "line half, begun and finished", *lines[3:5],
                      "cut by a rotation", *lines[5:]]
@@ -234,7 +231,7 @@ async def test_a_burst_bigger_than_a_slice_is_read_without_sleeping(writer):
     steps = [lambda: (writer.do(burst), ticks_at_burst.append(ticks))]
     other = asyncio.create_task(other_sensor())
     try:
-        texts, at_sleeps = await follow(sensor_of(writer), steps)
+        texts, at_sleeps = await follow(writer, steps)
     finally:
         other.cancel()
     assert texts == writer.lines
@@ -248,16 +245,16 @@ async def run_life(writer: Writer, db, steps: list[Callable[[], None]]) -> None:
     """One life of the agent: the sensor with the archive's bookmark; every
     line read is committed at each poll; ended like a kill (nothing staged kept)."""
     archive = SensoryArchive(db)
-    sensor = sensor_of(writer, bookmark=archive.bookmark("sensor:log.app"))
-    pipeline = Pipeline(archive, [sensor.info])
+    pipeline = Pipeline(archive, [LogFileSensor(writer.path, channel="log.app").info])
     clock = ManualClock(T0)
 
     def commit_then(step: Callable[[], None]) -> Callable[[], None]:
         return lambda: (archive.flush(), step())
 
     try:
-        await follow(sensor, [commit_then(step) for step in steps],
-                     sink=lambda e: pipeline.ingest(e, clock()))
+        await follow(writer, [commit_then(step) for step in steps],
+                     sink=lambda e: pipeline.ingest(e, clock()),
+                     bookmark=archive.bookmark("sensor:log.app"))
         archive.flush()
     finally:
         archive.conn.close()
@@ -286,6 +283,6 @@ async def test_a_restart_across_rotations_resumes_without_loss_or_repeat(writer,
 async def test_no_note_is_emitted_when_nothing_is_missed(writer):
     notes: list[str] = []
     steps = [lambda: writer.do(writer.write(5), ["rename"], writer.write(5))]
-    await follow(sensor_of(writer), steps,
+    await follow(writer, steps,
                  sink=lambda e: notes.append(e.text) if e.key == NOTE_KEY else None)
     assert notes == []
