@@ -5,6 +5,7 @@ secret-looking value is ever printed."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -167,3 +168,28 @@ def test_config_set_refuses_a_value_that_looks_like_a_key(tmp_path):
     result = noema(home, "config", "set", "models.reasoning.model", KEY)
     assert result.exit_code == 1 and "secrets do not go in config.toml" in result.output
     assert KEY not in result.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user for a moment")
+def test_a_settings_file_the_user_cannot_read_is_said_so():
+    import tempfile
+
+    from noema.config import ConfigError, read_config_file, read_secrets_file
+
+    folder = Path(tempfile.mkdtemp(prefix="noema-unreadable-"))
+    try:
+        folder.chmod(0o755)
+        for name in ("config.toml", "secrets.toml"):
+            (folder / name).write_text(f'NAME = "{KEY}"\n')
+            (folder / name).chmod(0o000)
+        os.seteuid(65534)  # root reads anything; the person running Noema may not
+        try:
+            with pytest.raises(ConfigError, match="cannot be read .*permissions") as config:
+                read_config_file(folder / "config.toml")
+            with pytest.raises(ConfigError, match="cannot be read .*permissions") as secrets:
+                read_secrets_file(folder / "secrets.toml")
+        finally:
+            os.seteuid(0)
+        assert KEY not in str(config.value) + str(secrets.value)
+    finally:
+        shutil.rmtree(folder)
