@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 import regex
 
@@ -53,14 +55,17 @@ class SearchStopped(ToolError):
 class Query:
     """A model's regular expression, to be matched against each line.
 
-    `whole` is the same pattern with MULTILINE (`^` and `$` at each line), for
-    one first pass over a whole file: one call instead of one per line, which
-    rules out most files at once. It is None when the pattern holds something
-    for which that pass could miss a matching line (see `_LINE_BOUND`).
+    `whole` is the same pattern with MULTILINE (`^` and `$` at each line), to
+    search a whole file at once and jump from one matching line to the next:
+    a few calls per file instead of one per line. It is None when the pattern
+    holds something for which that could miss a matching line (see
+    `_LINE_BOUND`). `spans_tell` says that a match of `whole` lying within
+    one line proves that line matches (no lookaround sees the next line).
     """
 
     exact: Pattern
     whole: Pattern | None
+    spans_tell: bool
 
 
 def compile_query(query: str) -> Query:
@@ -70,12 +75,13 @@ def compile_query(query: str) -> Query:
         exact = regex.compile(query, regex.VERSION0)
         bound = any(token in query for token in _LINE_BOUND)
         whole = None if bound else regex.compile(query, regex.VERSION0 | regex.MULTILINE)
+        looks_around = "(?=" in query or "(?<=" in query
     except (regex.error, OverflowError, RecursionError) as exc:
         raise ToolError(
             f"the query is not a valid regular expression ({exc}); escape special "
             "characters such as ( [ . * with a backslash"
         ) from None
-    return Query(exact, whole)
+    return Query(exact, whole, whole is not None and not looks_around)
 
 
 def compile_internal(source: str) -> Pattern:
@@ -116,23 +122,36 @@ class Budget:
         """The numbered lines of `text` (as `str.splitlines` cuts them, like
         file_read) that `query` matches; `name` is the file, for refusals."""
         lines = text.splitlines()
-        if query.whole is not None and not self._anywhere(query.whole, "\n".join(lines), name):
-            return
-        for number, line in enumerate(lines, 1):
-            if self.search(query.exact, line, lambda: f"{name}:{number}"):
-                yield number, line
+        first = 0  # the first line not yet decided
+        if query.whole is not None:
+            joined = "\n".join(lines)
+            starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+            while first < len(lines):
+                try:
+                    found = self._next(query.whole, joined, starts[first], name)
+                except TimeoutError:
+                    break  # the line-by-line pass below names the line at fault
+                if found is None:
+                    return
+                # The leftmost match: no line before the one it starts in can match.
+                index = bisect_right(starts, found.start()) - 1
+                line = lines[index]
+                proven = query.spans_tell and "\n" not in found.group()
+                if proven or self.search(query.exact, line, lambda: f"{name}:{index + 1}"):
+                    yield index + 1, line
+                first = index + 1
+        for index in range(first, len(lines)):
+            if self.search(query.exact, lines[index], lambda: f"{name}:{index + 1}"):
+                yield index + 1, lines[index]
 
-    def _anywhere(self, pattern: Pattern, text: str, name: str) -> bool:
-        """The first pass: whether the file may hold a matching line at all.
+    def _next(self, pattern: Pattern, text: str, pos: int, name: str) -> regex.Match[str] | None:
+        """The leftmost match of the MULTILINE twin from `pos` on.
 
         It gets a quarter of a match's time: a sane pattern needs milliseconds
         for a whole file, and a slow one is better caught line by line, where
         the refusal can name the line."""
         limit = min(self.check(lambda: name), self.per_match / 4)
-        try:
-            return _found(pattern.search, text, limit)
-        except TimeoutError:
-            return True  # undecided: the line-by-line pass names the line at fault
+        return _timed(pattern.search, text, limit, pos=pos)
 
     def search(self, pattern: Pattern, text: str, where: Callable[[], str]) -> bool:
         """Whether `pattern` occurs in `text`, within the budget.
@@ -142,7 +161,7 @@ class Budget:
         """
         limit = min(self.check(where), self.per_match)
         try:
-            return _found(pattern.search, text, limit)
+            return _timed(pattern.search, text, limit) is not None
         except TimeoutError:
             if limit < self.per_match:
                 self.check(where)  # the whole call's time ran out: say so
@@ -157,7 +176,7 @@ class Budget:
         where = lambda: quoted(text)  # noqa: E731 - built only on failure
         limit = min(self.check(where), self.per_match)
         try:
-            return _found(pattern.match, text, limit)
+            return _timed(pattern.match, text, limit) is not None
         except TimeoutError:
             raise ToolError(
                 f"the pattern took longer than {limit:g} s on the name {where()}; use fewer "
@@ -165,13 +184,15 @@ class Budget:
             ) from None
 
 
-def _found(find: Callable[..., regex.Match[str] | None], text: str, limit: float) -> bool:
-    """Whether `find` (a pattern's search or match) succeeds on `text` within
-    `limit` seconds: briefly holding the GIL, then, if that was not enough,
-    from the start again without it. Raises TimeoutError past the limit."""
+def _timed(
+    find: Callable[..., regex.Match[str] | None], text: str, limit: float, **where: int
+) -> regex.Match[str] | None:
+    """`find` (a pattern's search or match) on `text` within `limit` seconds:
+    briefly holding the GIL, then, if that was not enough, from the start
+    again without it. Raises TimeoutError past the limit."""
     try:
-        return find(text, timeout=min(limit, HOLD_SECONDS)) is not None
+        return find(text, timeout=min(limit, HOLD_SECONDS), **where)
     except TimeoutError:
         if limit <= HOLD_SECONDS:
             raise
-    return find(text, timeout=limit - HOLD_SECONDS, concurrent=True) is not None
+    return find(text, timeout=limit - HOLD_SECONDS, concurrent=True, **where)
