@@ -241,9 +241,10 @@ async def test_a_burst_bigger_than_a_slice_is_read_without_sleeping(writer):
 
 # -- a restart across a rotation ---------------------------------------------------------
 
-async def run_life(writer: Writer, db, steps: list[Callable[[], None]]) -> None:
-    """One life of the agent: the sensor with the archive's bookmark; every
-    line read is committed at each poll; ended like a kill (nothing staged kept)."""
+async def run_life(writer: Writer, db, steps: list[Callable[[], None]], *, killed: bool) -> None:
+    """One life of the agent: the sensor with the archive's bookmark, what it
+    read committed at each poll; `killed`, it ends with what it read since
+    the last commit lost (as after a kill -9)."""
     archive = SensoryArchive(db)
     pipeline = Pipeline(archive, [LogFileSensor(writer.path, channel="log.app").info])
     clock = ManualClock(T0)
@@ -255,7 +256,8 @@ async def run_life(writer: Writer, db, steps: list[Callable[[], None]]) -> None:
         await follow(writer, [commit_then(step) for step in steps],
                      sink=lambda e: pipeline.ingest(e, clock()),
                      bookmark=archive.bookmark("sensor:log.app"))
-        archive.flush()
+        if not killed:
+            archive.flush()
     finally:
         archive.conn.close()
 
@@ -271,10 +273,13 @@ def archived(db) -> list[str]:
 async def test_a_restart_across_rotations_resumes_without_loss_or_repeat(writer, tmp_path, kind):
     db = tmp_path / "archive.db"
     writer.do(writer.write(10))
-    await run_life(writer, db, [lambda: writer.do(writer.write(5))])
+    # Killed after reading lines it had not committed: they are read again.
+    await run_life(writer, db, [lambda: writer.do(writer.write(5))], killed=True)
+    assert archived(db) == writer.lines[:10]
     # While the agent is down: more lines, rotated twice.
     writer.do(writer.write(10), [kind], writer.write(10), [kind], writer.write(10))
-    await run_life(writer, db, [lambda: writer.do(writer.write(5), [kind], writer.write(5))])
+    await run_life(writer, db, [lambda: writer.do(writer.write(5), [kind], writer.write(5))],
+                   killed=False)
     texts = archived(db)
     assert [t for t in texts if not t.startswith("line ")] == []
     assert texts == writer.lines
