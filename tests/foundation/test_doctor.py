@@ -157,3 +157,15 @@ def test_a_repair_waits_for_the_agent_to_stop(agent):
         lock.release()
     assert refused.exit_code == 1 and "already running" in refused.output
     assert not list(agent.root.glob("turns.db.damaged-*"))
+
+
+def test_a_folder_where_the_archive_belongs_is_moved_aside(agent):
+    agent.archive_db.unlink()
+    agent.archive_db.mkdir()
+    (agent.archive_db / "kept.txt").write_text("whatever the person left here")
+    found = doctor(agent)
+    assert found.exit_code == 1 and "not a regular file" in found.output
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0 and "nothing could be kept" in repaired.output
+    (aside,) = agent.root.glob("archive.db.damaged-*")
+    assert (aside / "kept.txt").read_text() == "whatever the person left here"

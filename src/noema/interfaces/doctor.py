@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+import pygit2
+
 from ..health import repositories as repos
 from ..health.agent_files import lost_history, repositories
 from ..health.salvage import Salvage, damaged_name, move_aside, salvage
@@ -115,22 +117,32 @@ def _database(path: Path, kind: Kind) -> Finding:
 
 def _repair_one(finding: Finding, paths: AgentPaths) -> str:
     name = _name(finding.path, paths)
+    try:
+        return _repaired(finding, paths, name)
+    except (OSError, sqlite3.Error, pygit2.GitError) as exc:
+        # Every step before the damaged item is moved aside works on copies.
+        return f"could not repair {name} ({exc}); nothing was deleted."
+
+
+def _repaired(finding: Finding, paths: AgentPaths, name: str) -> str:
     if finding.kind is Kind.REPOSITORY:
         done = repos.repair(finding.path, damaged_name(finding.path))
         return (f"repaired {name}: kept {done.kept_commits} versions, lost "
                 f"{done.lost_commits}; the damaged repository is kept as "
                 f"{_name(done.aside, paths)}. The next write records the files as they are now.")
-    if finding.lost:
+    new = _new_turn_store if finding.kind is Kind.TURNS else _new_archive
+    if finding.lost or not finding.path.is_file():  # nothing in it to read
         aside = damaged_name(finding.path)
         move_aside(finding.path, aside)
-        _new_turn_store(finding.path)
-        kept = f"; the empty file is kept as {_name(aside, paths)}" if aside.exists() else ""
-        return (f"repaired {name}: nothing could be kept{kept}. The agent starts a new "
-                "conversation; its archive and file versions are untouched.")
+        new(finding.path)
+        kept = f"; what was there is kept as {_name(aside, paths)}" if aside.exists() else ""
+        after = (" The agent starts a new conversation; its archive and file versions are "
+                 "untouched." if finding.kind is Kind.TURNS else "")
+        return f"repaired {name}: nothing could be kept{kept}.{after}"
     if finding.kind is Kind.TURNS:
-        done = salvage(finding.path, _new_turn_store, _reindex)
+        done = salvage(finding.path, new, _reindex)
     else:
-        done = salvage(finding.path, _new_archive)
+        done = salvage(finding.path, new)
     return _salvage_line(name, done, paths)
 
 
