@@ -109,8 +109,7 @@ class ConfigError(Exception):
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = [mask_secrets(p) for p in problems]
-        problems = self.problems
-        listed = "\n".join(f"  - {p}" for p in problems)
+        listed = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"the configuration in {source} has problems:\n{listed}")
 
 
@@ -167,11 +166,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
 def _read_text(path: Path) -> str:
     """A settings file's text; a ConfigError saying why it cannot be read
     (FileNotFoundError passes, for the caller to decide)."""
-    if path.exists() and not path.is_file():
-        raise ConfigError(str(path), [f"{path} is a folder, not a file. Move it away; "
-                                      "the file holds TOML settings."])
     try:
         return path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise ConfigError(str(path), [f"{path} is a folder, not a file. Move it away; "
+                                      "the file holds TOML settings."]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(str(path), [
             f"it is not UTF-8 text (byte {exc.start} cannot be read as UTF-8). "
@@ -245,8 +244,8 @@ def load_config(paths: AgentPaths, environ: Mapping[str, str] | None = None) -> 
 
 
 def root_problems(files: FilesSettings) -> list[str]:
-    """Roots that cannot be used as folders: a file, a link to nothing, or a
-    read-write root that cannot be created where it is named."""
+    """Roots that cannot be used as folders: a file, or a read-write root that
+    cannot be created where it is named (links are followed, as the tools do)."""
     problems = []
     for index, root in enumerate(files.roots):
         key = f"files.roots.{index}.path"
