@@ -12,9 +12,9 @@ old file or the new one, never a mixture.
 One rule decides whether a file's content may be touched at all (read,
 replaced, restored, recorded in the history): `unsafe_file`. A file with
 more than one hard link may have another name outside the folders the agent
-may use, and a file on another file system is a mount that the workspace
-only borrows; neither is read or replaced unless the person allowed hard
-links.
+may use, so it is neither read nor replaced unless the person allowed hard
+links. The history also asks it to refuse files of another file system (a
+mount the workspace only borrows).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ _NEW_FILE_MODE = 0o666 & ~_current_umask()
 class Unsafe:
     """Why a file's content must be left alone."""
 
-    reason: str  # a phrase that follows the file's name: "has 2 hard links; ..."
+    reason: str  # a phrase that follows the file's name: "has 2 hard links, ..."
     denied: bool  # a safety refusal, as opposed to a file of the wrong kind
 
     def error(self, shown: object) -> ToolError:
@@ -183,15 +183,23 @@ def read_file(
 
 
 def _replaceable(
-    name: str, dfd: int, relative: PurePosixPath, *, allow_hard_links: bool
+    name: str,
+    dfd: int,
+    relative: PurePosixPath,
+    *,
+    allow_hard_links: bool,
+    link_ok: bool = False,
 ) -> os.stat_result | None:
-    """The stat of the file about to be replaced (None: there is none), after
-    the rule for touching a file's content has accepted it."""
+    """The stat of what is about to be replaced (None: nothing), after the
+    rule for touching a file's content has accepted it. A link there is
+    refused unless `link_ok` (a link replacing a link)."""
     try:
         old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(old.st_mode):
+        if link_ok:
+            return old
         raise _swapped(name)
     refusal = unsafe_file(old, allow_hard_links=allow_hard_links)
     if refusal is not None:
@@ -260,12 +268,7 @@ def write_link(
     dfd = _open_dir(root, parents, create=True)
     temp = _temp_name(name)
     try:
-        try:
-            current = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            current = None
-        if current is not None and not stat.S_ISLNK(current.st_mode):
-            _replaceable(name, dfd, relative, allow_hard_links=allow_hard_links)
+        _replaceable(name, dfd, relative, allow_hard_links=allow_hard_links, link_ok=True)
         os.symlink(pointee, temp, dir_fd=dfd)
         os.rename(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         temp = ""

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from noema.security.history import ChangeNote
+from noema.security.undo import restore
 from noema.security.versioning import VersionStore
 from noema.security.worktree import CHANGED_MEANWHILE, OTHER_FILE_SYSTEM, WorkTree
 
@@ -109,6 +110,20 @@ async def test_restoring_a_link_brings_back_the_link_not_the_content(world: Worl
     assert os.readlink(world.ws / "x.txt") == str(world.secret)
     assert (await world.call("file_read", path="x.txt")).is_error
     assert workspace_holds(world.ws, OUTSIDE_SECRET) == []
+    assert not history_holds(world.gitdir(), OUTSIDE_SECRET)
+
+
+async def test_restoring_a_link_over_another_link_replaces_the_link_only(world: World):
+    (world.ws / "x").symlink_to("notes.txt")
+    await world.call("file_write", path="other.txt", content="1")
+    version = world.git("log", "-1", "--format=%H").strip()
+    (world.ws / "x").unlink()
+    (world.ws / "x").symlink_to(world.secret)
+    # (The tools refuse the name while it points outside; the restore itself
+    # replaces a link without looking through it.)
+    restore(agent_store(world), "x", version, ChangeNote("person", "restore x"))
+    assert os.readlink(world.ws / "x") == "notes.txt"
+    assert world.secret.read_text() == OUTSIDE_SECRET + "\n"
     assert not history_holds(world.gitdir(), OUTSIDE_SECRET)
 
 
@@ -260,6 +275,7 @@ import json, sys
 from pathlib import Path
 from noema.security.history import Authors
 from noema.security.history import ChangeNote
+from noema.security.undo import restore
 from noema.security.versioning import VersionStore
 ws, gitdir, secret = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 (ws / "mnt" / "token.txt").write_text(secret)
