@@ -7,6 +7,7 @@ import re
 import threading
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,16 +38,22 @@ QUERIES = [
     r".",
     r"x*",
 ]
+# The regex package's own syntax, which `re` would read as literal text.
+REGEX_ONLY = [
+    r"(?r)a\sb",  # reverse search returns the rightmost match
+    r"(?:a\nb){e<=1}",  # fuzzy matching
+]
 
 TEXT = st.text(alphabet="ab \t.\n\r\x0b\x0c\u2028\x85", max_size=40)
 
 
 def _expected(query: str, text: str) -> list[int]:
-    pattern = re.compile(query)
+    """Line by line, with Python's `re` where the syntax is its own."""
+    pattern = regex.compile(query, regex.VERSION0) if query in REGEX_ONLY else re.compile(query)
     return [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
 
 
-@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("query", QUERIES + REGEX_ONLY)
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(text=TEXT)
 def test_the_same_lines_as_re(query: str, text: str):
@@ -56,7 +63,8 @@ def test_the_same_lines_as_re(query: str, text: str):
 
 
 def test_patterns_that_a_whole_file_pass_could_miss_go_line_by_line():
-    for query in (r"\Aa", r"b\Z", r"(?<!a)b", r"a(?!b)", r"(?>a)", r"a++", r"(?-m:^a)"):
+    for query in (r"\Aa", r"b\Z", r"(?<!a)b", r"a(?!b)", r"(?>a)", r"a++", r"(?-m:^a)",
+                  r"(?r)ab", r"(?:ab){e<=1}", r"a(*SKIP)b"):
         assert compile_query(query).whole is None, query
     for query in (r"^a", r"a$", r"(?<=a)b", r"\bab"):
         assert compile_query(query).whole is not None, query

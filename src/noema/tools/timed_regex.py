@@ -19,6 +19,7 @@ as soon as another thread wants it.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from bisect import bisect_right
@@ -36,15 +37,21 @@ HOLD_SECONDS = 0.02  # how long a match may hold the GIL (the event loop waits t
 
 Pattern = regex.Pattern
 
-# Constructs that see past the end of a line, or that one line's text matches
-# differently once the line sits inside a file: with any of them, a first pass
-# over the whole file could miss a line that matches on its own.
-_LINE_BOUND = (
-    "\\A", "\\Z", "\\z", "\\G",  # start and end of the text itself
-    "(?<!", "(?!", "(?(",  # negative lookaround and conditions: a newline may now be seen
-    "(?>", "*+", "++", "?+", "}+", "(*",  # atomic groups, possessives, verbs: no backtracking
-    "(?-",  # a flag (MULTILINE) switched off for part of the pattern
-)  # fmt: skip
+# Constructs that see past the end of a line, that one line's text matches
+# differently once the line sits inside a file, or that make a search return
+# other than the leftmost match: with any of them, a pass over the whole file
+# could miss a line that matches on its own, so the search goes line by line.
+_LINE_BOUND = re.compile(
+    r"""\\[AZzG]                   # start and end of the text itself, start of the search
+    | \(\?(?:<?!|\(|>|-)           # negative lookaround, conditions, atomic groups,
+                                   # a flag (MULTILINE) switched off
+    | \(\*                         # backtracking verbs: (*SKIP), (*FAIL)...
+    | [*+?}]\+                     # possessive repetition: no backtracking
+    | \(\?[a-zA-Z]*[bepr]          # best, enhanced, POSIX or reverse matching
+    | \{[^}]*[deis][^}]*\}         # fuzzy matching
+    """,
+    re.VERBOSE,
+)
 
 
 class SearchStopped(ToolError):
@@ -73,7 +80,7 @@ def compile_query(query: str) -> Query:
     what is wrong with it."""
     try:
         exact = regex.compile(query, regex.VERSION0)
-        bound = any(token in query for token in _LINE_BOUND)
+        bound = _LINE_BOUND.search(query) is not None
         whole = None if bound else regex.compile(query, regex.VERSION0 | regex.MULTILINE)
         looks_around = "(?=" in query or "(?<=" in query
     except (regex.error, OverflowError, RecursionError) as exc:
