@@ -27,8 +27,9 @@ best mechanism this process can use, chosen once:
 
 Whatever the mechanism, `RLIMIT_NOFILE` and `RLIMIT_FSIZE` are set on the
 process that starts the command (inherited by everything it starts).
-The child joins its cgroups (and takes its rlimits) between fork and exec,
-so nothing of the command runs outside them; the cgroups are removed after.
+That process joins its cgroups and takes its rlimits before it execs the
+sandbox, so nothing of the command runs outside them; the cgroups are
+removed after.
 A cgroup records when it refused memory or a process, which is how the tool
 result can say that the command hit a limit.
 """
@@ -44,7 +45,7 @@ import resource
 import shutil
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,6 +226,13 @@ def _nproc_works_inside() -> bool:
 # -- one command's confinement --------------------------------------------------
 
 _names = itertools.count(1)
+# Joins the cgroups named before "--", then runs what follows it.
+_JOIN = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
+_RLIMITS = {
+    "nofile": resource.RLIMIT_NOFILE,
+    "fsize": resource.RLIMIT_FSIZE,
+    "data": resource.RLIMIT_DATA,
+}
 _pending: set[asyncio.Task[None]] = set()  # background removals, kept from the collector
 
 
@@ -232,7 +240,6 @@ _pending: set[asyncio.Task[None]] = set()  # background removals, kept from the 
 class _Group:
     base: _Base
     folder: Path
-    procs: int  # an open cgroup.procs, written from the child before exec
 
 
 class Confinement:
@@ -268,12 +275,11 @@ class Confinement:
                     (folder / "memory.memsw.limit_in_bytes").write_text(memory)
             else:
                 (folder / "pids.max").write_text(str(self.limits.max_processes))
-            procs = os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         except OSError:
             with contextlib.suppress(OSError):
                 folder.rmdir()
             raise
-        return _Group(base, folder, procs)
+        return _Group(base, folder)
 
     def inner(self) -> list[str]:
         """What to put before the command inside the sandbox (after bubblewrap
@@ -283,25 +289,43 @@ class Confinement:
         n = self.limits.max_processes
         return [str(_prlimit()), f"--nproc={n}:{n}", "--"]
 
-    def preexec(self) -> Callable[[], None]:
-        """The function the child runs between fork and exec: a few system
-        calls, nothing that could wait for a lock another thread held."""
-        procs = [g.procs for g in self._groups]
-        wanted = [
-            (resource.RLIMIT_NOFILE, self.limits.max_open_files),
-            (resource.RLIMIT_FSIZE, self.limits.max_file_mb * _MIB),
-        ]
-        if "memory" not in self._controllers:
-            wanted.append((resource.RLIMIT_DATA, self.limits.memory_mb * _MIB))
-        rlimits = [(which, _within_hard(which, value)) for which, value in wanted]
+    def outer(self, argv: Sequence[str]) -> list[str]:
+        """`argv` started inside the command's cgroups and rlimits: a shell
+        joins the cgroups ("0" is the writing process itself) and execs
+        `prlimit`, which sets the rlimits and execs `argv`. Two small execs
+        cost less than a Python `preexec_fn`, which forbids vfork and copies
+        the whole agent process for every command."""
+        wrapped = list(argv)
+        program = _prlimit()
+        if program is not None:
+            options = [f"--{name}={value}" for name, value in self._rlimits()]
+            wrapped = [program, *options, "--", *wrapped]
+        if self._groups:
+            procs = [str(g.folder / "cgroup.procs") for g in self._groups]
+            wrapped = ["/bin/sh", "-c", _JOIN, "noema-limits", *procs, "--", *wrapped]
+        return wrapped
+
+    def preexec(self) -> Callable[[], None] | None:
+        """Where `prlimit` is missing, the function that sets the rlimits in
+        the child between fork and exec (slower: see `outer`)."""
+        if _prlimit() is not None:
+            return None
+        rlimits = [(_RLIMITS[name], value) for name, value in self._rlimits()]
 
         def enter() -> None:
-            for fd in procs:
-                os.write(fd, b"0")  # "0" is the writing process itself
             for which, value in rlimits:
                 resource.setrlimit(which, (value, value))
 
         return enter
+
+    def _rlimits(self) -> list[tuple[str, int]]:
+        wanted = [
+            ("nofile", self.limits.max_open_files),
+            ("fsize", self.limits.max_file_mb * _MIB),
+        ]
+        if "memory" not in self._controllers:
+            wanted.append(("data", self.limits.memory_mb * _MIB))
+        return [(name, _within_hard(_RLIMITS[name], value)) for name, value in wanted]
 
     def verdict(self, exit_code: int | None) -> str | None:
         """Which limit stopped the command, when one did and it can be told."""
@@ -327,9 +351,6 @@ class Confinement:
     async def release(self) -> None:
         """Kill what is left of the command and remove its cgroups."""
         groups, self._groups = self._groups, []
-        for group in groups:
-            with contextlib.suppress(OSError):
-                os.close(group.procs)
         for group in groups:
             await _remove(group.folder, group.base.version)
 

@@ -257,8 +257,7 @@ async def run_process(
 ) -> Finished:
     """Run `argv` in its own process group, feeding `output`, within a time limit.
 
-    `preexec` runs in the child between fork and exec (joining its cgroups,
-    taking its rlimits). On cancellation the whole group is killed before
+    `preexec` runs in the child between fork and exec. On cancellation the whole group is killed before
     CancelledError goes on; whatever it printed so far stays in `output`
     for the caller to report.
     """
@@ -324,6 +323,7 @@ class Sandbox:
         self.settings = settings
         self.limits = Limits.of(settings)
         self._works = False
+        self._limits_ready = False
         if self.isolated and os.geteuid() == 0:
             prefetch(system_folders())  # the first command should not wait for the walk
 
@@ -397,11 +397,13 @@ class Sandbox:
         """Run a command within its resource limits; see `run_process` for
         cancellation. A limit that stopped it is named in `limit`."""
         await self.check(layout)
-        await asyncio.to_thread(cgroup_bases)  # found once; file system work
+        if not self._limits_ready:
+            await asyncio.to_thread(cgroup_bases)  # found once; file system work
+            self._limits_ready = True
         confinement = Confinement(self.limits, sandboxed=self.isolated)
         try:
             finished = await run_process(
-                self.argv(layout, command, confinement.inner()),
+                confinement.outer(self.argv(layout, command, confinement.inner())),
                 cwd=layout.workdir,
                 env=self.env(layout),
                 timeout_s=timeout_s,
