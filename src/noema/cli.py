@@ -65,6 +65,17 @@ _DOCTOR = ("`noema doctor` checks every file of the agent; `noema doctor --repai
            "can be kept and moves the damaged file aside (nothing is deleted).")
 
 
+def _damaged_repository(paths: AgentPaths) -> Exception | None:
+    """The first versions repository whose newest version does not read."""
+    from .health.repositories import DamagedRepository, quick_problem
+
+    for gitdir in repositories(paths):
+        problem = quick_problem(gitdir)
+        if problem:
+            return DamagedRepository(gitdir, problem)
+    return None
+
+
 def _refusal(exc: Exception) -> click.ClickException:
     """A damaged file or a full disk, told to the person with the way out."""
     if isinstance(exc, DiskFull):
@@ -104,7 +115,6 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
 @click.pass_obj
 def chat(obj: Context) -> None:
     """Talk with the agent at the terminal (streaming; Ctrl-C stops a reply)."""
-    from .health.repositories import DamagedRepository, quick_problem
     from .interfaces.chat import TerminalListener, run_chat
 
     config = obj.config()
@@ -118,10 +128,9 @@ def chat(obj: Context) -> None:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
         raise _refusal(exc) from None
-    for gitdir in repositories(obj.paths):
-        problem = quick_problem(gitdir)
-        if problem:  # the conversation can go on; file versions cannot be trusted
-            click.echo(f"warning: {DamagedRepository(gitdir, problem)}. {_DOCTOR}", err=True)
+    damaged = _damaged_repository(obj.paths)
+    if damaged:  # the conversation can go on; file versions cannot be trusted
+        click.echo(f"warning: {damaged}. {_DOCTOR}", err=True)
     banner = (
         f"Noema · agent {obj.paths.name} · model {app.provider.name}/{app.provider.model}\n"
         f"data: {obj.paths.root}\n/help lists the commands; Ctrl-C stops a reply."
@@ -147,13 +156,12 @@ def demo(pace: float, keep: bool) -> None:
 def _versions(obj: Context, call: Callable[[], str]) -> None:
     import pygit2
 
-    from .health.repositories import DamagedRepository, quick_problem
+    from .health.repositories import DamagedRepository
     from .interfaces.versions_cli import VersionsCommandError
 
-    for gitdir in repositories(obj.paths):
-        problem = quick_problem(gitdir)
-        if problem:  # read as it is, it would look like an empty history
-            raise _refusal(DamagedRepository(gitdir, problem))
+    damaged = _damaged_repository(obj.paths)
+    if damaged:  # read as it is, it would look like an empty history
+        raise _refusal(damaged)
     try:
         click.echo(call())
     except VersionsCommandError as exc:
