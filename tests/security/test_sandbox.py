@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from noema.security.sandbox import (
     Sandbox,
     bwrap_argv,
     run_process,
+    system_folders,
 )
 from noema.security.settings import AutonomySettings, ShellSettings
 
@@ -227,3 +229,30 @@ async def test_the_child_takes_its_limits_before_it_runs(tmp_path: Path):
         preexec=enter,
     )
     assert finished.output.strip() == "77"
+
+
+def test_root_only_files_are_walked_again_after_a_while(tmp_path: Path, monkeypatch):
+    import noema.security.root_files as root_files
+
+    tree = tmp_path / "sys"
+    tree.mkdir()
+    assert root_only([str(tree)]) == ()
+    (tree / "new-key").write_text("x")
+    (tree / "new-key").chmod(0o600)
+    monkeypatch.setattr(root_files, "_REFRESH_S", 0.0)
+    assert root_only([str(tree)]) == ()  # answered from the cache, a walk started
+    for _ in range(200):
+        if root_only([str(tree)]) == (tree / "new-key",):
+            break
+        time.sleep(0.01)
+    assert root_only([str(tree)]) == (tree / "new-key",)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root-only files are masked when the agent is root")
+def test_a_root_inside_a_masked_system_folder_stays_visible():
+    masked = [p for p in root_only(system_folders()) if p.is_dir()]
+    if not masked:
+        pytest.skip("this system has no root-only system folder")
+    ws = masked[0] / "project"
+    joined = " ".join(bwrap_argv("bwrap", Layout(ws, (ws,)), ["true"]))
+    assert f"--tmpfs {masked[0]} " not in joined and f"--bind {ws} {ws}" in joined
