@@ -137,3 +137,26 @@ async def test_prepare_records_the_workspace_ahead_of_the_first_write(world: Wor
     hands = world.build()
     await hands.prepare()
     assert world.git("log", "--format=%s").strip() == "Initial state of the workspace: notes.txt"
+
+
+async def test_writes_name_what_the_history_left_out(world: World):
+    world.build()
+    (world.ws / "odd" / "git~1").mkdir(parents=True)  # a name git refuses, made by the person
+    (world.ws / "odd" / "git~1" / "config").write_text("x\n")
+    first = await world.call("file_write", path="a.txt", content="one\n")
+    assert not first.is_error
+    assert "Not recorded in the history, so not restorable: odd/git~1" in first.content
+    again = await world.call("file_write", path="a.txt", content="two\n")
+    assert "Not recorded" not in again.content  # said once, not on every write
+    patched = await world.call("file_patch", path="a.txt", unified_diff="@@ -1 +1 @@\n-two\n+3\n")
+    assert not patched.is_error and "Not recorded" not in patched.content
+
+
+async def test_history_names_what_it_cannot_hold(world: World):
+    world.build()
+    await world.call("file_write", path="a.txt", content="one\n")
+    (world.ws / "GIT~1").write_text("the person's file\n")
+    listed = await world.call("file_history", path="a.txt")
+    assert not listed.is_error
+    assert listed.content.splitlines()[-1].startswith("Not recorded in the history")
+    assert "GIT~1" in listed.content

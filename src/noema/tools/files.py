@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..security import fsafe, undo
-from ..security.history import ChangeNote, Version
+from ..security.history import ChangeNote, Recorded, Skipped, Version, left_out_text
 from ..security.policy import Access, AccessPolicy, Target
 from ..security.settings import FilesSettings
 from ..security.versioning import Versions
@@ -43,12 +43,23 @@ def _version_text(version: Version | None) -> str:
     return f"version {version.short}" if version else "no new version (the content was unchanged)"
 
 
+def _outcome(recorded: Recorded) -> str:
+    """The version a write made, and what the history had to leave out around it."""
+    return _version_text(recorded.version) + "." + _left_out(recorded.skipped)
+
+
+def _left_out(skipped: tuple[Skipped, ...]) -> str:
+    """A sentence naming paths the history could not hold ('' for none)."""
+    text = left_out_text(skipped)
+    return f" {text}" if text else ""
+
+
 def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -> list[Tool]:
     """The file tools, bound to a policy, the workspaces' histories and the limits."""
 
     def write(
         ctx: ToolContext, target: Target, data: bytes, tool_name: str, summary: str
-    ) -> Version | None:
+    ) -> Recorded:
         if len(data) > files.max_write_bytes:
             raise ToolError(
                 f"the content is {len(data)} bytes, above the {files.max_write_bytes}-byte "
@@ -58,7 +69,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         note = ChangeNote("agent", summary, ctx.turn_id, tool_name)
         with store.change(note, [str(target.relative)]) as recorded:
             fsafe.atomic_write(target.root.path, target.relative, data)
-        return recorded.version
+        return recorded
 
     def writable(path: str) -> Target:
         target = policy.check(path, Access.WRITE)
@@ -117,11 +128,11 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         target = writable(path)
         existed = target.path.exists()
         data = content.encode("utf-8")
-        version = write(ctx, target, data, "file_write", f"file_write {target.relative}")
+        recorded = write(ctx, target, data, "file_write", f"file_write {target.relative}")
         verb = "Replaced" if existed else "Created"
         return (
             f"{verb} {policy.display(target)} ({len(data)} bytes, "
-            f"{_lines(len(content.splitlines()))}); {_version_text(version)}."
+            f"{_lines(len(content.splitlines()))}); {_outcome(recorded)}"
         )
 
     @tool(side_effects=True)
@@ -159,14 +170,14 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         at = text.index(old_text)
         line = text.count("\n", 0, at) + 1
         updated = text[:at] + new_text + text[at + len(old_text) :]
-        version = write(
+        recorded = write(
             ctx,
             target,
             updated.encode("utf-8"),
             "file_search_and_replace",
             f"file_search_and_replace {target.relative} (line {line})",
         )
-        return f"Replaced the text at line {line} of {shown}; {_version_text(version)}."
+        return f"Replaced the text at line {line} of {shown}; {_outcome(recorded)}"
 
     @tool(side_effects=True)
     def file_patch(ctx: ToolContext, path: str, unified_diff: str) -> str:
@@ -182,13 +193,13 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         target = writable(path)
         text = file_search.read_text(files, target) if target.path.exists() else ""
         updated = unidiff.apply(text, unified_diff)
-        version = write(
+        recorded = write(
             ctx, target, updated.encode("utf-8"), "file_patch", f"file_patch {target.relative}"
         )
         before, after = text.count("\n"), updated.count("\n")
         return (
             f"Patched {policy.display(target)} ({_lines(before)} → {_lines(after)}); "
-            f"{_version_text(version)}."
+            f"{_outcome(recorded)}"
         )
 
     @tool(side_effects=True)
@@ -223,12 +234,15 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             )
         store = versions.store_for(target.root)
         store.record_person()  # the person's latest edits belong in the answer
+        left_out = _left_out(store.skipped)
         rel = str(target.relative)
         found = store.log(None if rel == "." else rel, min(limit, 200))
         shown = "the workspace" if rel == "." else policy.display(target)
         if not found:
-            return f"No versions of {shown} yet."
-        return f"Versions of {shown}, newest first:\n" + "\n".join(v.line() for v in found)
+            return f"No versions of {shown} yet." + left_out
+        listing = "\n".join(v.line() for v in found)
+        tail = f"\n{left_out.lstrip()}" if left_out else ""
+        return f"Versions of {shown}, newest first:\n{listing}{tail}"
 
     @tool(side_effects=True)
     def file_restore(ctx: ToolContext, path: str, version: str) -> str:
@@ -246,9 +260,16 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             "agent", f"file_restore {rel} to {version.strip()[:12]}", ctx.turn_id, "file_restore"
         )
         made = undo.restore(store, rel, version, note)
+        left_out = _left_out(store.skipped)
         if made is None:
-            return f"{policy.display(target)} already has the content of version {version}."
-        return f"Restored {policy.display(target)} to version {version}; {_version_text(made)}."
+            return (
+                f"{policy.display(target)} already has the content of version {version}."
+                + left_out
+            )
+        return (
+            f"Restored {policy.display(target)} to version {version}; "
+            f"{_version_text(made)}.{left_out}"
+        )
 
     where = "\n\n" + policy.summary()
     tools = [
