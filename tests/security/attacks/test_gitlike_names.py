@@ -127,7 +127,7 @@ async def test_a_second_root_refuses_it_too(world: World, tmp_path, name: str):
     world.build()
     _refused_as_git(await world.call("file_read", path=str(other / name / "config")))
     _refused_as_git(
-        await world.call("file_write", path=str(other / name / "hooks" / "post-checkout"), content="x")
+        await world.call("file_write", path=str(other / name / "hooks" / "hook"), content="x")
     )
     assert not (other / name / "hooks").exists()
 
@@ -148,7 +148,9 @@ async def test_the_refusal_shows_the_hidden_code_point(world: World):
     assert "\\u200c" in result.content and "\u200c" not in result.content
 
 
-@pytest.mark.parametrize("name", [".gitmodules", ".GITMODULES", "gitmod~1", "gi7eba~1", ".gitattributes"])
+@pytest.mark.parametrize(
+    "name", [".gitmodules", ".GITMODULES", "gitmod~1", "gi7eba~1", ".gitattributes"]
+)
 def test_git_refuses_these_names_as_links(name: str):
     assert is_git_link_name(name) and not is_git_name(name)
 

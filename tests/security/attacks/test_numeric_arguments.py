@@ -30,7 +30,8 @@ async def _raw_call(world: World, name: str, arguments: str):
 @pytest.mark.parametrize("literal", NON_FINITE)
 async def test_a_shell_timeout_that_is_not_a_number(world: World, literal: str):
     command = json.dumps("touch ran.txt")
-    result = await _raw_call(world, "shell_execute", f'{{"command": {command}, "timeout": {literal}}}')
+    arguments = f'{{"command": {command}, "timeout": {literal}}}'
+    result = await _raw_call(world, "shell_execute", arguments)
     assert result.is_error and "timeout" in result.content, result.content
     assert "finite number" in result.content
     assert not (world.ws / "ran.txt").exists()  # refused before anything ran
@@ -39,7 +40,8 @@ async def test_a_shell_timeout_that_is_not_a_number(world: World, literal: str):
 @pytest.mark.parametrize("literal", NON_FINITE[:5])
 @pytest.mark.parametrize("argument", ["offset", "limit"])
 async def test_a_read_page_that_is_not_a_number(world: World, argument: str, literal: str):
-    result = await _raw_call(world, "file_read", f'{{"path": "notes.txt", "{argument}": {literal}}}')
+    arguments = f'{{"path": "notes.txt", "{argument}": {literal}}}'
+    result = await _raw_call(world, "file_read", arguments)
     assert result.is_error and argument in result.content and "finite" in result.content
 
 
