@@ -17,7 +17,10 @@ is deleted:
 - a `hooks` folder holding anything but git's `*.sample` files is moved aside
   (`hooks.noema-quarantine`);
 - `commondir` and `gitdir:` pointers are followed, inside the writable roots,
-  to the folders whose configuration and hooks git would use.
+  to the folders whose configuration and hooks git would use;
+- a file in a writable root that one of the person's configurations includes
+  (`include.path`, `includeIf.*.path`) is frozen while the command runs, and
+  checked after it when the command created or replaced it.
 The configuration is read by git's own parser (`git config --list`), so what
 is judged is what the person's git would read.
 
@@ -46,7 +49,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .masks import GitItem, Scan
+from .masks import GitItem, Scan, global_git_configs
 from .policy import AccessPolicy
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ _CONFIG_NAMES = ("config", "config.worktree")
 _SKIP_INSIDE = frozenset({"objects", "refs", "logs", "lfs"})  # data, never configuration
 _MAX_CONFIG_BYTES = 1 << 20
 _MAX_POINTER_BYTES = 4096
+_MAX_INCLUDES = 200  # configuration files read while following includes
 _MAX_FOLDERS = 5_000  # inside one new .git; past it the whole folder is set aside
 _ASIDE = ".noema-quarantine"
 _GIT_TIMEOUT_S = 10
@@ -158,6 +162,21 @@ def render_config(entries: Sequence[tuple[str, str | None]]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+@dataclass(frozen=True, slots=True)
+class Included:
+    """A file that a configuration of the person's includes (`include.path`,
+    `includeIf.*.path`), lying in a writable root: git reads it as its own
+    configuration, so it is frozen like one."""
+
+    path: Path  # as the including configuration names it
+    real: Path  # where it leads
+    identity: tuple[int, int] | None  # of the file it leads to; None when absent
+
+    @property
+    def freezable(self) -> bool:
+        return self.identity is not None and self.real.is_file()
+
+
 class GitGuard:
     """Neutralises what a command left in the writable roots; remembers which
     configuration files it already found clean, so an unchanged one is not
@@ -168,11 +187,69 @@ class GitGuard:
         self.writable = tuple(r.path for r in policy.writable_roots)
         self.agent_data = Path(os.path.realpath(agent_data))
         self._clean: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self._includes: dict[Path, tuple[tuple[int, int, int, int], tuple[Path, ...]]] = {}
 
-    def check(self, before: Scan, after: Scan) -> list[Neutralised]:
+    def includes(self, scan: Scan) -> tuple[Included, ...]:
+        """The files in writable roots that the person's git configurations
+        (the repositories' found by `scan` and the global ones) include,
+        whatever the include's condition, followed a few levels deep."""
+        frozen = set(scan.frozen)
+        queue: list[Path] = list(global_git_configs())
+        for item in scan.git:
+            if item.path not in frozen:
+                continue  # not the person's: the command could have written it
+            if item.kind == "config":
+                queue.append(item.path)
+            elif item.kind in ("gitdir", "repository"):
+                queue += [item.path / name for name in _CONFIG_NAMES]
+        found: dict[Path, Included] = {}
+        seen: set[Path] = set()
+        while queue and len(seen) < _MAX_INCLUDES:
+            config = queue.pop()
+            if config in seen:
+                continue
+            seen.add(config)
+            for target in self._included_by(config):
+                real = Path(os.path.realpath(target))
+                if self._inside(target) or self._inside(real):
+                    found[target] = Included(target, real, _identity(real))
+                queue.append(real)
+        return tuple(found.values())
+
+    def _included_by(self, config: Path) -> tuple[Path, ...]:
+        try:
+            info = os.stat(config)
+        except OSError:
+            return ()
+        signature = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+        cached = self._includes.get(config)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        try:
+            with open(config, "rb") as handle:
+                data = handle.read(_MAX_CONFIG_BYTES + 1)
+        except OSError:
+            return ()
+        entries = read_config(data) if len(data) <= _MAX_CONFIG_BYTES else None
+        targets = []
+        for key, value in entries or ():
+            lowered = key.lower()
+            is_include = lowered == "include.path" or (
+                lowered.startswith("includeif.") and lowered.endswith(".path")
+            )
+            if is_include and value:
+                named = Path(os.path.expanduser(value))
+                targets.append(Path(os.path.normpath(config.parent / named)))
+        self._includes[config] = (signature, tuple(targets))
+        return tuple(targets)
+
+    def check(
+        self, before: Scan, after: Scan, included: Sequence[Included] = ()
+    ) -> list[Neutralised]:
         """Neutralise the git metadata in `after` that the command could have
         written: what was frozen or masked in `before` could not change, and
-        is the person's; say what was done."""
+        is the person's; say what was done. `included` are the files the
+        person's configurations include, as found before the command."""
         frozen = set(before.frozen)
         exempt = {
             item.identity
@@ -180,6 +257,19 @@ class GitGuard:
             if item.path in frozen or any(item.path.is_relative_to(h) for h in before.hidden)
         }
         done: list[Neutralised] = []
+        for include in included:
+            real = Path(os.path.realpath(include.path))
+            if _identity(real) in (None, include.identity) or not self._inside(real):
+                continue  # unchanged (it was frozen), gone, or out of reach
+            try:
+                actions = self._config(real.parent, real.name)
+            except OSError as exc:
+                actions = [f"could not be checked ({exc.strerror or exc})"]
+            if actions:
+                actions = [f"a file the person's git configuration includes: {a}" for a in actions]
+                done.append(Neutralised(include.path, tuple(actions)))
+                log.warning("a file git includes was neutralised: %s: %s", include.path,
+                            "; ".join(actions))
         visited: set[tuple[int, int]] = set()
         for item in after.git:
             if item.identity in exempt:
@@ -423,6 +513,14 @@ def _disable_hooks(fd: int) -> list[str]:
     what = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
     what = what or "a link or a file, not a folder"
     return [f"hooks disabled ({what}); moved to {aside}"]
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def _open_folder(folder: Path) -> int | None:

@@ -10,10 +10,11 @@ orchestrator pops it to tell the model plainly what happened.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..security.gitguard import GitGuard, Neutralised
+from ..security.gitguard import GitGuard, Included, Neutralised
 from ..security.history import ChangeNote, Version
 from ..security.masks import Masker, Scan
 from ..security.policy import AccessPolicy
@@ -47,16 +48,20 @@ class InterruptedRun:
         )
 
 
-def shell_layout(policy: AccessPolicy, scan: Scan, settings: ShellSettings) -> Layout:
+def shell_layout(
+    policy: AccessPolicy, scan: Scan, settings: ShellSettings, included: Sequence[Included] = ()
+) -> Layout:
     """What a command may see now: the roots, minus every path the policy
-    refuses to read (masked), with git metadata read-only (frozen)."""
+    refuses to read (masked), with git metadata and the files the person's
+    git configuration includes read-only (frozen)."""
+    extra = tuple(i.real for i in included if i.freezable)
     return Layout(
         policy.workspace.path,
         tuple(r.path for r in policy.writable_roots),
         tuple(r.path for r in policy.roots if not r.writable),
         hidden=scan.hidden,
         network=settings.network,
-        frozen=scan.frozen,
+        frozen=tuple(dict.fromkeys(scan.frozen + extra)),
     )
 
 
@@ -98,7 +103,11 @@ def shell_tools(
     masker = Masker(policy, agent_data)
     guard = GitGuard(policy, agent_data)
 
-    def neutralise(before: Scan) -> str:
+    def prepare() -> tuple[Scan, tuple[Included, ...]]:
+        before = masker.scan()
+        return before, guard.includes(before)
+
+    def neutralise(before: Scan, included: tuple[Included, ...]) -> str:
         # Runs whatever way the command ended; the walk is warm by then.
         after = masker.scan()
         locked = set(after.unreadable) - set(before.unreadable)
@@ -109,7 +118,7 @@ def shell_tools(
         ]
         if reopened:
             after = masker.scan()
-        return _neutralised_note(policy, reopened + guard.check(before, after))
+        return _neutralised_note(policy, reopened + guard.check(before, after, included))
 
     def record(ctx: ToolContext, command: str, suffix: str = "") -> list[Version]:
         flat = " ".join(command.split())
@@ -140,8 +149,8 @@ def shell_tools(
         if limit <= 0:
             raise ToolError("timeout must be a positive number of seconds")
         limit = min(limit, settings.max_timeout_s)
-        before = await asyncio.to_thread(masker.scan)
-        layout = shell_layout(policy, before, settings)
+        before, included = await asyncio.to_thread(prepare)
+        layout = shell_layout(policy, before, settings, included)
         try:
             await sandbox.check(layout)
         except SandboxUnavailable as exc:
@@ -152,7 +161,7 @@ def shell_tools(
         try:
             finished = await sandbox.run(layout, command, limit, output)
         except asyncio.CancelledError:
-            note = neutralise(before)
+            note = neutralise(before, included)
             made = record(ctx, command, " (cancelled)")
             run = InterruptedRun(command, output.render(), output.total,
                                  tuple(v.short for v in made), note)
@@ -160,7 +169,7 @@ def shell_tools(
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
-        note = await asyncio.to_thread(neutralise, before)
+        note = await asyncio.to_thread(neutralise, before, included)
         return _result(limit, finished, record(ctx, command)) + note
 
     return [shell_execute]

@@ -129,7 +129,9 @@ ATTACKS = {
     "locked-repository-folder": (
         "git init -q r && hook r/.git/hooks pre-commit && chmod 300 r"
     ),
-    "locked-hooks-folder": "git init -q r && hook r/.git/hooks pre-commit && chmod 100 r/.git/hooks",
+    "locked-hooks-folder": (
+        "git init -q r && hook r/.git/hooks pre-commit && chmod 100 r/.git/hooks"
+    ),
     "locked-git-folder": "git init -q r && " + FSMON.format(r="r") + " && chmod 500 r/.git",
     "config-as-a-symlink": (
         "git init -q r && cp r/.git/config cfg && git config --file cfg core.fsmonitor "
@@ -441,3 +443,64 @@ async def test_the_person_own_hooks_and_settings_are_left_alone(world: World, ba
     assert config.read_text() == PERSON_TOOL
     assert hook.stat().st_mode & 0o111 and hook.read_text() == "#!/bin/sh\nexit 0\n"
     assert not list((world.ws / rel / ".git").glob("*noema-quarantine*"))
+
+
+def include_in_repository(world: World, home: Path, name: str, exists: bool) -> None:
+    repo = person_repository(world.ws, "proj")
+    if exists:
+        (repo / name).write_text("[user]\n\tname = Team\n")
+    subprocess.run(["git", "-C", str(repo), "config", "include.path", f"../{name}"],
+                   check=True, timeout=30)
+
+
+def include_in_global_config(world: World, home: Path, name: str, exists: bool) -> None:
+    person_repository(world.ws, "proj")
+    if exists:
+        (world.ws / name).write_text("[user]\n\tname = Team\n")
+    (home / ".gitconfig").write_text(f"[includeIf \"gitdir:/\"]\n\tpath = {world.ws / name}\n")
+
+
+INCLUDES = {
+    "repository-includes-an-existing-file": (include_in_repository, "proj/team.gitconfig", True),
+    "repository-includes-a-missing-file": (include_in_repository, "proj/local.gitconfig", False),
+    "global-config-includes-an-existing-file": (include_in_global_config, "shared.gitconfig", True),
+    "global-config-includes-a-missing-file": (include_in_global_config, "later.gitconfig", False),
+}
+
+
+def include_attack(target: str) -> str:
+    return f"printf '[core]\\n\\tfsmonitor = %s\\n' \"$PWD/evil.sh\" >> {target}"
+
+
+@pytest.mark.parametrize("setup,target,exists", INCLUDES.values(), ids=INCLUDES.keys())
+async def test_include_attack_is_real_without_the_guard(
+    world: World, tmp_path: Path, setup, target: str, exists: bool
+):
+    marker, home = tmp_path / "MARKER", tmp_path / "person-home"
+    home.mkdir()
+    setup(world, home, Path(target).name, exists)
+    command = (PRELUDE + include_attack(target)).format(m=marker)
+    subprocess.run(["sh", "-c", command], cwd=world.ws, check=True, timeout=60,
+                   env=person_env(home))
+    person_runs_git_everywhere(world.ws, home)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("setup,target,exists", INCLUDES.values(), ids=INCLUDES.keys())
+async def test_files_the_person_git_includes_are_guarded(
+    world: World, tmp_path: Path, monkeypatch, setup, target: str, exists: bool
+):
+    marker, home = tmp_path / "MARKER", tmp_path / "person-home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # the agent runs as the person
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    setup(world, home, Path(target).name, exists)
+    result = await world.call(
+        "shell_execute", command=(PRELUDE + include_attack(target)).format(m=marker)
+    )
+    if exists:
+        assert "Read-only file system" in result.content, result.content
+    else:
+        assert "neutralised" in result.content, result.content
+    person_runs_git_everywhere(world.ws, home)
+    assert not marker.exists()
