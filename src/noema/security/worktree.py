@@ -142,9 +142,12 @@ class WorkTree:
         self.touched = 0  # bumped on every index change, so callers can skip no-op commits
 
     def skip_dir(self, rel: str) -> bool:
-        """Folders never versioned: git folders and ignored ones."""
+        """Folders never versioned: git folders, names git reads as `.git`, and
+        ignored ones."""
         name = rel.rsplit("/", 1)[-1]
-        return name == ".git" or self._repo.path_is_ignored(rel + "/")
+        return (
+            name == ".git" or self._git_refuses(rel) or self._repo.path_is_ignored(rel + "/")
+        )
 
     def take_skipped(self) -> tuple[Skipped, ...]:
         """The paths left out since the last call (each reported once per state)."""
