@@ -125,3 +125,9 @@ async def test_finite_numbers_pass():
         ToolContext("c", 1, 1),
     )
     assert not result.is_error and result.content == str(1.5 - 2 + 1e300)
+
+
+async def test_arguments_nested_beyond_reason(world: World):
+    deep = "[" * 100_000 + "]" * 100_000
+    result = await _raw_call(world, "file_read", f'{{"path": {deep}}}')
+    assert result.is_error and "nesting too large" in result.content
