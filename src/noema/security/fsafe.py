@@ -50,10 +50,11 @@ class Unsafe:
 
     reason: str  # a phrase that follows the file's name: "has 2 hard links, ..."
     denied: bool  # a safety refusal, as opposed to a file of the wrong kind
+    advice: str  # what the model can do instead (tool errors only)
 
     def error(self, shown: object) -> ToolError:
         """The tool error for the file named `shown`."""
-        text = f"{shown} {self.reason}"
+        text = f"{shown} {self.reason}; {self.advice}"
         return AccessDenied(text) if self.denied else ToolError(text)
 
 
@@ -66,19 +67,25 @@ def unsafe_file(
     replaced); `device` is the file system of the root, when known.
     """
     if stat.S_ISDIR(info.st_mode):
-        return Unsafe("is a folder, not a file", denied=False)
+        return Unsafe("is a folder, not a file", False, "name a file inside it")
     if not stat.S_ISREG(info.st_mode):
-        return Unsafe("is not a regular file (a device, socket or pipe)", denied=False)
+        return Unsafe(
+            "is not a regular file (a device, socket or pipe)",
+            False,
+            "the file tools only read and write regular files",
+        )
     if device is not None and info.st_dev != device:
         return Unsafe(
-            "lies on another file system mounted inside the folder, so it is left alone",
-            denied=True,
+            "lies on another file system mounted inside the folder",
+            True,
+            "it is left alone",
         )
     if info.st_nlink > 1 and not allow_hard_links:
         return Unsafe(
             f"has {info.st_nlink} hard links, and another of its names may lie outside the "
-            "folders you may use, so its content is not touched",
-            denied=True,
+            "folders you may use",
+            True,
+            "its content is not touched; ask the person for an ordinary copy if you need it",
         )
     return None
 
