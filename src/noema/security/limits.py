@@ -12,7 +12,9 @@ best mechanism this process can use, chosen once:
   create folders under its own cgroup (root on most servers and containers
   with a writable `/sys/fs/cgroup`): a child per command with
   `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`) and `pids.max`.
-  Each controller is used on its own when only one is writable.
+  Each controller is used on its own when only one is writable. (Moving the
+  starting process into its cgroups is the dearest step of the confinement:
+  milliseconds, more on a busy machine.)
 - **rlimits** otherwise: `RLIMIT_DATA` for memory (heap and private
   mappings, not address-space reservations as `RLIMIT_AS` would count,
   which breaks runtimes that reserve large ranges up front; it is per
@@ -243,8 +245,9 @@ class _Group:
 
 
 class Confinement:
-    """The limits of one command: made before it starts, joined by its
-    process between fork and exec, read and removed after it ended."""
+    """The limits of one command: made before it starts, joined by the
+    process that starts it (before it execs anything of the command), read
+    and removed after it ended."""
 
     def __init__(self, limits: Limits, *, sandboxed: bool) -> None:
         self.limits = limits

@@ -159,8 +159,9 @@ def bwrap_argv(
     # write: read-only for everyone. The rest of the shield only matters to
     # root's uid; anyone else reads /proc as themselves.
     argv += ["--proc", "/proc", *(_proc_shield() if as_root else _PROC_SYS_READONLY)]
-    argv += ["--dev", "/dev"]
-    for scratch in ("/tmp", "/var/tmp"):
+    # /dev is a tmpfs too: read-only, but for its shared memory, sized below.
+    argv += ["--dev", "/dev", "--remount-ro", "/dev"]
+    for scratch in ("/dev/shm", "/tmp", "/var/tmp"):
         if tmp_mb is not None:
             argv += ["--size", str(tmp_mb * 1024 * 1024)]  # tmpfs is memory too
         argv += ["--tmpfs", scratch]

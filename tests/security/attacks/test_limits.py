@@ -214,6 +214,28 @@ async def test_tmp_cannot_hold_more_than_the_memory_limit(world: World):
     assert "No space left on device" in out or "hit the memory limit" in out, out
 
 
+async def test_dev_cannot_hold_more_than_the_memory_limit(world: World):
+    # /dev and its shared memory are tmpfs as well.
+    out = await shell(world, "head -c 300M /dev/zero > /dev/shm/fill; echo shm=$?; "
+                      "echo x > /dev/new-file; echo dev=$?", memory_mb=128)
+    assert "shm=0" not in out and "dev=0" not in out
+    assert "No space left on device" in out or "hit the memory limit" in out, out
+
+
+async def test_shared_memory_and_terminals_still_work(world: World):
+    script = (
+        "import os, pty\n"
+        "from multiprocessing import shared_memory\n"
+        "block = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "block.close(); block.unlink()\n"
+        "main, side = pty.openpty()\n"
+        "os.write(side, b'ok')\n"
+        "print('works', os.read(main, 2).decode())\n"
+    )
+    out = await shell(world, f"python3 -c \"{script}\"")
+    assert "works ok" in out, out
+
+
 # -- files -------------------------------------------------------------------------------
 
 
