@@ -185,8 +185,8 @@ class Masker:
             # A folder we cannot list (mode 0300: no reading, but a command
             # can still open the names it knows) is masked whole.
             self._cache.pop(folder, None)
-            unread = _Folder(stamp, False, (), (folder,), (), (), frozenset(), {}, True)
-            return unread, True
+            masked = () if refused else (folder,)  # (else its refused parent masks it)
+            return _Folder(stamp, False, (), masked, (), (), frozenset(), {}, True), True
         # A command may set the time stamps back, but not the change time.
         trusted = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > self._racy_ns
         fresh = self._judge(folder, refused, stamp, trusted, entries)

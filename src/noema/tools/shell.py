@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..security.gitguard import GitGuard, Included, Neutralised
-from ..security.history import ChangeNote, Version
+from ..security.history import ChangeNote, Skipped, Version, left_out_text
 from ..security.masks import Masker, Scan
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
@@ -33,7 +33,7 @@ class InterruptedRun:
     output: str  # capped like a normal result
     output_bytes: int
     versions: tuple[str, ...]  # versions recording the files it had changed
-    neutralised: str = ""  # what was done to git metadata it left, if anything
+    notes: str = ""  # paths the history left out, git metadata neutralised
 
     def describe(self) -> str:
         """A plain account for the model's tool result."""
@@ -44,7 +44,7 @@ class InterruptedRun:
         )
         return (
             f"The command was cancelled while running and was killed with all its processes. "
-            f"{changed}{self.neutralised} Output so far ({self.output_bytes} bytes):\n{self.output}"
+            f"{changed}{self.notes} Output so far ({self.output_bytes} bytes):\n{self.output}"
         )
 
 
@@ -75,7 +75,9 @@ def _neutralised_note(policy: AccessPolicy, done: list[Neutralised]) -> str:
     )
 
 
-def _result(command_timeout: float, finished: Finished, made: list[Version]) -> str:
+def _result(
+    command_timeout: float, finished: Finished, made: list[Version], skipped: Sequence[Skipped]
+) -> str:
     if finished.timed_out:
         head = (
             f"The command timed out after {command_timeout:g} s and was killed with all its "
@@ -88,6 +90,8 @@ def _result(command_timeout: float, finished: Finished, made: list[Version]) -> 
         paths = sorted({p for v in made for p in v.paths})
         shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
         head += f" Files changed: {shown} (version {', '.join(v.short for v in made)})."
+    if skipped:
+        head += " " + left_out_text(skipped)
     body = finished.output if finished.output_bytes else "(no output)"
     return f"{head}\n{body}"
 
@@ -120,23 +124,29 @@ def shell_tools(
             after = masker.scan()
         return _neutralised_note(policy, reopened + guard.check(before, after, included))
 
-    def record(ctx: ToolContext, command: str, suffix: str = "") -> list[Version]:
+    def record(
+        ctx: ToolContext, command: str, suffix: str = ""
+    ) -> tuple[list[Version], tuple[Skipped, ...]]:
         flat = " ".join(command.split())
         note = ChangeNote(
             "agent", f"shell_execute{suffix}: {flat[:150]}", ctx.turn_id, "shell_execute"
         )
         made = []
+        skipped: tuple[Skipped, ...] = ()
         for root in policy.writable_roots:
-            version = versions.store_for(root).record(note)
+            store = versions.store_for(root)
+            version = store.record(note)
             if version is not None:
                 made.append(version)
-        return made
+            skipped += store.skipped
+        return made, skipped
 
     @tool(side_effects=True)
     async def shell_execute(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
         """Run a shell command (sh -c) in the workspace, inside a sandbox: the system is
-        read-only, only the workspace is writable (not its .git), there is no network
-        unless the person allowed it, and the output is cut to its head and tail.
+        read-only, only the workspace is writable (git folders at any depth are not),
+        files the file tools refuse (secrets) are hidden, there is no network unless the
+        person allowed it, and the output is cut to its head and tail.
 
         Args:
             command: The command line, e.g. 'pytest -q' or 'ls -la src'.
@@ -162,7 +172,9 @@ def shell_tools(
             finished = await sandbox.run(layout, command, limit, output)
         except asyncio.CancelledError:
             note = neutralise(before, included)
-            made = record(ctx, command, " (cancelled)")
+            made, skipped = record(ctx, command, " (cancelled)")
+            if skipped:
+                note = f" {left_out_text(skipped)}{note}"
             run = InterruptedRun(command, output.render(), output.total,
                                  tuple(v.short for v in made), note)
             ctx.interruption.append(run.describe())  # the orchestrator tells the model
@@ -170,6 +182,6 @@ def shell_tools(
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
         note = await asyncio.to_thread(neutralise, before, included)
-        return _result(limit, finished, record(ctx, command)) + note
+        return _result(limit, finished, *record(ctx, command)) + note
 
     return [shell_execute]

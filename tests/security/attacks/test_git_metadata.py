@@ -504,3 +504,13 @@ async def test_files_the_person_git_includes_are_guarded(
         assert "neutralised" in result.content, result.content
     person_runs_git_everywhere(world.ws, home)
     assert not marker.exists()
+
+
+async def test_names_git_reads_as_git_are_named_as_left_out_of_the_history(world: World):
+    result = await world.call(
+        "shell_execute", command="echo a > ok.txt; mkdir -p d/.GIT && echo b > d/.GIT/x"
+    )
+    assert "Files changed: ok.txt" in result.content
+    assert "Not recorded in the history" in result.content and "d/.GIT" in result.content
+    again = await world.call("shell_execute", command="echo b > d/.GIT/y")
+    assert "Read-only file system" in again.content  # and frozen from then on
