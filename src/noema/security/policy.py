@@ -211,8 +211,7 @@ class AccessPolicy:
         lexical = Path(os.path.normpath(expanded))
         _check_length(lexical)
         resolved = Path(os.path.realpath(expanded))
-        # realpath gives up on a loop of links and leaves it in what it returns.
-        looping = next((p for p in (resolved, *resolved.parents) if p.is_symlink()), None)
+        looping = None if os.path.exists(resolved) else _looping_link(resolved)
         if looping is not None:
             raise AccessDenied(
                 f"{quoted(str(looping))} is a symbolic link that leads back to itself (a "
@@ -319,17 +318,35 @@ NAME_MAX = 255  # bytes in one name, on the file systems Linux uses
 PATH_MAX = 4096  # bytes in a whole path, its final NUL included
 
 
+def _looping_link(resolved: Path) -> Path | None:
+    """The link at or above a path that `realpath` could not follow, or None.
+
+    `realpath` gives up on a loop of links and leaves it in what it returns;
+    anywhere else its answer holds no link at all.
+    """
+    for place in (resolved, *resolved.parents):
+        if os.path.islink(place):
+            return place
+    return None
+
+
+_UTF8_MOST = 4  # bytes a character may take, so short text needs no encoding
+
+
 def _check_length(path: Path) -> None:
     """Refuse a name or path the file system could not hold, before any system
     call says ENAMETOOLONG about it."""
     for part in path.parts:
+        if len(part) * _UTF8_MOST <= NAME_MAX:
+            continue
         size = len(os.fsencode(part))
         if size > NAME_MAX:
             raise AccessDenied(
                 f"the name {quoted(part)} is {size} bytes long; a file name holds at most "
                 f"{NAME_MAX} bytes: use a shorter name"
             )
-    size = len(os.fsencode(str(path)))
+    text = str(path)
+    size = len(text) if len(text) * _UTF8_MOST < PATH_MAX else len(os.fsencode(text))
     if size >= PATH_MAX:
         raise AccessDenied(
             f"the path {quoted(str(path))} is {size} bytes long; a path holds at most "
