@@ -93,3 +93,52 @@ def test_denial_is_pure(layout, tmp_path: Path):
     assert not ghost.parent.exists()
     assert "outside" in policy.denial(Path("/etc/passwd"), Access.READ)
     assert os.listdir(home / "docs" / "project") == []
+
+
+# -- names git reads as its own, lengths, loops -------------------------------------
+
+
+def test_git_names_are_refused_at_any_depth_in_any_root(layout):
+    home, policy = layout
+    for place in (home / "docs" / "a" / ".GIT" / "x", home / "docs" / "project" / "b" / "git~1"):
+        for access in Access:
+            reason = policy.denial(place, access)
+            assert reason and "names git reads as .git" in reason, (place, access)
+
+
+def test_a_gitmodules_link_is_refused_but_not_the_file(layout):
+    home, policy = layout
+    project = home / "docs" / "project"
+    real = project / "real.txt"
+    assert policy.denial(project / ".gitmodules", Access.WRITE) is None
+    reason = policy.denial(real, Access.READ, lexical=project / ".gitmodules")
+    assert reason and "symbolic link" in reason
+    assert policy.denial(real, Access.READ, lexical=project / "alias.txt") is None
+
+
+def test_length_limits_are_checked_in_bytes(layout):
+    home, policy = layout
+    policy.check("é" * 127, Access.WRITE)  # 254 bytes: a name the file system holds
+    with pytest.raises(AccessDenied, match="256 bytes long"):
+        policy.check("é" * 128, Access.WRITE)
+    with pytest.raises(AccessDenied, match="a path holds at most 4095 bytes"):
+        policy.check("d/" * 2100 + "f", Access.WRITE)
+
+
+def test_a_loop_of_links_is_named(layout):
+    home, policy = layout
+    project = home / "docs" / "project"
+    os.symlink("b", project / "a")
+    os.symlink("a", project / "b")
+    with pytest.raises(AccessDenied, match="leads back to itself"):
+        policy.check("a/notes.txt", Access.READ)
+
+
+def test_refusals_quote_long_paths_briefly(layout):
+    home, policy = layout
+    raw = "/elsewhere/" + "folder/" * 400 + "secret"
+    with pytest.raises(AccessDenied) as refused:
+        policy.check(raw, Access.READ)
+    message = str(refused.value)
+    assert "outside the folders you may use" in message and "…" in message
+    assert "folder/" * 20 not in message
