@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import pytest
 
@@ -13,7 +14,7 @@ from noema.providers.base import ToolCall
 from noema.tools.errors import explain, shorten, tidy
 from noema.tools.registry import ToolContext, ToolError, ToolRegistry, tool
 
-from ..world import World
+from ..world import OUTSIDE_SECRET, World
 
 # Every file tool that takes a path, with the other arguments it needs.
 PATH_TOOLS = [
@@ -211,3 +212,47 @@ def test_shorten_keeps_both_ends_and_shows_hidden_characters():
 def test_explain_leaves_bugs_alone():
     assert explain(KeyError("x")) is None
     assert explain(ValueError("invalid literal for int()")) is None
+
+
+# -- paths that change while a tool resolves them ----------------------------------
+
+RACING_CALLS = [
+    ("file_read", {"path": "docs/inner/page.txt"}),
+    ("file_write", {"path": "docs/inner/page.txt", "content": "new\n"}),
+    ("file_search_and_replace", {"path": "docs/inner/page.txt", "old_text": "x", "new_text": "y"}),
+    ("file_mkdir", {"path": "docs/inner/made"}),
+    ("file_grep", {"query": "page"}),
+    ("file_find", {"pattern": "docs/**"}),
+]
+
+
+@pytest.mark.parametrize("swapped_with", ["link", "file"])
+async def test_errors_stay_clear_while_a_folder_trades_places(world: World, swapped_with: str):
+    """A folder swapped, again and again, with a link out of the workspace (the
+    ELOOP side) or with a plain file (the ENOTDIR side)."""
+    from .swapper import Swapper, swapping_pair
+
+    docs = world.ws / "docs"
+    (docs / "inner").mkdir(parents=True)
+    (docs / "inner" / "page.txt").write_text("page x\n")
+    (world.outside / "inner").mkdir()
+    (world.outside / "inner" / "page.txt").write_text(OUTSIDE_SECRET + "\n")
+    if swapped_with == "link":
+        other = swapping_pair(docs, world.outside)
+    else:
+        other = world.ws / "docs.plain"
+        other.write_text("a file where a folder was\n")
+    world.build()
+    rounds = errors = 0
+    with Swapper(docs, other, limit=400_000, seconds=2.0) as swapper:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end and rounds < 600:
+            name, arguments = RACING_CALLS[rounds % len(RACING_CALLS)]
+            rounds += 1
+            result = await world.call(name, **arguments)
+            assert OUTSIDE_SECRET not in result.content
+            if result.is_error:
+                errors += 1
+                clear(result)
+    assert swapper.swaps > 0 and rounds > 0
+    assert (world.outside / "inner" / "page.txt").read_text() == OUTSIDE_SECRET + "\n"
