@@ -78,6 +78,10 @@ ATTACKS = {
         COMMITTED + "echo 'f diff=x' > r/.gitattributes "
         "&& git -C r config diff.x.command \"$PWD/evil.sh\""
     ),
+    "per-worktree-config": (
+        "git init -q r && git -C r config extensions.worktreeConfig true && "
+        "git -C r config --worktree core.fsmonitor \"$PWD/evil.sh\""
+    ),
     "gpg-program": (
         "git init -q r && git -C r config commit.gpgSign true "
         "&& git -C r config gpg.program \"$PWD/evil.sh\""
