@@ -94,14 +94,19 @@ def test_a_damaged_turn_store_is_found_and_repaired(agent, damage, kept_at_least
     assert searched.exit_code == 0 and "heron" in searched.output  # the index was rebuilt
 
 
-def test_an_empty_turn_store_of_an_agent_that_ran_is_lost_history(agent):
-    empty(agent.turns_db)
+@pytest.mark.parametrize("state", ["empty (0 bytes)", "missing"])
+def test_a_lost_turn_store_of_an_agent_that_ran_is_not_a_new_agent(agent, state):
+    if state == "missing":
+        agent.turns_db.unlink()
+    else:
+        empty(agent.turns_db)
     found = doctor(agent)
     assert found.exit_code == 1
-    assert "empty (0 bytes), but this agent has run before" in found.output
+    assert f"{state}, but this agent has run before (archive.db and versions/" in found.output
     repaired = doctor(agent, "--repair")
     assert repaired.exit_code == 0 and "nothing could be kept" in repaired.output
-    assert list(agent.root.glob("turns.db.damaged-*"))
+    kept_aside = list(agent.root.glob("turns.db.damaged-*"))
+    assert len(kept_aside) == (0 if state == "missing" else 1)
     assert noema(agent.root.parent.parent, "memory").exit_code == 0  # a new conversation
 
 
