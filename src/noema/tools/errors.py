@@ -104,22 +104,29 @@ _ADVICE: dict[int, str] = {
 def explain(exc: BaseException) -> str | None:
     """One short sentence for the model about an operating-system failure, or
     None when `exc` is not one (then it is a bug and is reported as such)."""
+    if isinstance(exc, TimeoutError) and exc.errno is None:
+        return "the operation timed out; try again later, or with less to do"
     if isinstance(exc, OSError):
         advice = _ADVICE.get(exc.errno or 0)
-        where = _where(exc)
-        if advice:
-            return advice.format(where=where)
-        reason = (exc.strerror or type(exc).__name__).lower()
+        named = exc.filename is not None
+        if advice and (named or "{where}" not in advice):
+            return advice.format(where=_where(exc))
+        reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+        if not named:  # a socket or a pipe, not a path
+            return (
+                f"the operating system refused the operation ({shorten(reason)}); try "
+                "again, or tell the person"
+            )
         return (
-            f"the operating system refused the operation on {where} ({reason}); "
+            f"the operating system refused the operation on {_where(exc)} ({reason}); "
             "try another path, or tell the person"
         )
-    if isinstance(exc, UnicodeError):
+    if isinstance(exc, UnicodeEncodeError):  # a str the OS cannot take as a name
         return (
             "a path contains characters that cannot be turned into a file name (for "
             "example a lone surrogate such as \\ud800); use ordinary text"
         )
-    if isinstance(exc, ValueError) and "null" in str(exc).lower():
+    if isinstance(exc, ValueError) and "embedded null" in str(exc):
         return (
             "a path or name contains a NUL character (\\0), which no file name can hold; "
             "remove it"

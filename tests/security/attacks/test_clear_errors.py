@@ -256,3 +256,23 @@ async def test_errors_stay_clear_while_a_folder_trades_places(world: World, swap
                 clear(result)
     assert swapper.swaps > 0 and rounds > 0
     assert (world.outside / "inner" / "page.txt").read_text() == OUTSIDE_SECRET + "\n"
+
+
+@pytest.mark.parametrize(
+    "exc, words",
+    [
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), "(connection reset"),
+        (TimeoutError(), "timed out"),
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), "(broken pipe)"),
+    ],
+)
+async def test_an_os_error_without_a_path_does_not_mention_one(exc: Exception, words: str):
+    @tool(side_effects=False)
+    def talker(ctx: ToolContext) -> str:
+        """A tool that talks to a socket."""
+        raise exc
+
+    registry = ToolRegistry([talker])
+    result = await registry.call(ToolCall("c1", "talker", "{}"), ToolContext("c1", 1, 1))
+    clear(result, longest=200)
+    assert words in result.content and "path" not in result.content
