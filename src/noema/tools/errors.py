@@ -101,6 +101,10 @@ _ADVICE: dict[int, str] = {
 }
 
 
+# The errors whose cause is plain from the errno alone: no traceback is logged.
+KNOWN_ERRNOS = frozenset(_ADVICE)
+
+
 def explain(exc: BaseException) -> str | None:
     """One short sentence for the model about an operating-system failure, or
     None when `exc` is not one (then it is a bug and is reported as such)."""

@@ -20,7 +20,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from ..providers.base import ToolCall, ToolSpec
-from .errors import ToolError, explain, shorten, tidy
+from .errors import KNOWN_ERRNOS, ToolError, explain, shorten, tidy
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
 
@@ -208,7 +208,10 @@ class ToolRegistry:
         except Exception as exc:  # the system's refusal, or a bug of ours or a library's
             advice = explain(exc)
             if advice:
-                log.info("tool %s: %s (%r)", found.name, advice, exc)
+                # An unusual errno may be a bug of ours (EBADF...): keep its traceback.
+                known = getattr(exc, "errno", None) in KNOWN_ERRNOS
+                level = logging.INFO if known else logging.WARNING
+                log.log(level, "tool %s: %s (%r)", found.name, advice, exc, exc_info=not known)
                 return ToolResult(f"Error: {advice}.", is_error=True)
             log.exception("tool %s failed", found.name)
             detail = shorten(f"{type(exc).__name__}: {exc}", 160, 60)
