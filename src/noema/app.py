@@ -176,7 +176,10 @@ def _wire(
     for waiting in senses.path_warnings():
         listener.on_notice(waiting)
     archive = _open_archive(paths, senses.archive_flush_every, listener)
-    sensors = [] if archive.path != paths.archive_db else build_sensors(
+    senses_on = archive is not None
+    if archive is None:  # damaged: the senses stay off, over an empty archive in memory
+        archive = SensoryArchive(":memory:", flush_every=senses.archive_flush_every)
+    sensors = [] if not senses_on else build_sensors(
         senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone,
         bookmarks=archive.bookmark,  # a log sensor resumes where it stopped
     )
@@ -267,16 +270,17 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
         store.close()
 
 
-def _open_archive(paths: AgentPaths, flush_every: int, listener: AgentListener) -> SensoryArchive:
-    """The sensory archive; a damaged one must not block the conversation: the
-    agent then runs with its senses off, over an empty archive in memory."""
+def _open_archive(paths: AgentPaths, flush_every: int,
+                  listener: AgentListener) -> SensoryArchive | None:
+    """The sensory archive, or None when it is damaged: that must not block the
+    conversation, so the person is told and the senses stay off."""
     try:
         return SensoryArchive(paths.archive_db, flush_every=flush_every)
     except DamagedDatabase as exc:
         log.info("sensory archive unusable, senses off: %s", exc)  # the notice tells the person
         listener.on_notice(f"senses are off: {exc}. `noema doctor --repair` keeps what "
                            "can be kept of it and moves the damaged file aside.")
-        return SensoryArchive(":memory:", flush_every=flush_every)
+        return None
 
 
 def _chronicler_from_config(config: Config, paths: AgentPaths, reasoning: Provider) -> Provider:
