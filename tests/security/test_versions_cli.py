@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -74,3 +75,16 @@ async def test_commands_explain_what_they_cannot_do(world: World):
         versions_cli.restore(files, world.paths, "nothing.txt", "HEAD")
     with pytest.raises(VersionsCommandError, match="no workspace has a version"):
         versions_cli.diff(files, world.paths, version="0123abcd")
+
+
+async def test_diff_names_the_files_no_version_can_hold(world: World):
+    await world.call("file_write", path="a.txt", content="one\n")
+    os.mkfifo(world.ws / "pipe")
+    (world.ws / "a.txt").write_text("two\n")
+    shown = versions_cli.diff(world.settings().files, world.paths)
+    assert "+two" in shown
+    assert shown.splitlines()[-1] == (
+        "Not recorded in the history, so not restorable: "
+        "pipe is not a regular file (a device, socket or pipe)."
+    )
+    assert "pipe" not in world.git("ls-tree", "-r", "--name-only", "HEAD").split()
