@@ -256,3 +256,13 @@ def test_a_root_inside_a_masked_system_folder_stays_visible():
     ws = masked[0] / "project"
     joined = " ".join(bwrap_argv("bwrap", Layout(ws, (ws,)), ["true"]))
     assert f"--tmpfs {masked[0]} " not in joined and f"--bind {ws} {ws}" in joined
+
+
+async def test_a_bubblewrap_too_old_for_the_hardening_refuses(world: World, tmp_path: Path):
+    fake = tmp_path / "old-bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: Unknown option --disable-userns' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    world.build(shell=ShellSettings(bwrap_path=str(fake)))
+    result = await world.call("shell_execute", command="echo ran > ran.txt")
+    assert result.is_error and "too old" in result.content and "0.8" in result.content
+    assert not (world.ws / "ran.txt").exists()
