@@ -236,7 +236,7 @@ def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,
         *time_tools(config.agent.timezone),
         *identity_tools(identity),
         *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter, pending=pending,
-                          tz=zone),
+                          tz=zone, source_problem=config.perception.source_problem),
         *more,
     ])
 

@@ -193,3 +193,24 @@ def test_a_settings_file_the_user_cannot_read_is_said_so():
         assert KEY not in str(config.value) + str(secrets.value)
     finally:
         shutil.rmtree(folder)
+
+
+async def test_the_model_sees_a_log_sensor_waiting_until_its_file_appears(tmp_path):
+    import json
+
+    from noema.providers.base import ToolCall
+    from noema.tools.registry import ToolContext
+
+    log = tmp_path / "app.log"
+    paths = agent(tmp_path / "home", MODEL + f"[[perception.logs]]\npath = '{log}'\n")
+    app = build_app(paths, load_config(paths, environ={}), provider=ScriptedProvider([say("hi")]))
+    try:
+        async def status() -> str:
+            call = ToolCall("c1", "sensor_status", json.dumps({"channels": ["log.app.log"]}))
+            return (await app.tools.call(call, ToolContext("c1", 1, 1))).content
+
+        assert f"log.app.log: active, but waiting: {log} does not exist" in await status()
+        log.write_text("started\n")
+        assert "log.app.log: active." in await status()
+    finally:
+        await app.aclose()

@@ -122,6 +122,14 @@ class PerceptionSettings(_Strict):
     archive_commit_ms: int = Field(50, ge=1, le=10_000)
     max_silence: Duration = 24 * 3600.0
 
+    def source_problem(self, channel: str) -> str | None:
+        """Why the log or folder sensor of `channel` cannot read its source right
+        now (checked at each call, so it clears when the file appears), or None."""
+        for sensor in (*self.logs, *self.folders):
+            if sensor.channel_name == channel:
+                return sensor.path_problem()
+        return None
+
     def path_warnings(self) -> list[str]:
         """One line per sensor that cannot read its source now: not an error (a
         log may appear later), but the person should know the sensor waits."""

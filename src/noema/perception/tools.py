@@ -21,6 +21,12 @@ from .treatments import UnknownChannel
 from .untrusted import SessionDelimiter
 
 Pending = Callable[[], str | Awaitable[str]]
+# Why a channel's sensor cannot read its source right now (None: it can).
+SourceProblem = Callable[[str], str | None]
+
+
+def _no_problem(channel: str) -> str | None:
+    return None
 
 
 def perception_tools(
@@ -30,11 +36,12 @@ def perception_tools(
     delimiter: SessionDelimiter,
     pending: Pending,
     tz: tzinfo = UTC,
+    source_problem: SourceProblem = _no_problem,
 ) -> list[Tool]:
     """Every perception tool, bound to one agent's pipeline."""
     return [
         lookup_tool(pipeline.archive, delimiter, tz),
-        *control_tools(pipeline, clock, tz),
+        *control_tools(pipeline, clock, tz, source_problem),
         pool_event_tool(pending),
     ]
 
@@ -130,7 +137,8 @@ def render_page(
     return "\n".join(lines)
 
 
-def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC) -> list[Tool]:
+def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC,
+                  source_problem: SourceProblem = _no_problem) -> list[Tool]:
     """The metacognition tools: capabilities, stop, start, status."""
 
     def channels_or_all(channels: list[str] | None) -> list[str]:
@@ -151,7 +159,7 @@ def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC) -> list[To
         now = clock()
         if not pipeline.catalogue:
             return "No sensors are declared."
-        blocks = [_capability(pipeline.status(c, now), now, tz)
+        blocks = [_capability(pipeline.status(c, now), now, tz, source_problem(c))
                   for c in sorted(pipeline.catalogue)]
         return "\n".join(blocks)
 
@@ -218,15 +226,16 @@ def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC) -> list[To
         wanted = channels_or_all(channels)
         if not wanted:
             return "No sensors are declared."
-        return "\n".join(_status(pipeline.status(c, now), now, tz) for c in wanted)
+        return "\n".join(_status(pipeline.status(c, now), now, tz, source_problem(c))
+                         for c in wanted)
 
     return [get_sensor_capabilities, sensor_stop, sensor_start, sensor_status]
 
 
-def _gate_line(status: ChannelStatus, now: float, tz: tzinfo) -> str:
+def _gate_line(status: ChannelStatus, now: float, tz: tzinfo, waiting: str | None = None) -> str:
     gate = status.gate
     if gate.open:
-        return "active"
+        return f"active, but waiting: {waiting}" if waiting else "active"
     assert gate.until is not None
     line = (f"silenced until {clock_time(gate.until, tz)} "
             f"({format_duration(gate.time_left(now))} left)")
@@ -249,7 +258,7 @@ def _treatment(info: SensorInfo) -> str:
     return "each event delivered as it is"
 
 
-def _capability(status: ChannelStatus, now: float, tz: tzinfo) -> str:
+def _capability(status: ChannelStatus, now: float, tz: tzinfo, waiting: str | None) -> str:
     info = status.info
     params = ", ".join(f"{k}={v}" for k, v in info.parameters.items())
     lines = [
@@ -260,11 +269,11 @@ def _capability(status: ChannelStatus, now: float, tz: tzinfo) -> str:
     ]
     if params:
         lines.append(f"  parameters: {params}")
-    lines.append(f"  now: {_gate_line(status, now, tz)}")
+    lines.append(f"  now: {_gate_line(status, now, tz, waiting)}")
     return "\n".join(lines)
 
 
-def _status(status: ChannelStatus, now: float, tz: tzinfo) -> str:
+def _status(status: ChannelStatus, now: float, tz: tzinfo, waiting: str | None) -> str:
     counts = status.counts
     windows = " · ".join(
         f"{format_duration(w.seconds)}: {w.received} ({w.per_minute:.1f}/min)"
@@ -274,6 +283,6 @@ def _status(status: ChannelStatus, now: float, tz: tzinfo) -> str:
     last = (f"last event {format_duration(now - counts.last_at)} ago"
             if counts.last_at is not None else "no events yet")
     return (
-        f"{status.info.channel}: {_gate_line(status, now, tz)}. {windows}. "
+        f"{status.info.channel}: {_gate_line(status, now, tz, waiting)}. {windows}. "
         f"Since start: {counts.received} received, {counts.dropped} dropped; {last}."
     )
