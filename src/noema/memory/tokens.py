@@ -46,8 +46,9 @@ class Fit(NamedTuple):
 
 def fitting_chars(text: str, budget: int, *, from_end: bool = False) -> Fit:
     """How many characters from the start of `text` (or from its end) fit in
-    `budget` estimated tokens, filling at least nine tenths of it when the
-    text is long enough.
+    `budget` estimated tokens: the whole text, or a piece that fills at least
+    nine tenths of the budget (for budgets of a hundred tokens and more; a few
+    guesses at the text's density get there).
 
     Only a window of about `budget` tokens is ever measured, so this stays
     cheap on a text of megabytes.
@@ -61,9 +62,12 @@ def fitting_chars(text: str, budget: int, *, from_end: bool = False) -> Fit:
         cost = estimate_tokens(piece)
         if cost <= budget:
             best = Fit(size, cost)
-            if size == len(text) or cost * 10 >= budget * 9:
+            if size == len(text):
                 break
-            size = min(len(text), size * budget // max(cost, 1))  # grow at this density
+            grown = min(len(text), size * budget // max(cost, 1))  # grow at this density
+            if grown < len(text) and cost * 10 >= budget * 9:
+                break  # full enough; but try the whole text when it may fit
+            size = grown
         else:
             size = min(size - 1, size * budget // cost)  # shrink by the overshoot
         if size <= best.chars:
