@@ -310,3 +310,27 @@ def test_a_version_is_made_even_when_the_index_file_cannot_be_saved(world: World
         assert "was not saved" in caplog.text
     finally:
         store.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every folder whatever its mode")
+@SCANS
+def test_a_folder_the_recorder_cannot_read_keeps_its_earlier_record(
+    world: World, stores, watch: bool
+):
+    store = stores(watch)
+    locked = world.ws / "locked"
+    locked.mkdir()
+    (locked / "kept.txt").write_text("kept\n")
+    store.record_person()
+    locked.chmod(0o000)
+    try:
+        (world.ws / "a.txt").write_text("a\n")
+        (world.ws / "locked.txt").write_text("touch the parent\n")
+        version = store.record_person()
+        assert version is not None and "a.txt" in version.paths
+        assert show(store.gitdir, "HEAD:locked/kept.txt") == b"kept\n"
+        assert ("locked", "cannot be read (Permission denied)") in {
+            (s.path, s.reason) for s in store.skipped
+        }
+    finally:
+        locked.chmod(0o755)
