@@ -1,0 +1,45 @@
+"""Schedules written out for the model's `schedule_list` and the person's
+`noema schedule list`: one line each, with the ID to cancel it by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from ..perception.timefmt import format_duration
+from .firing import next_due, zone_of
+from .phrases import describe
+from .store import Kind, Schedule
+
+
+def _when(moment: float, schedule: Schedule, now: float) -> str:
+    at = describe(datetime.fromtimestamp(moment, zone_of(schedule)))
+    if moment >= now:
+        return f"{at}, in {format_duration(moment - now)}"
+    return f"{at}, {format_duration(now - moment)} ago"
+
+
+def schedule_line(schedule: Schedule, now: float) -> str:
+    """One schedule: ID, what it is, when it fires next (or how it ended), urgency, reason."""
+    s = schedule
+    if s.kind is Kind.ALARM:
+        what = f"alarm ({s.rule!r})"
+    else:
+        what = f"recurring {s.rule!r} (cron {s.cron})" if s.rule != s.cron else f"cron {s.cron}"
+    if s.cancelled_at is not None:
+        state = f"cancelled {_when(s.cancelled_at, s, now)}"
+    elif s.kind is Kind.ALARM and s.fired_through is not None:
+        state = f"fired; it was due {_when(s.fired_through, s, now)}"
+    else:
+        due = next_due(s, s.fired_through)
+        state = "never fires again" if due is None else f"next {_when(due, s, now)}"
+        if s.fired_count:
+            state += f"; fired {s.fired_count} time(s) so far"
+    urgency = "" if s.urgency.value == "normal" else f" [{s.urgency.value}]"
+    return f"#{s.id} {what}: {state}{urgency} — {s.reason}"
+
+
+def schedule_lines(schedules: Iterable[Schedule], now: float) -> str:
+    """Every schedule given, one line each, or a sentence saying there is none."""
+    lines = [schedule_line(s, now) for s in schedules]
+    return "\n".join(lines) if lines else "No schedules."
