@@ -160,3 +160,18 @@ def test_a_damaged_repository_is_a_warning_when_the_chat_starts(agent):
     assert done.returncode == 0, done.stderr
     assert "warning: the versions repository" in done.stderr and "noema doctor" in done.stderr
     assert "Hello again." in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_store_killed_before_its_checkpoint_is_not_taken_for_damage(tmp_path):
+    paths = AgentPaths.for_agent("default", tmp_path).ensure()
+    killed = ("import os\nfrom noema.memory.store import TurnStore\n"
+              "from noema.memory.turns import NewTurn, TurnKind\n"
+              f"store = TurnStore({str(paths.turns_db)!r})\n"
+              "for i in range(50): store.append(NewTurn(TurnKind.USER, f'heron {i}'))\n"
+              "os.kill(os.getpid(), 9)\n")
+    subprocess.run([sys.executable, "-c", killed], timeout=60, check=False)
+    assert paths.turns_db.with_name("turns.db-wal").stat().st_size > 0  # the turns are there
+    checked = noema(tmp_path, "doctor")
+    assert checked.exit_code == 0, checked.output
+    exported = noema(tmp_path, "memory", "export", str(tmp_path / "turns.jsonl"))
+    assert exported.exit_code == 0 and "50 turns written" in exported.output

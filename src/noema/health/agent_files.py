@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..paths import AgentPaths
+from .sqlite_files import has_wal
 
 
 def lost_history(paths: AgentPaths) -> str | None:
     """Why the turn store looks lost (missing or empty while the agent has run
     before), as a reason to follow "turns.db is damaged: ", or None."""
     turns = paths.turns_db
-    if turns.is_file() and turns.stat().st_size > 0:
-        return None
+    if turns.is_file() and (turns.stat().st_size > 0 or has_wal(turns)):
+        return None  # a store killed before its first checkpoint is all in its WAL
     if turns.exists() and not turns.is_file():
         return None  # not a file at all: the damage check says so
     markers = []
