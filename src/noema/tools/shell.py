@@ -171,6 +171,7 @@ def shell_tools(
         try:
             finished = await sandbox.run(layout, command, limit, output)
         except asyncio.CancelledError:
+            # In the loop's thread: a cancelled task cannot wait for a worker.
             note = neutralise(before, included)
             made, skipped = record(ctx, command, " (cancelled)")
             if skipped:
