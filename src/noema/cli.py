@@ -362,7 +362,11 @@ def lab_compact(obj: Context, export: Path, provider: str | None, model: str | N
               help="Keep what can be kept of damaged files; each is moved aside, never deleted.")
 @click.pass_obj
 def doctor(obj: Context, fix: bool) -> None:
-    """Check every database and versions repository of the agent, one line each."""
+    """Check the agent's databases and repositories (--repair keeps what it can).
+
+    One line per item: the turn store, the sensory archive and each versions
+    repository, read whole. Exits 0 when all are healthy.
+    """
     from .interfaces import doctor as checkup
 
     findings = checkup.examine(obj.paths)
