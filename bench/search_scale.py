@@ -8,7 +8,7 @@ snippets) plain, with a role filter and with a time window, and, for
 comparison, plain FTS5 BM25 over every word of the query. Target: p95 <= 50
 ms at 1M. Prints figures only; the databases come from synthetic.py.
 
-    .venv/bin/python bench/search_scale.py --smoke      (2,000 turns, 20 queries, a scratch folder)
+    .venv/bin/python bench/search_scale.py --smoke      (1,000 turns, 20 queries, a scratch folder)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from noema.memory.search import HistorySearch, plain_expression
 from noema.memory.store import TurnStore
 
 QUERIES = 300
-SMOKE_SIZE = 2_000
+SMOKE_SIZE = 1_000
 SMOKE_QUERIES = 20
 
 

@@ -3,6 +3,9 @@
 The text follows a Zipf law over a vocabulary whose head is real English
 function words and whose tail is pronounceable made-up words, so full-text
 queries meet the same mix of very common and rare terms as in a real store.
+`english_vocabulary` draws real English words at the frequencies `wordfreq`
+measured instead, for benchmarks whose queries are real English questions
+(made-up words would never collide with them; real ones do, as in use).
 The kinds of turn and their lengths imitate an agent's history: short user
 messages, longer replies, tool calls with JSON arguments, tool results of
 every size (a few large enough to be compressed), events and notes.
@@ -90,6 +93,58 @@ class Vocabulary:
         return picks
 
 
+class EnglishVocabulary(Vocabulary):
+    """The most frequent English words, drawn at their frequencies in real text.
+
+    Words are drawn a million at a time with numpy (a history of a million
+    turns holds about a hundred million words); each batch is seeded from the
+    caller's generator, so a seed still gives the same history.
+    """
+
+    BATCH = 1 << 20
+
+    def __init__(self, size: int = 40_000) -> None:
+        import numpy  # bench-only packages: wordfreq's word lists ship in its wheel
+        import wordfreq
+
+        self.words = [w for w in wordfreq.top_n_list("en", size) if w.isalpha()]
+        frequencies = [wordfreq.word_frequency(w, "en") for w in self.words]
+        self.cumulative = list(itertools.accumulate(frequencies))
+        self.first_content = len(FUNCTION_WORDS)
+        self._numpy = numpy
+        self._shares = numpy.array(frequencies) / sum(frequencies)
+        self._drawn: list[str] = []
+        self._next = 0
+
+    def sample(self, rng: random.Random, k: int) -> list[str]:
+        if self._next + k > len(self._drawn):
+            draw = self._numpy.random.default_rng(rng.getrandbits(64))
+            picks = draw.choice(len(self.words), size=max(self.BATCH, k), p=self._shares)
+            self._drawn = [self.words[i] for i in picks.tolist()]
+            self._next = 0
+        start, self._next = self._next, self._next + k
+        return self._drawn[start : self._next]
+
+
+@functools.cache
+def english_vocabulary() -> EnglishVocabulary:
+    """Real English at real frequencies, made once per process."""
+    return EnglishVocabulary()
+
+
+# First names for the people of a synthetic history; a few write most of the
+# turns (the agent's person, a close colleague), the rest now and then.
+PEOPLE = (
+    "Alex Sam Maria David Laura Daniel Sarah Michael Emma James Olivia John Sofia Peter "
+    "Anna Thomas Lucy Robert Julia Mark Elena Paul Clara Chris Nina Tom Rosa Kevin Alice "
+    "Brian Irene Steve Helen Martin Eva Diego Grace Ivan Hannah Omar Chloe Victor Leah Ryan"
+).split()
+
+
+def _people_weights(count: int) -> list[float]:
+    return list(itertools.accumulate(1.0 / (rank + 1) ** 1.2 for rank in range(count)))
+
+
 @functools.cache
 def default_vocabulary() -> Vocabulary:
     """The vocabulary every benchmark shares: made once per process, it takes a second."""
@@ -113,10 +168,19 @@ def _prose(vocab: Vocabulary, rng: random.Random, words: int) -> str:
     return " ".join(sentences)
 
 
-def synthetic_turns(count: int, *, seed: int = 7, vocab: Vocabulary | None = None) -> Iterator[NewTurn]:
-    """`count` turns in the order an agent would write them."""
+def synthetic_turns(
+    count: int, *, seed: int = 7, vocab: Vocabulary | None = None, people: bool = False
+) -> Iterator[NewTurn]:
+    """`count` turns in the order an agent would write them. With `people`, the
+    person's messages and delivered events carry a sender drawn from PEOPLE,
+    as a multi-person agent's would."""
     vocab = vocab or default_vocabulary()
     rng = random.Random(seed)
+    weights = _people_weights(len(PEOPLE))
+
+    def sender() -> str | None:
+        return rng.choices(PEOPLE, cum_weights=weights)[0] if people else None
+
     call_number = 0
     pending_call: tuple[str, str] | None = None
     for _ in range(count):
@@ -131,7 +195,7 @@ def synthetic_turns(count: int, *, seed: int = 7, vocab: Vocabulary | None = Non
         roll = rng.random()
         if roll < 0.27:
             yield NewTurn(TurnKind.USER, _prose(vocab, rng, rng.randint(4, 40)),
-                          channel="terminal")
+                          channel="terminal", sender=sender())
         elif roll < 0.60:
             yield NewTurn(TurnKind.ASSISTANT, _prose(vocab, rng, rng.randint(15, 140)))
         elif roll < 0.93:
@@ -145,7 +209,7 @@ def synthetic_turns(count: int, *, seed: int = 7, vocab: Vocabulary | None = Non
         elif roll < 0.97:
             call_number += 1
             yield NewTurn(TurnKind.EVENT, _prose(vocab, rng, rng.randint(10, 60)),
-                          tool_name="pool_event", call_id=f"event_{call_number}")
+                          tool_name="pool_event", call_id=f"event_{call_number}", sender=sender())
         else:
             yield NewTurn(TurnKind.NOTE, _prose(vocab, rng, rng.randint(8, 30)))
 
@@ -195,7 +259,7 @@ def ensure_store(count: int, *, seed: int = 7, folder: Path = OUT) -> Path:
     return path
 
 
-SMOKE_SIZE = 2_000
+SMOKE_SIZE = 1_000
 
 
 def main(argv: list[str]) -> int:

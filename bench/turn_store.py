@@ -15,7 +15,7 @@ FTS p95 <= 50 ms at 1M, restore <= 300 ms.
 The databases are built once into bench/out/ (see synthetic.py); appends run
 on a copy so the cached database keeps its size. Prints figures only.
 
-    .venv/bin/python bench/turn_store.py --smoke       (2,000 turns, small counts, a scratch folder)
+    .venv/bin/python bench/turn_store.py --smoke       (1,000 turns, small counts, a scratch folder)
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Scale:
     folder: Path = OUT
 
 
-SMOKE_SIZE = 2_000
+SMOKE_SIZE = 1_000
 
 
 def smoke_scale(folder: Path) -> Scale:
