@@ -338,7 +338,7 @@ def lab_compact(obj: Context, export: Path, provider: str | None, model: str | N
             settings = ModelSettings(provider=provider, model=model or "default",
                                      base_url=base_url, script=script)
         except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     elif config.chronicler is not None:
         settings = config.chronicler
     else:
@@ -350,7 +350,7 @@ def lab_compact(obj: Context, export: Path, provider: str | None, model: str | N
                                    agent_name=obj.paths.name, max_save_points=blocks,
                                    block_turns=block_turns, show_text=not quiet))
     except (ProviderError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     click.echo(text)
 
 
