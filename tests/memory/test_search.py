@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -90,13 +91,16 @@ def test_phrases_prefixes_and_stop_word_queries(dated):
     assert ids(search.search("zzzz qqqq")) == []
 
 
-def test_a_query_too_common_for_the_budget_searches_recent_turns_and_says_so(store):
+def test_a_query_of_common_words_widens_by_time_buckets_and_says_from_when(store):
     for n in range(60):
-        store.append(NewTurn(TurnKind.USER, f"status update number {n}"))
-    search = HistorySearch(store, SearchTuning(max_postings=20, common_min_turns=10**9))
-    found = search.search("status update", limit=50)
-    assert found.recent_only is not None
-    assert ids(found) and min(ids(found)) > 30
+        store.append(NewTurn(TurnKind.USER, f"status update number {n}"), at=START + n * DAY)
+    tuning = SearchTuning(listed_postings=20, bucket_postings=20, common_min_turns=10**9)
+    one = HistorySearch(store, replace(tuning, buckets=1))
+    found = one.search("status update", limit=50)
+    assert found.recent_only == 20 and min(ids(found)) == 41
+    assert found.searched_from == START + 40 * DAY
+    two = HistorySearch(store, replace(tuning, buckets=2))
+    assert min(ids(two.search("status update", limit=50))) == 21
 
 
 def test_date_spans_read_common_forms():

@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 
 from ..tools.registry import Tool, ToolContext, ToolError, tool
 from . import observations
-from .recall import turn_body, turn_header
+from .recall import turn_body, turn_header, when
 from .render import cut
-from .search import ROLE_KINDS, HistorySearch
+from .search import ROLE_KINDS, HistorySearch, SearchResult
 from .store import StoreError, TurnStore
 from .turns import Turn
 
@@ -120,13 +120,7 @@ def memory_tools(
             lines.append(f'No turn matches "{query}" (searched for: {read}).')
         else:
             lines.append(f'{len(found.hits)} turn(s) for "{query}", best first (searched for: {read}).')
-        if found.dropped:
-            lines.append(f"Left out as too common to help: {', '.join(found.dropped)}.")
-        if found.recent_only:
-            lines.append(
-                f"These words are so common that only the latest {found.recent_only:,} turns were "
-                "searched; add more specific words, or since/until, to reach older ones."
-            )
+        lines.extend(_limits(found, zone))
         for hit in found.hits:
             lines.append(f"\n{turn_header(hit.turn, zone)}\n  {hit.snippet}")
         if found.hits:
@@ -152,6 +146,30 @@ def memory_tools(
         )
 
     return [lookup_turn, search_full_history, annotate_observation]
+
+
+def _limits(found: SearchResult, zone: ZoneInfo | None) -> list[str]:
+    """What the search could not cover, said so that the model can search again."""
+    lines = []
+    if found.dropped:
+        lines.append(f"Left out, as words that do not tell turns apart: {', '.join(found.dropped)}.")
+    if found.joined:
+        lines.append(
+            f"Too common to search alone: {', '.join(found.joined)}; found only in turns that "
+            f"also hold {' or '.join(found.anchors)}."
+        )
+    if found.unsearched:
+        lines.append(
+            f"Not searched, too common: {', '.join(found.unsearched)}; add rarer words or "
+            "since/until to use them."
+        )
+    if found.searched_from is not None:
+        day = when(found.searched_from, zone)[:10]
+        lines.append(
+            f"Every word is common, so only turns from {day} on were searched; "
+            f"call again with until={day} to search older ones."
+        )
+    return lines
 
 
 def _moment(text: str, zone: ZoneInfo | None, *, end_of_day: bool) -> float:

@@ -1,11 +1,44 @@
 """Ranked search over every turn ever stored, without any model call.
 
-A natural-language query becomes an FTS5 expression over the store's index
-(porter stemming, diacritics folded): stop words go, and terms so common
-that they would cost more than they tell are left out, cheapest first, so
-that a query never walks more than a bounded number of postings whatever
-the size of the store. BM25 ranks the candidates; the ranking is then
-refined with what a conversation knows and a bag of words does not:
+A natural-language query becomes index terms (porter stemming, diacritics
+folded; stop words go). The query plan then finds candidate turns with work
+bounded whatever the size of the store, scores them with every word of the
+query, and refines the ranking with what a conversation knows and a bag of
+words does not. Each choice, and why:
+
+- **Rare words are listed, not ranked.** Turn IDs are read for the rarest
+  words first, up to a budget of postings (`listed_postings`). Reading bare
+  IDs costs a fraction of what FTS5's own BM25 costs per match (its `bm25()`
+  walks every posting of every term to count documents), so the budget
+  reaches much further down the vocabulary than a ranked OR query could.
+- **Common words are joined to the rare ones, never dropped for being
+  common.** A word over the budget is searched conjunctively with the listed
+  words (`common AND (rare1 OR rare2 ...)`): FTS5 seeks the common word's
+  postings only where a rare word is, so the cost follows the rare words.
+  In a store of a million turns, "Jon's dance studio" still needs "dance"
+  and "studio"; a plan that kept only the cheapest words kept "Jon" and
+  found every turn he ever sent.
+- **Names are filters and boosts, not the cheapest term.** A capitalised
+  word that names someone anchors the conjunctions above, but scores no
+  more than the least telling content word of the query, and a turn sent by
+  a named person is favoured in the final ranking. As a store grows, a name
+  becomes the rarest term of most questions about that person; ranked by
+  its weight alone, it fills the results with turns that match only the
+  speaker.
+- **When every word is common, the scope widens by time buckets instead of
+  being cut.** The words are searched together (AND) from the newest turns
+  back, one bucket of about a budget's worth of postings at a time, until
+  enough turns are found or the buckets allowed are spent; only then is the
+  rest left unsearched, and the result says from when the search covered.
+- **Every candidate is scored with every word.** The best candidates by the
+  words they hold (weighted by rarity) are read whole and scored with BM25
+  over all query words, using the store's document counts; a word that
+  only helped to join still counts in the score.
+- **Honest limits.** What could not be searched is returned with the
+  result (words joined to others, words left out, the period covered), so
+  the model can search again more narrowly.
+
+The ranking is then refined:
 
 - a turn is read in its neighbourhood: an answer rarely repeats the words
   of the question it answers, so each turn inherits a decaying share of the
@@ -19,7 +52,9 @@ in-memory index, so they highlight exactly what the search matched.
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import re
 import sqlite3
 import threading
@@ -47,10 +82,14 @@ _WORD = re.compile(r"[^\W_]+(?:\*)?|\"[^\"]+\"", re.UNICODE)
 
 @dataclass(frozen=True, slots=True)
 class SearchTuning:
-    """The few constants of the ranking; general choices, not fitted to any data set."""
+    """The few constants of the plan and the ranking; general choices, not fitted to any data set."""
 
-    max_postings: int = 6_000  # bounds the index work of one query (about 2.5 µs a posting)
-    candidates: int = 100  # BM25 winners refined by the conversational signals
+    listed_postings: int = 12_000  # turn IDs read for the rarest words of one query
+    joined_postings: int = 60_000  # seeks spent joining the common words to the listed ones
+    bucket_postings: int = 12_000  # a time bucket holds about this many postings of the words
+    buckets: int = 4  # buckets searched, newest first, when every word is common
+    scored: int = 1_000  # best candidates by their words, whose lengths are read for BM25
+    candidates: int = 100  # best scored turns refined by the conversational signals
     filter_widening: int = 10  # with a kind filter, look this many times deeper for the kinds wanted
     neighbour_reach: int = 2  # turns either side that lend their score
     neighbour_decay: float = 0.5  # share lent by the nearest neighbour, halved per step
@@ -59,6 +98,8 @@ class SearchTuning:
     date_boost: float = 0.5  # a turn written on a date the query names
     common_share: float = 0.5  # a term in more than this share of turns tells nothing...
     common_min_turns: int = 1_000  # ...once there are enough turns for shares to mean something
+    k1: float = 1.2  # BM25's usual constants, as FTS5 uses them
+    b: float = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,19 +113,66 @@ class Found:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """Ranked hits and how the query was read."""
+    """Ranked hits, how the query was read, and what it could not cover."""
 
     hits: tuple[Found, ...]
     terms: tuple[str, ...]  # what was searched
-    dropped: tuple[str, ...] = ()  # left out: no meaning, or too common to be worth their cost
-    recent_only: int | None = None  # only this many of the latest turns could be searched
+    dropped: tuple[str, ...] = ()  # left out: no meaning, or in most turns
+    joined: tuple[str, ...] = ()  # too common to search alone: found only beside `anchors`
+    anchors: tuple[str, ...] = ()  # the rarer words the joined ones were searched with
+    unsearched: tuple[str, ...] = ()  # too common to search at all within the budget
+    searched_from: float | None = None  # the words alone were searched only from this time on
+    recent_only: int | None = None  # ...that is, in only this many of the latest turns
 
 
 @dataclass(frozen=True, slots=True)
-class _Term:
+class Term:
+    """A query word as the index knows it."""
+
     text: str  # as the person typed it
     expression: str  # as FTS5 receives it
     postings: int  # turns containing it
+    stems: tuple[str, ...]  # the index terms it stands for
+    prefix: bool = False  # stems[0] is a prefix
+    name: bool = False  # names someone
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How a query is searched (see the module docstring)."""
+
+    listed: tuple[Term, ...]  # turn IDs read for each
+    joined: tuple[Term, ...]  # each searched with the listed words
+    together: tuple[Term, ...]  # every word common: searched all at once, by time bucket
+    unsearched: tuple[Term, ...]  # over every budget
+    boosts: tuple[Term, ...]  # common names: favour their turns, search nothing for them
+
+
+def plan_query(terms: Sequence[Term], tuning: SearchTuning) -> Plan:
+    """Which words are listed, joined, searched together or left out."""
+    ordered = sorted((t for t in terms if t.postings > 0), key=lambda t: t.postings)
+    listed: list[Term] = []
+    spent = 0
+    for term in ordered:
+        if spent + term.postings > tuning.listed_postings:
+            break
+        listed.append(term)
+        spent += term.postings
+    rest = [t for t in ordered if t not in listed]
+    boosts = tuple(t for t in rest if t.name)
+    rest = [t for t in rest if not t.name]
+    if not listed:
+        return Plan((), (), tuple(rest), (), boosts)
+    joined: list[Term] = []
+    unsearched: list[Term] = []
+    seeks = 0
+    for term in rest:  # each join seeks about once per listed posting
+        if seeks + spent > tuning.joined_postings:
+            unsearched.append(term)
+            continue
+        joined.append(term)
+        seeks += spent
+    return Plan(tuple(listed), tuple(joined), (), tuple(unsearched), boosts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +181,25 @@ class _Meta:
     kind: str  # a TurnKind value
     sender: str | None
     recall: bool
+    tokens: int  # the store's estimate of the turn's length
 
 
 _RECALL_KINDS = (TurnKind.TOOL_CALL.value, TurnKind.TOOL_RESULT.value)
+
+
+@dataclass
+class _Gathered:
+    """Candidate turns, each with the summed weight of the words it was found with."""
+
+    weights: dict[str, float]  # by term expression
+    found: dict[int, float] = field(default_factory=dict)
+    searched_from: int | None = None  # lowest ID the words alone reached, when narrowed
+
+    def add(self, turn_ids: Iterable[int], *terms: Term) -> None:
+        weight = sum(self.weights[t.expression] for t in terms)
+        found = self.found
+        for turn_id in turn_ids:
+            found[turn_id] = found.get(turn_id, 0.0) + weight
 
 
 @dataclass
@@ -143,32 +247,40 @@ class HistorySearch:
         kinds = _kinds_for(roles)
         with self._lock:
             terms, dropped = self._read_query(query)
-            terms, costly = self._within_budget(terms, max(self.store.last_id(), 1))
-            dropped += tuple(t.text for t in costly)
-            if not terms:
-                return SearchResult((), (), dropped)
+            total = max(self.store.last_id(), 1)
+            terms, everywhere = self._informative(terms, total)
+            dropped += tuple(t.text for t in everywhere)
+            plan = plan_query(terms, self.tuning)
+            searched = (*plan.listed, *plan.joined, *plan.together)
+            if not searched:
+                return SearchResult((), (), dropped, unsearched=tuple(t.text for t in plan.unsearched))
             low, high = self._id_range(since, until)
-            recent_only = None
-            if terms[0].postings > self.tuning.max_postings:
-                # Even the rarest term is everywhere: search only the latest
-                # stretch of history that holds a budget's worth of it, and say so.
-                start = self._budget_start(terms[0].expression, low, high)
-                if start > low:
-                    low, recent_only = start, high - start + 1
-            expression = " OR ".join(t.expression for t in terms)
-            scored = self._candidates(expression, low, high, kinds)
+            gathered = self._gather(plan, low, high, self._weights(searched, total))
+            scored = self._score(gathered, kinds)
             ranked = self._refine(scored, query)
             chosen = self._filter(ranked, kinds, since, until, limit)
             turns = {t.id: t for t in self.store.get_many(i for i, _ in chosen)}
+            expression = " OR ".join(t.expression for t in searched)
             snippets = self._snippets(expression, [turns[i] for i, _ in chosen if i in turns])
+            start = gathered.searched_from
+            start_ts = self._ts_of(start) if start is not None else None
         hits = tuple(
             Found(turns[i], round(score, 4), snippets.get(i, ""))
             for i, score in chosen
             if i in turns
         )
-        return SearchResult(hits, tuple(t.text for t in terms), dropped, recent_only)
+        return SearchResult(
+            hits,
+            tuple(t.text for t in searched),
+            dropped,
+            joined=tuple(t.text for t in plan.joined),
+            anchors=tuple(t.text for t in plan.listed) if plan.joined else (),
+            unsearched=tuple(t.text for t in plan.unsearched),
+            searched_from=start_ts,
+            recent_only=high - start + 1 if start is not None else None,
+        )
 
-    def _read_query(self, query: str) -> tuple[list[_Term], tuple[str, ...]]:
+    def _read_query(self, query: str) -> tuple[list[Term], tuple[str, ...]]:
         """Meaningful terms of the query with their document counts."""
         pieces = _WORD.findall(query)
         meaningful, dropped = [], []
@@ -182,31 +294,30 @@ class HistorySearch:
                 meaningful.append(piece)
         if not meaningful:  # a query of stop words only still means something
             meaningful, dropped = [p for p in pieces if p.strip('"*')], []
-        terms: dict[str, _Term] = {}
+        named = names_in(query)
+        terms: dict[str, Term] = {}
         for piece in meaningful:
-            term = self._term(piece)
+            term = self._term(piece, piece.strip('"*').casefold() in named)
             if term is not None and term.expression not in terms:
                 terms[term.expression] = term
         return sorted(terms.values(), key=lambda t: t.postings), tuple(dict.fromkeys(dropped))
 
-    def _term(self, piece: str) -> _Term | None:
+    def _term(self, piece: str, name: bool) -> Term | None:
         if piece.startswith('"'):
             words = _WORD.findall(piece.strip('"'))
-            if not words:
+            stems = tuple(s for w in words for s in self._stems(w.strip("*")))
+            if not stems:
                 return None
-            stems = [s for w in words for s in self._stems(w.strip("*"))]
-            counts = [self._postings(s) for s in stems]
             phrase = " ".join(w.strip("*") for w in words)
-            return _Term(piece, f'"{phrase}"', min(counts) if counts else 0)
-        prefix = piece.endswith("*")
+            count = min(self._postings(s) for s in stems)
+            return Term(piece, f'"{phrase}"', count, stems)
         word = piece.rstrip("*")
-        stems = self._stems(word)
+        stems = tuple(self._stems(word))
         if not stems:
             return None
-        if prefix:
-            count = self._prefix_postings(stems[0])
-            return _Term(word + "*", f'"{word}"*', count)
-        return _Term(word, f'"{word}"', max(self._postings(s) for s in stems))
+        if piece.endswith("*"):
+            return Term(word + "*", f'"{word}"*', self._prefix_postings(stems[0]), stems[:1], True)
+        return Term(word, f'"{word}"', max(self._postings(s) for s in stems), stems, name=name)
 
     def _stems(self, word: str) -> list[str]:
         """The index terms FTS5 makes of a word (the same tokenizer as the store)."""
@@ -232,34 +343,15 @@ class HistorySearch:
         ).fetchall()
         return sum(int(r[0]) for r in rows)
 
-    def _within_budget(self, terms: list[_Term], total: int) -> tuple[list[_Term], list[_Term]]:
-        """Keep the rarest terms whose postings fit the budget; always one."""
+    def _informative(self, terms: list[Term], total: int) -> tuple[list[Term], list[Term]]:
+        """Terms that tell something, and those in most turns (which tell nothing)."""
         present = [t for t in terms if t.postings > 0]
-        if not present:
-            return [], []
-        if total >= self.tuning.common_min_turns:
-            informative = [t for t in present if t.postings <= total * self.tuning.common_share]
-        else:
-            informative = present
-        kept, left = [], []
-        spent = 0
-        for term in informative or present[:1]:
-            if kept and spent + term.postings > self.tuning.max_postings:
-                left.append(term)
-                continue
-            kept.append(term)
-            spent += term.postings
-        left.extend(t for t in present if t not in kept and t not in left)
-        return kept, left
-
-    def _budget_start(self, expression: str, low: int, high: int) -> int:
-        """The lowest ID of the newest `max_postings` turns matching `expression`."""
-        row = self.store.conn.execute(
-            "SELECT MIN(rowid) FROM (SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?"
-            " AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?)",
-            (expression, low, high, self.tuning.max_postings),
-        ).fetchone()
-        return int(row[0]) if row and row[0] is not None else low
+        if total < self.tuning.common_min_turns:
+            return present, []
+        telling = [t for t in present if t.postings <= total * self.tuning.common_share]
+        if not telling:
+            return present[:1], present[1:]
+        return telling, [t for t in present if t not in telling]
 
     def _id_range(self, since: float | None, until: float | None) -> tuple[int, int]:
         # IDs follow time (the store refuses a turn dated before its
@@ -276,31 +368,104 @@ class HistorySearch:
             high = int(row[0]) if row else 0
         return low, high
 
-    def _candidates(
-        self, expression: str, low: int, high: int, kinds: frozenset[str] | None
-    ) -> dict[int, float]:
-        """BM25 winners. With a kind filter, the best of the wanted kinds join the
-        best overall (which stay, to lend their scores to their neighbours)."""
-        count = self.tuning.candidates
-        ranked = (
-            "SELECT rowid, bm25(turns_fts) AS s FROM turns_fts WHERE turns_fts MATCH ?"
-            " AND rowid BETWEEN ? AND ? ORDER BY s LIMIT ?"
-        )
+    def _ts_of(self, turn_id: int) -> float | None:
+        row = self.store.conn.execute("SELECT ts FROM turns WHERE id = ?", (turn_id,)).fetchone()
+        return float(row[0]) if row else None
+
+    # -- candidates ----------------------------------------------------------
+
+    def _ids(self, expression: str, low: int, high: int, limit: int = -1) -> list[int]:
+        """Turn IDs matching an FTS5 expression in an ID range, newest first, unranked."""
         try:
-            if kinds is None:
-                rows = self.store.conn.execute(ranked, (expression, low, high, count)).fetchall()
-            else:
-                wide = self.store.conn.execute(
-                    f"SELECT f.rowid, f.s, t.kind FROM ({ranked}) f JOIN turns t ON t.id = f.rowid"
-                    " ORDER BY f.s",
-                    (expression, low, high, count * self.tuning.filter_widening),
-                ).fetchall()
-                wanted = [r for r in wide if r[2] in kinds][:count]
-                rows = wide[:count] + wanted
+            rows = self.store.conn.execute(
+                "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ?"
+                " ORDER BY rowid DESC LIMIT ?",
+                (expression, low, high, limit),
+            ).fetchall()
         except sqlite3.OperationalError as exc:
             raise StoreError(f"cannot search for {expression!r}: {exc}") from exc
-        # SQLite's bm25 is negative, more negative is better; flip it.
-        return {int(r[0]): -float(r[1]) for r in rows}
+        return [int(r[0]) for r in rows]
+
+    def _gather(self, plan: Plan, low: int, high: int, weights: dict[str, float]) -> _Gathered:
+        """Candidate turns, each with the weight of the words it was found with."""
+        gathered = _Gathered(weights)
+        for term in plan.listed:
+            gathered.add(self._ids(term.expression, low, high), term)
+        if plan.listed and plan.joined:
+            anchor = " OR ".join(t.expression for t in plan.listed)
+            for term in plan.joined:
+                gathered.add(self._ids(f"{term.expression} AND ({anchor})", low, high), term)
+        if plan.together:
+            self._by_buckets(plan.together, low, high, gathered)
+        return gathered
+
+    def _by_buckets(self, terms: Sequence[Term], low: int, high: int, gathered: _Gathered) -> None:
+        """Every word common: all of them together, newest bucket first, then each
+        word alone in the newest bucket if that found too few."""
+        tuning = self.tuning
+        span = max(high - low + 1, 1)
+        # Postings spread evenly enough over time for the rarest word to size a bucket.
+        width = max(1, int(span * tuning.bucket_postings / max(terms[0].postings, 1)))
+        together = " AND ".join(t.expression for t in terms)
+        top = high
+        for _ in range(tuning.buckets):
+            if top < low:
+                break
+            bottom = max(low, top - width + 1)
+            gathered.add(self._ids(together, bottom, top), *terms)
+            top = bottom - 1
+            if len(gathered.found) >= tuning.candidates:
+                break
+        if top >= low:
+            gathered.searched_from = top + 1
+        if len(terms) > 1 and len(gathered.found) < tuning.candidates:
+            bottom = max(low, high - width + 1)
+            for term in terms:
+                gathered.add(self._ids(term.expression, bottom, high), term)
+
+    # -- scoring -----------------------------------------------------------
+
+    def _weights(self, terms: Sequence[Term], total: int) -> dict[str, float]:
+        """Each word's inverse document frequency; a name weighs no more than the
+        least telling content word beside it."""
+        idf = {t.expression: _idf(total, t.postings) for t in terms}
+        content = [idf[t.expression] for t in terms if not t.name]
+        if content:
+            cap = min(content)
+            for term in terms:
+                if term.name:
+                    idf[term.expression] = min(idf[term.expression], cap)
+        return idf
+
+    def _score(self, gathered: _Gathered, kinds: frozenset[str] | None) -> dict[int, float]:
+        """BM25 over every searched word for the most promising candidates.
+
+        A candidate's words are known from how it was found, so only its
+        length is read (the store's token estimate); each word counts once,
+        which for conversational turns is nearly always what it occurs.
+        """
+        found = gathered.found
+        if not found:
+            return {}
+        tuning = self.tuning
+        depth = tuning.scored * (tuning.filter_widening if kinds else 1)
+        rough = heapq.nlargest(depth, found, key=lambda i: (found[i], i))
+        meta = self._meta(rough)
+        if kinds is not None:  # the best of the wanted kinds join the best overall
+            wanted = [i for i in rough if i in meta and meta[i].kind in kinds]
+            rough = list(dict.fromkeys(rough[: tuning.scored] + wanted[: tuning.scored]))
+        lengths = sorted(m.tokens for m in meta.values())
+        typical = max(lengths[len(lengths) // 2], 1) if lengths else 1  # a median: giants skew a mean
+        k1, b = tuning.k1, tuning.b
+        scores = {}
+        for turn_id in rough:
+            info = meta.get(turn_id)
+            if info is None:
+                continue
+            saturation = (k1 + 1) / (1 + k1 * (1 - b + b * info.tokens / typical))
+            scores[turn_id] = saturation * found[turn_id]
+        best = sorted(scores, key=lambda i: (-scores[i], -i))[: tuning.candidates]
+        return {i: scores[i] for i in best}
 
     # -- ranking -----------------------------------------------------------
 
@@ -350,13 +515,13 @@ class HistorySearch:
     def _meta(self, ids: Iterable[int]) -> dict[int, _Meta]:
         wanted = json.dumps(sorted(i for i in ids if i > 0))
         rows = self.store.conn.execute(
-            "SELECT id, ts, kind, sender, tool_name FROM turns"
+            "SELECT id, ts, kind, sender, tool_name, tokens FROM turns"
             " WHERE id IN (SELECT value FROM json_each(?))",
             (wanted,),
         ).fetchall()
         return {
-            tid: _Meta(ts, kind, sender, tool_name in RECALL_TOOLS and kind in _RECALL_KINDS)
-            for tid, ts, kind, sender, tool_name in rows
+            tid: _Meta(ts, kind, sender, tool_name in RECALL_TOOLS and kind in _RECALL_KINDS, tokens)
+            for tid, ts, kind, sender, tool_name, tokens in rows
         }
 
     @staticmethod
@@ -400,6 +565,11 @@ class HistorySearch:
             if turn.id not in found:
                 found[turn.id] = excerpt(own_text(turn))
         return found
+
+
+def _idf(total: int, postings: int) -> float:
+    """BM25's inverse document frequency, as FTS5 computes it (never quite zero)."""
+    return max(math.log((total - postings + 0.5) / (postings + 0.5)), 1e-6)
 
 
 def _kinds_for(roles: Collection[str] | None) -> frozenset[str] | None:
