@@ -278,6 +278,22 @@ async def test_memory_is_capped_without_the_sandbox_too(world: World):
     assert "allocated" not in out
 
 
+@pytest.mark.skipif(
+    capped_by(sandboxed=False)["processes"] != "cgroup",
+    reason="outside a user namespace only a pids cgroup can count a command's processes",
+)
+async def test_processes_are_capped_without_the_sandbox_too(world: World):
+    out = await shell(world, FORK_LOOP, sandbox="none", max_processes=32)
+    found = re.search(r"refused after (\d+) 11", out)
+    assert found and int(found[1]) < 32, out
+
+
+async def test_the_agent_itself_stays_outside_the_commands_cgroups(world: World):
+    before = Path("/proc/self/cgroup").read_text()
+    await shell(world, "true", memory_mb=128, max_processes=32)
+    assert Path("/proc/self/cgroup").read_text() == before
+
+
 async def test_no_cgroup_is_left_behind(world: World):
     world.build(shell=ShellSettings(memory_mb=128, max_processes=32))
     await shell(world, "python3 -c \"b = bytearray(1 << 30)\"")
