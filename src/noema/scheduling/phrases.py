@@ -99,7 +99,7 @@ def resolve_when(text: str, now: datetime) -> Resolved:
         raise PhraseError(f"say when: for example {EXAMPLES}")
     iso = _iso(raw, zone)
     if iso is not None:
-        return Resolved(_future(iso[0], now).at, iso[1])
+        return Resolved(_ahead(iso[0], now), iso[1])
     phrase = normalise(raw)
     delay, rest = _take_delay(phrase)
     if delay is not None:
@@ -126,9 +126,9 @@ def resolve_when(text: str, now: datetime) -> Resolved:
         clock = TimeOfDay(DEFAULT_HOUR)
         notes.append(f"no time was given: {DEFAULT_HOUR:02d}:00 is assumed")
     if day is None:
-        today = _wall(now.date(), clock, zone, [])
+        today, placed = _placed(now.date(), clock, zone)
         if today > now:
-            return Resolved(*_placed(now.date(), clock, zone))
+            return Resolved(today, placed)
         at, more = _placed(now.date() + timedelta(days=1), clock, zone)
         return Resolved(at, (f"{clock.hour:02d}:{clock.minute:02d} has passed today: "
                              "tomorrow is meant", *more))
@@ -139,7 +139,7 @@ def resolve_when(text: str, now: datetime) -> Resolved:
         except ValueError:  # the 29th of February
             raise PhraseError(f"{raw!r} names a day that next year does not have; "
                               "give the year") from None
-    return Resolved(_future(at, now).at, (*notes, *placed, *day.notes))
+    return Resolved(_ahead(at, now), (*notes, *placed, *day.notes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +166,12 @@ def _iso(text: str, zone: tzinfo) -> tuple[datetime, tuple[str, ...]] | None:
     return moment.astimezone(zone), ()
 
 
-def _future(at: datetime, now: datetime) -> Resolved:
+def _ahead(at: datetime, now: datetime) -> datetime:
+    """`at`, if it is still ahead of `now`; a time named explicitly is never moved."""
     if at <= now:
         raise PhraseError(f"{describe(at)} has already passed (it is now {describe(now)}); "
                           "name a time ahead")
-    return Resolved(at)
+    return at
 
 
 _DELAY_UNITS: dict[str, float] = {

@@ -87,6 +87,14 @@ class Schedule:
     fired_through: float | None = None
     fired_count: int = 0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "urgency", Urgency(self.urgency))
+        if (self.kind is Kind.ALARM) != (self.at is not None):
+            raise ValueError("an alarm, and only an alarm, has a time `at`")
+        if (self.kind is Kind.RECURRING) != (self.cron is not None):
+            raise ValueError("a recurring schedule, and only one, has a cron rule")
+
     @property
     def active(self) -> bool:
         """Not cancelled, and (for an alarm) not fired yet."""
