@@ -19,7 +19,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _OTHERS_READ = stat.S_IROTH
@@ -55,7 +55,7 @@ def prefetch(folders: Iterable[str]) -> None:
     _start(root_only, tuple(folders))
 
 
-def _start(target, key: tuple[str, ...]) -> None:
+def _start(target: Callable[[tuple[str, ...]], object], key: tuple[str, ...]) -> None:
     threading.Thread(target=target, args=(key,), name="noema-root-files", daemon=True).start()
 
 
