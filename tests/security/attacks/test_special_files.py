@@ -156,3 +156,17 @@ async def test_an_unlistable_folder_does_not_fail_the_search(world: World):
         assert "unreadable" in result.content
     finally:
         locked.chmod(0o755)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_writes_and_history_go_on_beside_it(world: World, sockets, kind: str):
+    _make(kind, world.ws / "deep" / "special", sockets)
+    written = await asyncio.wait_for(world.call("file_write", path="a.txt", content="x\n"), BOUND)
+    assert not written.is_error, written.content
+    assert (world.ws / "a.txt").read_text() == "x\n"
+    listed = await asyncio.wait_for(world.call("file_history", path="."), BOUND)
+    assert not listed.is_error and "file_write a.txt" in listed.content
+    restored = await asyncio.wait_for(
+        world.call("file_restore", path="deep/special", version="HEAD"), BOUND
+    )
+    assert restored.is_error and "failed unexpectedly" not in restored.content
