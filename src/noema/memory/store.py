@@ -21,7 +21,7 @@ from pathlib import Path
 from ..health import check_file, check_open, opening
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
-from .upkeep import IndexUpkeep
+from .upkeep import IndexUpkeep, configure
 
 SCHEMA_VERSION = 1
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
@@ -255,7 +255,7 @@ class TurnStore:
         if self._upkeep is not None or str(self.path) == ":memory:":
             return
         with self.transaction() as db:
-            db.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('automerge', 0)")
+            configure(db)
         self._upkeep = IndexUpkeep(self.path, lambda: self._last_write, quiet_s, merge_pages)
         self._upkeep.start()
 

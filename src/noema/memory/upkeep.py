@@ -1,10 +1,21 @@
-"""Upkeep of the turn store's full-text index, in a background thread.
+"""Upkeep of the turn store's full-text index and WAL, in a background thread.
 
-Left to itself, FTS5 merges index segments inside the commit of whichever
-append crosses a threshold, and that append takes tens of milliseconds. The
-upkeep thread merges while the conversation is quiet instead, and
-checkpoints the WAL when there is nothing left to merge; a write that
-arrives meanwhile interrupts the merge (it rolls back whole) and goes first.
+Left to themselves, FTS5 merges index segments and SQLite checkpoints the
+WAL inside the commit of whichever append crosses a threshold, and that
+append takes tens to hundreds of milliseconds. With upkeep running, the
+store's appends do neither (see `configure`):
+
+- FTS5's automatic merging is off, and its crisis merge (the merge an
+  append must do when one level of the index holds too many segments) is
+  raised to CRISIS_MERGE segments, so that a burst of a few thousand turns
+  only ever forces merges of tiny segments, a few milliseconds each;
+- the WAL is never checkpointed by an append; this thread checkpoints it
+  (PASSIVE, which never blocks a writer) every CHECKPOINT_EVERY_S while
+  turns keep arriving, and again once they stop.
+
+The thread merges the index while the conversation is quiet, a bounded
+step at a time; a write that arrives meanwhile interrupts the merge (it
+rolls back whole) and goes first.
 """
 
 from __future__ import annotations
@@ -17,6 +28,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+CRISIS_MERGE = 64  # segments on one level before an append must merge them
+CHECKPOINT_EVERY_S = 1.0  # how stale the WAL may grow during a burst of writes
+
+
+def configure(conn: sqlite3.Connection) -> None:
+    """Take merging and checkpointing off the append path of this connection.
+
+    The FTS5 settings are stored in the index and hold for every connection
+    from now on; without upkeep, the crisis merge still bounds the segments.
+    The checkpoint setting is this connection's only.
+    """
+    conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('automerge', 0)")
+    conn.execute("INSERT INTO turns_fts(turns_fts, rank) VALUES('crisismerge', ?)", (CRISIS_MERGE,))
+    conn.execute("PRAGMA wal_autocheckpoint=0")
 
 
 class IndexUpkeep(threading.Thread):
@@ -34,6 +60,7 @@ class IndexUpkeep(threading.Thread):
         self.dirty = threading.Event()  # set by every commit; upkeep sleeps until then
         self._db: sqlite3.Connection | None = None
         self._merging = False
+        self._checkpointed = time.monotonic()
 
     def give_way(self) -> None:
         """Abort a merge in progress (it rolls back whole) so a write need not wait."""
@@ -58,7 +85,9 @@ class IndexUpkeep(threading.Thread):
                     calm = time.monotonic() - self.last_write()
                     if calm >= self.quiet_s:
                         break
-                    self._halt.wait(self.quiet_s - calm)
+                    if time.monotonic() - self._checkpointed >= CHECKPOINT_EVERY_S:
+                        self._checkpoint(db)  # a long burst: keep the WAL short meanwhile
+                    self._halt.wait(min(self.quiet_s - calm, CHECKPOINT_EVERY_S))
                 if not self._halt.is_set():
                     self._step(db)
         except sqlite3.Error:
@@ -81,6 +110,10 @@ class IndexUpkeep(threading.Thread):
             finally:
                 self._merging = False
             if db.total_changes - before < 2:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self._checkpoint(db)
                 return
         self.dirty.set()  # interrupted by a write: finish after the next quiet moment
+
+    def _checkpoint(self, db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        self._checkpointed = time.monotonic()
