@@ -46,7 +46,9 @@ def tidy(message: str) -> str:
     than head + tail characters without a space (a 4 KB path) shortened, and
     the whole capped, whatever module raised it."""
     short = _LONG_WORD.sub(lambda m: shorten(m.group()), message)
-    return shorten(short, MESSAGE_CHARS - 1000, 1000) if len(short) > MESSAGE_CHARS else short
+    if len(short) <= MESSAGE_CHARS:
+        return short
+    return f"{short[: MESSAGE_CHARS - 1000]}…{short[-1000:]}"  # its line breaks kept
 
 
 def _where(exc: OSError) -> str:
