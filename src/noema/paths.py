@@ -84,8 +84,11 @@ class AgentPaths:
         """A file standing where the agent's folder or one of its parents must
         be (a `--home` that is a file), or None."""
         for folder in (self.root, *self.root.parents):
-            if folder.exists():
-                return None if folder.is_dir() else folder
+            try:
+                if folder.exists():
+                    return None if folder.is_dir() else folder
+            except OSError:  # a folder we may not look into: opening says why
+                return None
         return None
 
     def ensure(self) -> AgentPaths:
