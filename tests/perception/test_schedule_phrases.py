@@ -108,7 +108,7 @@ def test_the_echo_names_weekday_date_time_and_zone() -> None:
 
 @pytest.mark.parametrize("phrase", [
     "", "someday", "blah at 9", "today at 8", "hoy a las 8", "2026-01-01T10:00",
-    "in 20 minutes tomorrow", "at 25:00", "at 13pm", "february 30", "tonight tomorrow",
+    "in 20 minutes tomorrow", "at 25:00", "3 december 9999", "in 11 years", "at 13pm", "february 30", "tonight tomorrow",
     "2026-13-01",
 ])
 def test_unreadable_or_past_phrases_are_refused_with_advice(phrase: str) -> None:
@@ -142,6 +142,9 @@ RULES = [
     ("cada hora", "0 * * * *"),
     ("cada media hora", "*/30 * * * *"),
     ("every sunday", "0 9 * * 0"),
+    ("friday to monday at 7", "0 7 * * 5-6,0-1"),
+    ("every monday to sunday at 9", "0 9 * * 1-6,0"),
+    ("every 60 minutes", "0 * * * *"),
     ("30 8 * * 1-5", "30 8 * * 1-5"),
 ]
 
@@ -257,3 +260,38 @@ def test_interval_rules_keep_real_time_steps(step: int, start: datetime) -> None
     fires = list(_take(occurrences(cron, MADRID, begin), 150))
     gaps = {b - a for a, b in zip(fires, fires[1:])}
     assert gaps == {step * 60.0}
+
+
+# -- properties: any text is read or refused in words, never a crash ----------------
+
+_WORDS = st.sampled_from([
+    "in", "en", "at", "a", "las", "la", "de", "the", "tomorrow", "mañana", "pasado", "hoy",
+    "friday", "viernes", "next", "el", "próximo", "morning", "tarde", "noche", "tonight",
+    "noon", "mediodía", "december", "diciembre", "3", "9", "12", "25", "99", "0", "2026",
+    "99999999999999", "minutes", "horas", "días", "weeks", "half", "an", "media", "y",
+    "cuarto", "menos", "pm", "am", "17:30", "2:30", "24:00", "1h30m", "every", "cada",
+    "lunes", "weekday", "laborables", "to", "*", "*/7", "1-5", "hour", "month", "día",
+])
+_PHRASES = st.one_of(st.lists(_WORDS, max_size=7).map(" ".join), st.text(max_size=40))
+
+
+@settings(max_examples=300)
+@given(phrase=_PHRASES)
+def test_any_when_is_a_future_time_or_a_phrase_error(phrase: str) -> None:
+    try:
+        resolved = resolve_when(phrase, NOW)
+    except PhraseError as exc:
+        assert str(exc)
+    else:
+        assert resolved.at > NOW and resolved.at.tzinfo is MADRID
+
+
+@settings(max_examples=300)
+@given(rule=_PHRASES)
+def test_any_rule_is_a_usable_cron_or_a_phrase_error(rule: str) -> None:
+    try:
+        recurrence = parse_rule(rule)
+    except PhraseError as exc:
+        assert str(exc)
+    else:
+        assert next_after(recurrence.cron, MADRID, NOW.timestamp()) > NOW.timestamp()

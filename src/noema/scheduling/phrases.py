@@ -61,6 +61,7 @@ from .words import (
 )
 
 DEFAULT_HOUR = 9  # a day named without a time
+_FURTHEST = timedelta(days=3660)  # further than this is taken for a typo
 
 EXAMPLES = ("'in 20 minutes', 'tomorrow at 9', 'friday at 5pm', 'december 3 at 10:00', "
             "'mañana a las 9', 'el viernes por la tarde', 'en media hora', "
@@ -171,6 +172,8 @@ def _ahead(at: datetime, now: datetime) -> datetime:
     if at <= now:
         raise PhraseError(f"{describe(at)} has already passed (it is now {describe(now)}); "
                           "name a time ahead")
+    if at - now > _FURTHEST:
+        raise PhraseError(f"{describe(at)} is more than ten years away; name a nearer time")
     return at
 
 
@@ -209,7 +212,7 @@ def _take_delay(text: str) -> tuple[_Delay | None, str]:
         if _HALF.search(match.group(0)):
             amount += 0.5
         seconds = amount * _DELAY_UNITS[unit]
-        if not 0 < seconds <= 3660 * 86400:
+        if not 0 < seconds <= _FURTHEST.total_seconds():
             raise PhraseError("a delay must be positive and at most ten years")
         if _DELAY_UNITS[unit] >= 86400 and float(amount).is_integer():
             return _Delay(0, int(seconds // 86400)), cut(text, match)

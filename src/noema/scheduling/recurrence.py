@@ -124,7 +124,9 @@ def _interval(phrase: str) -> Recurrence | None:
     if match is None:
         return None
     n = int(match.group("n") or 1)
-    if match.group("unit").startswith(("min",)):
+    if match.group("unit").startswith("min") and n == 60:
+        return Recurrence("0 * * * *", "every hour, on the hour")
+    if match.group("unit").startswith("min"):
         if n < 1 or 60 % n:
             raise PhraseError(f"every {n} minutes does not divide an hour evenly; use one of "
                               "1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, or cron")
@@ -163,7 +165,8 @@ def _take_days(text: str) -> tuple[_Days | None, str]:
     match = _RANGE.search(text)
     if match:
         a, b = _cron_day(match.group("a")), _cron_day(match.group("b"))
-        return ("*", f"{a}-{b}" if a <= b else f"{a}-6,0-{b}",
+        wraps = f"{a}-6,0" + (f"-{b}" if b else "")  # past Saturday, on from Sunday
+        return ("*", f"{a}-{b}" if a <= b else wraps,
                 f"every {_DAY_NAMES[a]} to {_DAY_NAMES[b]}"), cut(text, match)
     for pattern, dow, label in ((_WORKDAYS, "1-5", "every weekday (Monday to Friday)"),
                                 (_WEEKENDS, "0,6", "every Saturday and Sunday"),
