@@ -31,6 +31,7 @@ NOBODY = 65534
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(1200),  # the whole escape suite runs inside this one test
     pytest.mark.skipif(os.geteuid() != 0, reason="the suite already runs unprivileged here"),
     pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot create a sandbox here"),
     pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing"),
