@@ -152,10 +152,12 @@ def walk(
                         if not policy.denial(path, Access.READ) and policy.root_of(path) is root:
                             folders.append(path)
                             yield Found(path, root, True)
-                    elif not entry.is_file(follow_symlinks=False):
-                        skipped.special += 1
-                    elif not policy.denial(path, Access.READ):
+                    elif policy.denial(path, Access.READ):
+                        continue  # not even counted: its name is not the model's to know
+                    elif entry.is_file(follow_symlinks=False):
                         files.append(Found(path, root, False))
+                    else:
+                        skipped.special += 1
                 except OSError:
                     skipped.unreadable += 1
             yield from files

@@ -170,3 +170,10 @@ async def test_writes_and_history_go_on_beside_it(world: World, sockets, kind: s
         world.call("file_restore", path="deep/special", version="HEAD"), BOUND
     )
     assert restored.is_error and "failed unexpectedly" not in restored.content
+
+
+async def test_a_special_file_under_a_denied_name_is_not_even_counted(world: World, sockets):
+    _make("socket", world.ws / "id_rsa", sockets)
+    (world.ws / "a.txt").write_text("needle\n")
+    result = await asyncio.wait_for(world.call("file_grep", query="needle"), BOUND)
+    assert result.content == "a.txt:1: needle"
