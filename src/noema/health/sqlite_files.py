@@ -76,8 +76,11 @@ def check_file(path: Path) -> None:
         raise DamagedDatabase(path, "it is not a regular file (a folder or a device is there)")
     if stat.st_size == 0:
         return
-    with path.open("rb") as source:
-        header = source.read(HEADER_BYTES)
+    try:
+        with path.open("rb") as source:
+            header = source.read(HEADER_BYTES)
+    except OSError as exc:
+        raise UnusableDatabase(path, f"{path} cannot be read ({exc.strerror})") from None
     if len(header) < HEADER_BYTES or not header.startswith(HEADER_MAGIC):
         raise DamagedDatabase(path, "its first bytes are not an SQLite header "
                                     "(the start of the file was overwritten or cut)")

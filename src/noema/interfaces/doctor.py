@@ -23,6 +23,7 @@ from ..health.salvage import Salvage, damaged_name, move_aside, salvage
 from ..health.sqlite_files import (
     DamagedDatabase,
     DiskFull,
+    UnusableDatabase,
     check_file,
     integrity_problems,
     opening,
@@ -110,7 +111,7 @@ def _database(path: Path, kind: Kind) -> Finding:
         return Finding(path, kind, (f"cannot be checked: {exc}",), unchecked=True)
     except DamagedDatabase as exc:
         problems = [exc.reason]
-    except sqlite3.DatabaseError as exc:
+    except (UnusableDatabase, sqlite3.DatabaseError) as exc:
         problems = [str(exc)]
     return Finding(path, kind, tuple(problems))
 
