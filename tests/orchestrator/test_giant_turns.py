@@ -28,6 +28,7 @@ from noema.orchestrator.context import (
     ContextTooSmall,
     build_context,
     check_history,
+    tools_tokens,
 )
 from noema.providers.anthropic_native import to_anthropic
 from noema.providers.base import (
@@ -266,19 +267,29 @@ def histories(draw) -> list[Turn]:
     return turns
 
 
+TOOL = ToolSpec("read_file", "Read a file of the workspace.",
+                {"type": "object", "properties": {"path": {"type": "string"}}})
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns=histories(), window=st.sampled_from([2_048, 4_096, 8_192, 32_768, 128_000]),
-       share=st.sampled_from([0.1, 0.25, 0.5]), prompt=st.sampled_from([10, 2_000, 12_000]))
-def test_every_built_request_fits_the_window_and_stays_valid(turns, window, share, prompt):
+       share=st.sampled_from([0.1, 0.25, 0.5]), prompt=st.sampled_from([10, 2_000, 12_000]),
+       tools=st.sampled_from([0, 3, 10]))
+def test_every_built_request_fits_the_window_and_stays_valid(turns, window, share, prompt, tools):
     limits = ContextLimits(window, giant_share=share)
-    built = build_context("be brief. " * prompt, turns, limits)
+    specs = (TOOL,) * tools
+    built = build_context("be brief. " * prompt, turns, limits, specs)
     check_wire(built.messages)
-    assert message_tokens(built.messages) <= built.tokens <= window - limits.answer_room
-    assert turns[-1].id not in built.left_out  # the newest turn is always sent
-    # What is left out is the oldest part, and everything else is shown, in order.
-    shown = [t.id for t in turns if t.id not in built.left_out]
+    sent = message_tokens(built.messages) + tools_tokens(specs)
+    assert sent <= built.tokens <= window - limits.answer_room
+    # Only the oldest turns are left out, never the newest; every other turn is sent.
     assert built.left_out == tuple(t.id for t in turns[: len(built.left_out)])
-    assert len(shown) + len(built.left_out) == len(turns)
+    assert turns[-1].id not in built.left_out
+    kept = turns[len(built.left_out) :]
+    results = [m for m in built.messages if m.role is MessageRole.TOOL]
+    assert [m.tool_call_id for m in results] == [t.call_id for t in kept if t.is_result]
+    users = sum(m.role is MessageRole.USER for m in built.messages)
+    assert users - sum(t.kind in (TurnKind.USER, TurnKind.NOTE) for t in kept) in (0, 1)
 
 
 @settings(max_examples=150, deadline=None)
