@@ -71,6 +71,14 @@ PHRASES = [
     ("el domingo a las 2:30", NOW, "2026-03-29T03:30:00+02:00"),
     ("mañana a las 2 y media", AUTUMN, "2026-10-25T02:30:00+02:00"),
     ("en 1 semana", NOW, "2026-04-03T15:30:00+02:00"),
+    # numbers in words
+    ("a las nueve de la noche", NOW, "2026-03-27T21:00:00+01:00"),
+    ("mañana a las once", NOW, "2026-03-28T11:00:00+01:00"),
+    ("a la una y media", NOW, "2026-03-28T01:30:00+01:00"),  # a bare hour: 24-hour clock
+    ("a la una y media de la tarde", NOW, "2026-03-28T13:30:00+01:00"),
+    ("en dos horas", NOW, "2026-03-27T17:30:00+01:00"),
+    ("in ten minutes", NOW, "2026-03-27T15:40:00+01:00"),
+    ("tomorrow at seven pm", NOW, "2026-03-28T19:00:00+01:00"),
 ]
 
 
@@ -109,7 +117,7 @@ def test_the_echo_names_weekday_date_time_and_zone() -> None:
 @pytest.mark.parametrize("phrase", [
     "", "someday", "blah at 9", "today at 8", "hoy a las 8", "2026-01-01T10:00",
     "in 20 minutes tomorrow", "at 25:00", "3 december 9999", "in 11 years", "at 13pm", "february 30", "tonight tomorrow",
-    "2026-13-01",
+    "2026-13-01", "at once",
 ])
 def test_unreadable_or_past_phrases_are_refused_with_advice(phrase: str) -> None:
     with pytest.raises(PhraseError) as caught:
@@ -145,6 +153,8 @@ RULES = [
     ("friday to monday at 7", "0 7 * * 5-6,0-1"),
     ("every monday to sunday at 9", "0 9 * * 1-6,0"),
     ("every 60 minutes", "0 * * * *"),
+    ("cada diez minutos", "*/10 * * * *"),
+    ("todos los días a las once", "0 11 * * *"),
     ("30 8 * * 1-5", "30 8 * * 1-5"),
 ]
 

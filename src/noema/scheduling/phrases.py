@@ -24,6 +24,8 @@ Accepted (any order, accents optional):
   hours are listed in `words`.
 
 The rules for what people leave unsaid:
+- A bare hour is read on the 24-hour clock: "a las 5" is 05:00; "a las 5 de
+  la tarde", "5pm" or "17:00" say the afternoon.
 - A time with no day is today if it is still ahead, else tomorrow.
 - A day with no time is at 09:00 (its part of the day's hour if one is named).
 - A weekday is the next one to come, never today: on a Friday, "el viernes"
@@ -184,13 +186,11 @@ _DELAY_UNITS: dict[str, float] = {
     "day": 86400, "dia": 86400,
     "week": 7 * 86400, "semana": 7 * 86400,
 }
-_AMOUNTS = {"a": 1, "an": 1, "one": 1, "un": 1, "una": 1, "uno": 1, "two": 2, "dos": 2,
-            "three": 3, "tres": 3, "half an": 0.5, "half a": 0.5, "media": 0.5, "medio": 0.5}
+_AMOUNTS = {"a": 1, "an": 1, "half an": 0.5, "half a": 0.5, "media": 0.5, "medio": 0.5}
 _DELAY = re.compile(
-    r"\b(?:in|en|dentro\s+de)\s+(?P<n>\d+(?:\.\d+)?|half\s+an?|an?|one|two|three|un|una|uno|"
-    r"dos|tres|media|medio)\s+(?P<unit>seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|"
-    r"segundos?|minutos?|horas?|dias?|semanas?)\b"
-    r"(?:\s+(?:and\s+a\s+half|y\s+media))?"
+    r"\b(?:in|en|dentro\s+de)\s+(?P<n>\d+(?:\.\d+)?|half\s+an?|an?|media|medio)\s+"
+    r"(?P<unit>seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|segundos?|minutos?|"
+    r"horas?|dias?|semanas?)\b(?:\s+(?:and\s+a\s+half|y\s+media))?"
 )
 _HALF = re.compile(r"\s+(?:and\s+a\s+half|y\s+media)\b")
 _COMPACT_DELAY = re.compile(r"\b(?:in|en|dentro\s+de)\s+(?P<d>(?:\d+(?:\.\d+)?[smhd])+)\b")

@@ -93,13 +93,30 @@ class TimeOfDay:
             raise PhraseError(f"{self.hour}:{self.minute:02d} is not a time of day")
 
 
+# Numbers written as words, read as digits ("a las nueve", "in two hours",
+# "cada diez minutos", "a la una"). Spanish "once" (11) only after "las":
+# in English "at once" is no time.
+NUMBER_WORDS: dict[str, int] = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
+    "thirty": 30, "forty five": 45,
+    "un": 1, "uno": 1, "una": 1, "dos": 2, "tres": 3, "cuatro": 4, "cinco": 5, "seis": 6,
+    "siete": 7, "ocho": 8, "nueve": 9, "diez": 10, "doce": 12, "quince": 15,
+    "veinte": 20, "treinta": 30, "cuarenta y cinco": 45,
+}
+_NUMBER_WORD = re.compile(
+    r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")\b")
+
+
 def normalise(text: str) -> str:
-    """Lower case, accents dropped, punctuation other than ':' '-' '/' '*' ',' as spaces."""
+    """Lower case, accents dropped, number words as digits, punctuation other
+    than ':' '-' '/' '*' ',' as spaces."""
     plain = "".join(c for c in unicodedata.normalize("NFKD", text.lower())
                     if not unicodedata.combining(c))
     plain = re.sub(r"[^\w:\-/*,.+]", " ", plain)
     plain = re.sub(r"(?<=\w)[.,](?=\s|$)", " ", plain)  # a sentence's commas and full stop
-    return " ".join(plain.split())
+    plain = re.sub(r"\blas\s+once\b", "las 11", " ".join(plain.split()))
+    return _NUMBER_WORD.sub(lambda m: str(NUMBER_WORDS[m.group(1)]), plain)
 
 
 def cut(text: str, match: re.Match[str]) -> str:
