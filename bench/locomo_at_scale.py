@@ -172,6 +172,7 @@ class Method:
     tallies: dict[int, Tally] = field(default_factory=lambda: defaultdict(Tally))
     times: list[float] = field(default_factory=list)
     left_out: int = 0  # queries that searched without some of their words
+    joined: int = 0  # queries with words searched only beside rarer ones
     narrowed: int = 0  # queries that searched only part of the history
 
     def report(self, name: str) -> None:
@@ -186,16 +187,16 @@ class Method:
         if ms:
             p50, p95 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.95))]
             print(f"  query time: p50 {p50:.2f} ms, p95 {p95:.2f} ms, max {ms[-1]:.1f} ms")
-        print(f"  queries with words left out: {self.left_out}; "
-              f"with a narrowed scope: {self.narrowed} (of {len(self.times)})")
+        print(f"  queries with words left out: {self.left_out}; with words joined to rarer "
+              f"ones: {self.joined}; with a narrowed scope: {self.narrowed} (of {len(self.times)})")
 
 
-def limits_of(result: object) -> tuple[bool, bool]:
-    """(words left out for cost, scope narrowed) for either plan's result."""
+def limits_of(result: object) -> tuple[bool, bool, bool]:
+    """(words left out for cost, words joined, scope narrowed) for either plan's result."""
     if hasattr(result, "unsearched"):
-        return bool(result.unsearched), result.searched_from is not None
-    costly = [w for w in result.dropped if w not in STOP_WORDS]
-    return bool(costly), bool(result.recent_only)
+        return bool(result.unsearched), bool(result.joined), result.searched_from is not None
+    costly = [w for w in result.dropped if w not in STOP_WORDS]  # the baseline's
+    return bool(costly), False, bool(result.recent_only)
 
 
 def evaluate(
@@ -216,8 +217,9 @@ def evaluate(
             methods[name].times.append(time.perf_counter() - started)
             ranked = [dialogue_of[f.turn.id] for f in result.hits if f.turn.id in dialogue_of]
             methods[name].tallies[int(item.get("category", 0))].add(evidence, ranked)
-            left_out, narrowed = limits_of(result)
+            left_out, joined, narrowed = limits_of(result)
             methods[name].left_out += left_out
+            methods[name].joined += joined
             methods[name].narrowed += narrowed
     for search in searches.values():
         search.close()

@@ -95,6 +95,7 @@ class SearchTuning:
     neighbour_decay: float = 0.5  # share lent by the nearest neighbour, halved per step
     stretch_gap_s: float = 6 * 3600  # turns further apart in time are not neighbours
     speaker_boost: float = 0.5  # a turn sent by someone the query names
+    name_weight: float = 1.0  # a name weighs at most this share of the least telling content word
     date_boost: float = 0.5  # a turn written on a date the query names
     common_share: float = 0.5  # a term in more than this share of turns tells nothing...
     common_min_turns: int = 1_000  # ...once there are enough turns for shares to mean something
@@ -431,7 +432,7 @@ class HistorySearch:
         idf = {t.expression: _idf(total, t.postings) for t in terms}
         content = [idf[t.expression] for t in terms if not t.name]
         if content:
-            cap = min(content)
+            cap = min(content) * self.tuning.name_weight
             for term in terms:
                 if term.name:
                     idf[term.expression] = min(idf[term.expression], cap)
