@@ -32,6 +32,7 @@ from ..perception.events import Urgency
 
 SCHEDULES_FILE = "schedules.db"
 MAX_REASON = 2000
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -132,6 +133,7 @@ class ScheduleStore:
                 if on_disk:
                     check_open(self.conn, self.path)
                 self.conn.executescript(_SCHEMA)
+                self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except BaseException:
             self.conn.close()
             raise
