@@ -14,11 +14,12 @@ files up to `QUICK_CHECK_MAX_BYTES`; `noema doctor` checks everything.
 from __future__ import annotations
 
 import errno
-import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from ..diskspace import free_bytes, full_message
 
 MIB = 1 << 20
 QUICK_CHECK_MAX_BYTES = 32 * MIB
@@ -49,17 +50,8 @@ class DiskFull(UnusableDatabase):
     """There is no room left to open or write the database."""
 
     def __init__(self, path: Path) -> None:
-        folder = path.parent
-        self.free = free_bytes(folder)
-        super().__init__(path, f"the disk holding {folder} is full ({self.free} bytes free)")
-
-
-def free_bytes(folder: Path) -> int:
-    """Bytes an unprivileged write could still use on the disk holding `folder`."""
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return 0
+        self.free = free_bytes(path.parent)
+        super().__init__(path, full_message(path.parent, self.free))
 
 
 def check_file(path: Path) -> None:

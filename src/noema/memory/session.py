@@ -13,13 +13,13 @@ again once there is room (SQLite needs no reopening).
 from __future__ import annotations
 
 import errno
-import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from ..diskspace import free_bytes, full_message, is_disk_full
 from .store import PREFIXED_COLUMNS, TurnStore, row_to_turn
 from .turns import Flag, NewTurn, Turn
 
@@ -33,17 +33,13 @@ class StorageFull(OSError):
     """The disk holding the agent's data is full: the write was refused whole."""
 
     def __init__(self, folder: Path, free: int | None = None) -> None:
-        free = _free_bytes(folder) if free is None else free
-        super().__init__(f"the disk holding {folder} is full ({free} bytes free); nothing was lost")
+        free = free_bytes(folder) if free is None else free
+        super().__init__(errno.ENOSPC, f"{full_message(folder, free)}; nothing was lost")
         self.folder = folder
         self.free = free
 
-
-def _free_bytes(folder: Path) -> int:
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return 0
+    def __str__(self) -> str:
+        return self.strerror
 
 
 @contextmanager
@@ -59,15 +55,7 @@ def _refused_when_full(folder: Path) -> Iterator[None]:
 
 def disk_full(exc: BaseException | None) -> bool:
     """Whether a failure comes from a full disk (SQLite's or the system's)."""
-    # SQLite may roll a transaction back by itself when the disk fills; the
-    # ROLLBACK that follows then fails too, and the full disk is its context.
-    while exc is not None:
-        if isinstance(exc, StorageFull) or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
-            return True
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            return True
-        exc = exc.__context__
-    return False
+    return isinstance(exc, StorageFull) or is_disk_full(exc)
 
 
 class Session:
