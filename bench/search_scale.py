@@ -68,10 +68,11 @@ def bench_size(size: int, queries_count: int = QUERIES, folder: Path = OUT) -> N
     run("plain FTS5 BM25, every word OR-ed", queries[:40],
         lambda q: store.search(plain_expression(q), limit=10))
     budgeted = sum(1 for r in results if r.recent_only)
-    dropped = sum(1 for r in results if r.dropped)
+    dropped = sum(1 for r in results if r.unsearched)
+    joined = sum(1 for r in results if r.joined)
     empty = sum(1 for r in results if not r.hits)
-    print(f"  queries: {len(results)}; with words left out {dropped}; "
-          f"searched only the latest turns {budgeted}; no hit {empty}")
+    print(f"  queries: {len(results)}; with words left out {dropped}; with words joined to "
+          f"rarer ones {joined}; searched only the latest turns {budgeted}; no hit {empty}")
     search.close()
     store.close()
 

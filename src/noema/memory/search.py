@@ -30,10 +30,12 @@ words does not. Each choice, and why:
   back, one bucket of about a budget's worth of postings at a time, until
   enough turns are found or the buckets allowed are spent; only then is the
   rest left unsearched, and the result says from when the search covered.
-- **Every candidate is scored with every word.** The best candidates by the
-  words they hold (weighted by rarity) are read whole and scored with BM25
-  over all query words, using the store's document counts; a word that
-  only helped to join still counts in the score.
+- **Every candidate is scored with every word it was found with.** Each
+  listed or joined word adds its inverse document frequency (from the
+  store's own counts), and the sum is saturated by the turn's length as
+  BM25 does, from the length the store already keeps: no text is read (the
+  best `scored` candidates cost one row lookup each), and a long tool result
+  holding every word of the dictionary does not crowd out a short answer.
 - **Honest limits.** What could not be searched is returned with the
   result (words joined to others, words left out, the period covered), so
   the model can search again more narrowly.
