@@ -151,7 +151,17 @@ def real(path: Path | str) -> Path:
 
 
 def _within(path: Path, folder: Path) -> bool:
-    return path == folder or path.is_relative_to(folder)
+    # On resolved paths a string prefix is the same test as Path.is_relative_to,
+    # at a tenth of the cost: the shell's masks ask this for every file.
+    inner, outer = str(path), str(folder)
+    return inner == outer or inner.startswith(outer if outer.endswith("/") else outer + "/")
+
+
+def _inside(path: Path, root: Path) -> PurePosixPath:
+    """`path` relative to `root`, which holds it ('.' for the root itself)."""
+    outer = str(root)
+    rest = str(path)[len(outer):].lstrip("/")
+    return PurePosixPath(rest) if rest else PurePosixPath(".")
 
 
 class AccessPolicy:
@@ -167,6 +177,11 @@ class AccessPolicy:
             raise ValueError("an access policy needs at least one root")
         self.roots = tuple(roots)
         self.deny = tuple(deny)
+        # Globs without '/' judge each name on its own; a walk meets the same
+        # names again and again, so their verdicts are kept.
+        self._name_globs = tuple(g for g in self.deny if "/" not in g and not g.startswith("~"))
+        self._path_globs = tuple(g for g in self.deny if g not in self._name_globs)
+        self._name_verdict = lru_cache(maxsize=65536)(self._first_name_glob)
         self.protected = tuple(real(p) for p in protected)
         for root in self.roots:
             for guarded in self.protected:
@@ -251,7 +266,7 @@ class AccessPolicy:
         root = self.root_of(resolved)
         if root is None:
             return "it is outside the folders you may use"
-        relative = PurePosixPath(resolved.relative_to(root.path).as_posix())
+        relative = _inside(resolved, root.path)
         refusal = _git_denial(relative)
         if refusal:
             return refusal
@@ -259,7 +274,7 @@ class AccessPolicy:
         if lexical is not None and lexical != resolved:
             lex_root = self.root_of(lexical)
             if lex_root is not None:
-                lex_rel = PurePosixPath(lexical.relative_to(lex_root.path).as_posix())
+                lex_rel = _inside(lexical, lex_root.path)
                 refusal = _git_denial(lex_rel)
                 if refusal:
                     return refusal
@@ -279,17 +294,21 @@ class AccessPolicy:
         return None
 
     def _matching_glob(self, relative: PurePosixPath, absolute: Path) -> str | None:
-        for glob in self.deny:
+        for glob in self._path_globs:
             if glob.startswith(("/", "~")):
                 pattern = os.path.expanduser(glob)
                 if _prefix_matches(PurePosixPath(absolute).parts, pattern, absolute=True):
                     return glob
-            elif "/" in glob:
-                if _prefix_matches(relative.parts, glob.strip("/"), absolute=False):
-                    return glob
-            elif any(fnmatchcase(part, glob) for part in relative.parts):
+            elif _prefix_matches(relative.parts, glob.strip("/"), absolute=False):
+                return glob
+        for part in relative.parts:
+            glob = self._name_verdict(part)
+            if glob:
                 return glob
         return None
+
+    def _first_name_glob(self, name: str) -> str | None:
+        return next((g for g in self._name_globs if fnmatchcase(name, g)), None)
 
     def summary(self) -> str:
         """What the agent may use, for refusals and tool descriptions."""
