@@ -62,6 +62,7 @@ import sqlite3
 import threading
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from zoneinfo import ZoneInfo
 
 from .queries import STOP_WORDS, date_spans, names_in
@@ -452,7 +453,8 @@ class HistorySearch:
             return {}
         tuning = self.tuning
         depth = tuning.scored * (tuning.filter_widening if kinds else 1)
-        rough = heapq.nlargest(depth, found, key=lambda i: (found[i], i))
+        # Ties go to the newer turn: each list arrives newest first.
+        rough = [i for i, _ in heapq.nlargest(depth, found.items(), key=itemgetter(1))]
         meta = self._meta(rough)
         if kinds is not None:  # the best of the wanted kinds join the best overall
             wanted = [i for i in rough if i in meta and meta[i].kind in kinds]
