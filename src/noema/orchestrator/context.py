@@ -241,11 +241,6 @@ def _parts(turns: Iterable[Turn], cap: int | None, *, sizing: bool = False) -> l
     return parts
 
 
-def turns_to_messages(turns: Iterable[Turn]) -> list[Message]:
-    """Session turns as chat messages, assistant pieces merged, nothing cut."""
-    return [part.message for part in _parts(turns, None)]
-
-
 CONTINUATION = NOTE_PREFIX + "The conversation continues from the chronicle above."
 
 
