@@ -87,9 +87,9 @@ _WORD = re.compile(r"[^\W_]+(?:\*)?|\"[^\"]+\"", re.UNICODE)
 class SearchTuning:
     """The few constants of the plan and the ranking; general choices, not fitted to any data set."""
 
-    listed_postings: int = 12_000  # turn IDs read for the rarest words of one query
-    joined_postings: int = 60_000  # seeks spent joining the common words to the listed ones
-    bucket_postings: int = 12_000  # a time bucket holds about this many postings of the words
+    listed_postings: int = 6_000  # turn IDs read for the rarest words of one query
+    joined_postings: int = 30_000  # seeks spent joining the common words to the listed ones
+    bucket_postings: int = 6_000  # a time bucket holds about this many postings of the words
     buckets: int = 4  # buckets searched, newest first, when every word is common
     scored: int = 1_000  # best candidates by their words, whose lengths are read for BM25
     candidates: int = 100  # best scored turns refined by the conversational signals
