@@ -40,6 +40,8 @@ def test_a_name_in_every_turn_does_not_hide_the_rarer_content_words(store):
     found = HistorySearch(store, SMALL).search("When did Ana say the violin lesson moved?")
     assert found.hits[0].turn.id == target.id
     assert "Ana" not in found.terms  # in every turn: a boost, not a word to search
+    alone = HistorySearch(store, SMALL).search("what did Ana say")
+    assert alone.hits and alone.searched_from is not None  # her newest turns, saying so
 
 
 def test_a_rare_name_joins_the_common_words_instead_of_replacing_them(store):

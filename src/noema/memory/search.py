@@ -165,8 +165,8 @@ def plan_query(terms: Sequence[Term], tuning: SearchTuning) -> Plan:
     rest = [t for t in ordered if t not in listed]
     boosts = tuple(t for t in rest if t.name)
     rest = [t for t in rest if not t.name]
-    if not listed:
-        return Plan((), (), tuple(rest), (), boosts)
+    if not listed:  # a query of nothing but a common name still searches for it
+        return Plan((), (), tuple(rest) or boosts, (), boosts if rest else ())
     joined: list[Term] = []
     unsearched: list[Term] = []
     seeks = 0
