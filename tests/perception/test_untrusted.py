@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from noema.perception.items import Discrete, StateValue, Utterance
 from noema.perception.packing import render_pool_event
-from noema.perception.untrusted import CLOSE, OPEN, SessionDelimiter, strip_invisible
+from noema.perception.untrusted import CLOSE, OPEN, SessionDelimiter, plain_words, strip_invisible
 
 from .conftest import event
 
@@ -103,3 +103,17 @@ def test_any_outside_text_keeps_the_envelope_shape(text, sender):
     assert len(_structure(rendered)) == 5
     assert rendered.count(D.token) == 6  # two pool marks, two in the preamble, two event marks
     assert not re.search("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]", rendered)
+
+
+@given(st.text(max_size=200))
+def test_plain_words_undo_the_marks_for_the_index(text):
+    marked = "\n".join([D.open("event", f"sender={D.attribute('the sys log')}"),
+                        D.datamark(text), D.close("event")])
+    plain = plain_words(marked)
+    assert D.token not in plain and OPEN not in plain and D.marker not in plain
+    assert plain.split() == ["event", "sender=\"the", "sys", "log\"",
+                             *D.neutralise(text).replace(D.marker, "^").split(), "event"]
+
+
+def test_plain_words_leave_unmarked_text_alone():
+    assert plain_words("a [b] c\td") == "a [b] c\td"

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..health import check_file, check_open, opening
+from ..perception.untrusted import DEFAULT_MARKER, OPEN, plain_words
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
 from .upkeep import IndexUpkeep, configure
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: outside text indexed without its datamarks
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
 
 _IMMUTABLE_COLUMNS = (
@@ -152,7 +153,13 @@ def own_text(turn: NewTurn | Turn) -> str:
 
 
 def searchable_text(turn: NewTurn | Turn) -> str:
-    """The text the full-text index sees for a turn: its own text and its sender."""
+    """The text the full-text index sees for a turn: its own text and its sender,
+    outside text without its datamarks so that its words can be found."""
+    return plain_words(_marked_searchable_text(turn))
+
+
+def _marked_searchable_text(turn: NewTurn | Turn) -> str:
+    # What stores of schema 1 indexed; a contentless index forgets a row by its text.
     if turn.sender and turn.kind is not TurnKind.TOOL_CALL:
         return f"{turn.content} {turn.sender}"
     return own_text(turn)
@@ -205,9 +212,13 @@ class TurnStore:
             check_open(self.conn, self.path)
         # executescript commits on its own, so the schema carries its own
         # transaction: a crash mid-creation leaves no half-made database.
-        self.conn.executescript(
-            f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-        )
+        found = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        self.conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+        if found < SCHEMA_VERSION:
+            with self.transaction() as db:
+                if found == 1:
+                    _index_outside_words(db)
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # -- transactions ---------------------------------------------------
 
@@ -445,6 +456,29 @@ class TurnStore:
         """Cycles that started and never ended (the process died in them)."""
         rows = self.conn.execute("SELECT id FROM cycles WHERE ended IS NULL ORDER BY id")
         return [int(r[0]) for r in rows]
+
+
+def _index_outside_words(db: sqlite3.Connection) -> None:
+    """Index again, without datamarks, the turns a store of schema 1 indexed marked.
+
+    Once per store, at open: one scan of the turns, and work only for those
+    that hold marks (delivered events, archive pages) or are compressed.
+    """
+    rows = db.execute(
+        f"SELECT {TURN_COLUMNS} FROM turns WHERE content_z IS NOT NULL"
+        " OR instr(content, ?) OR instr(content, ?) OR instr(arguments, ?)",
+        (DEFAULT_MARKER, OPEN, DEFAULT_MARKER),
+    ).fetchall()
+    for row in rows:
+        try:
+            turn = row_to_turn(row)
+        except (zlib.error, UnicodeDecodeError, ValueError):
+            continue  # a garbled turn stays stored, unsearchable
+        old, new = _marked_searchable_text(turn), searchable_text(turn)
+        if old != new:
+            db.execute("INSERT INTO turns_fts (turns_fts, rowid, body) VALUES ('delete', ?, ?)",
+                       (turn.id, old))
+            db.execute("INSERT INTO turns_fts (rowid, body) VALUES (?, ?)", (turn.id, new))
 
 
 def row_to_turn(row: Sequence) -> Turn:

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 OPEN = "⟦"
 CLOSE = "⟧"
 DEFAULT_MARKER = "ˆ"
+# An envelope mark as `SessionDelimiter.open`/`close` write it: the kind, the
+# session's token, then attributes. Outside text never holds a bracket.
+_MARK = re.compile(f"{OPEN}(/?)([^\\s{CLOSE}]*) [0-9a-f]{{8,32}}([^{CLOSE}]*){CLOSE}")
 
 # Characters that render as nothing but are not in the format/control
 # categories: variation selectors, Hangul fillers, the combining grapheme
@@ -109,3 +112,16 @@ class SessionDelimiter:
         if len(clean) > limit:
             clean = clean[: limit - 1] + "…"
         return '"' + clean.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def plain_words(text: str, marker: str = DEFAULT_MARKER) -> str:
+    """Marked text as plain words, for a full-text index: datamarks become
+    spaces and envelope marks lose their brackets and session token.
+
+    A datamarked log line is one long token to a tokenizer, so its words
+    could never be searched; the model still reads the marked text, only
+    the index sees this one. Text with no marks comes back unchanged.
+    """
+    if OPEN in text:
+        text = _MARK.sub(lambda m: f" {m.group(2)}{m.group(3)} ", text)
+    return text.replace(marker, " ") if marker in text else text
