@@ -118,5 +118,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--smoke", action="store_true", help="small sizes: checks the script runs")
     options = parser.parse_args()
+    if options.smoke:
+        options.files, options.rounds = 400, 10  # the written file lies in the 8th folder
     asyncio.run(main(options.files, options.rounds))

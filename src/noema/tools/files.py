@@ -68,7 +68,9 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         store = versions.store_for(target.root)
         note = ChangeNote("agent", summary, ctx.turn_id, tool_name)
         with store.change(note, [str(target.relative)]) as recorded:
-            fsafe.atomic_write(target.root.path, target.relative, data)
+            fsafe.atomic_write(
+                target.root.path, target.relative, data, allow_hard_links=files.allow_hard_links
+            )
         return recorded
 
     def writable(path: str) -> Target:

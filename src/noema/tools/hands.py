@@ -53,7 +53,10 @@ def build_hands(
     policy = AccessPolicy.from_settings(settings.files, paths)
     for root in policy.writable_roots:
         root.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    versions = Versions.of_agent(policy, settings.files.deny, paths, watch_changes=watch_changes)
+    versions = Versions.of_agent(
+        policy, settings.files.deny, paths,
+        watch_changes=watch_changes, allow_hard_links=settings.files.allow_hard_links,
+    )
     sandbox = Sandbox(settings.shell)
     gate = ApprovalGate(settings.autonomy, approver)
     raw = file_tools(policy, versions, settings.files) + shell_tools(
