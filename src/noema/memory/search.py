@@ -80,6 +80,10 @@ ROLE_KINDS: dict[str, frozenset[TurnKind]] = {
     "note": frozenset({TurnKind.NOTE}),
 }
 
+COUNT_STALENESS = 0.01  # a kept document count serves until the store grows by this share
+MAX_KEPT_COUNTS = 20_000  # stems whose counts are kept; past this, start afresh
+PASSAGE_CHARS = 4_000  # of a long turn, the stretch a snippet is looked for in
+
 _WORD = re.compile(r"[^\W_]+(?:\*)?|\"[^\"]+\"", re.UNICODE)
 
 
@@ -216,6 +220,7 @@ class HistorySearch:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._counts: dict[str, tuple[int, int]] = {}  # stem -> (turns holding it, store size then)
         self._scratch = sqlite3.connect(":memory:", check_same_thread=False)
         self._scratch.executescript(
             f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZER}');"
@@ -265,7 +270,8 @@ class HistorySearch:
             chosen = self._filter(ranked, kinds, since, until, limit)
             turns = {t.id: t for t in self.store.get_many(i for i, _ in chosen)}
             expression = " OR ".join(t.expression for t in searched)
-            snippets = self._snippets(expression, [turns[i] for i, _ in chosen if i in turns])
+            stems = [stem for t in searched for stem in t.stems]
+            snippets = self._snippets(expression, [turns[i] for i, _ in chosen if i in turns], stems)
             start = gathered.searched_from
             start_ts = self._ts_of(start) if start is not None else None
         hits = tuple(
@@ -313,7 +319,8 @@ class HistorySearch:
             if not stems:
                 return None
             phrase = " ".join(w.strip("*") for w in words)
-            count = min(self._postings(s) for s in stems)
+            telling = [w for w in stems if w not in STOP_WORDS] or stems  # "the" costs most to count
+            count = min(self._postings(w) for w in telling)
             return Term(piece, f'"{phrase}"', count, stems)
         word = piece.rstrip("*")
         stems = tuple(self._stems(word))
@@ -335,10 +342,22 @@ class HistorySearch:
         return [r[0] for r in rows]
 
     def _postings(self, stem: str) -> int:
+        """Turns holding `stem`. FTS5 counts them by walking the term's postings,
+        milliseconds for a common word in a large store, so a count is kept
+        until the store has grown by COUNT_STALENESS since it was taken: the
+        plan needs magnitudes, not exact figures."""
+        size = self.store.last_id()
+        kept = self._counts.get(stem)
+        if kept is not None and size - kept[1] <= size * COUNT_STALENESS:
+            return kept[0]
         row = self.store.conn.execute(
             "SELECT doc FROM temp.turns_vocab WHERE term = ?", (stem,)
         ).fetchone()
-        return int(row[0]) if row else 0
+        count = int(row[0]) if row else 0
+        if len(self._counts) >= MAX_KEPT_COUNTS:
+            self._counts.clear()
+        self._counts[stem] = (count, size)
+        return count
 
     def _prefix_postings(self, stem: str) -> int:
         rows = self.store.conn.execute(
@@ -550,13 +569,13 @@ class HistorySearch:
                 break
         return chosen
 
-    def _snippets(self, expression: str, turns: Sequence[Turn]) -> dict[int, str]:
+    def _snippets(self, expression: str, turns: Sequence[Turn], stems: Sequence[str]) -> dict[int, str]:
         if not turns:
             return {}
         db = self._scratch
         db.executemany(
             "INSERT INTO hits (rowid, body) VALUES (?, ?)",
-            [(t.id, own_text(t)) for t in turns],
+            [(t.id, _passage(own_text(t), stems)) for t in turns],
         )
         try:
             rows = db.execute(
@@ -570,6 +589,18 @@ class HistorySearch:
             if turn.id not in found:
                 found[turn.id] = excerpt(own_text(turn))
         return found
+
+
+def _passage(text: str, stems: Sequence[str]) -> str:
+    """The stretch of a long text where a snippet will come from: around the first
+    place a query word seems to occur (a stem is most often a prefix of its
+    words), so that a hit the size of a book is not tokenized whole for ten words."""
+    if len(text) <= PASSAGE_CHARS:
+        return text
+    folded = text.casefold()
+    places = [at for at in (folded.find(stem) for stem in stems) if at >= 0]
+    start = max(0, min(places) - PASSAGE_CHARS // 4) if places else 0
+    return text[start : start + PASSAGE_CHARS]
 
 
 def _idf(total: int, postings: int) -> float:
