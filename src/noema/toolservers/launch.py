@@ -1,0 +1,146 @@
+"""How a configured MCP server is reached: the SDK's transport for it, with
+secrets filled in and, for a stdio server, its program under bubblewrap.
+
+A sandboxed server sees what a shell command sees (the system read-only, the
+roots of `[files]` with secrets and the agent's data masked, no network
+unless allowed), with the roots read-only unless the server's `workspace`
+setting says otherwise, plus the folders it names in `read_only`. It gets
+none of the agent's environment: only the variables configured for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx2
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..paths import AgentPaths
+from ..security.masks import Masker
+from ..security.policy import AccessPolicy
+from ..security.sandbox import Layout, Sandbox, SandboxUnavailable, bwrap_argv, sandbox_env
+from ..security.settings import FilesSettings, ShellSettings
+from .settings import ServerSettings, fill_secrets
+
+Streams = tuple[Any, Any]  # the SDK's (read stream, write stream)
+
+
+class LaunchError(Exception):
+    """A server cannot be started as configured; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Surroundings:
+    """What the agent lends its servers: secrets, and the folders a sandboxed one may see."""
+
+    secrets: Mapping[str, str]
+    shell: ShellSettings
+    policy: AccessPolicy | None = None  # None: no roots are visible to a sandboxed server
+    agent_data: Path | None = None  # masked even where a root holds it
+
+    @classmethod
+    def of_agent(
+        cls, files: FilesSettings, shell: ShellSettings, paths: AgentPaths,
+        secrets: Mapping[str, str],
+    ) -> Surroundings:
+        """The surroundings of one agent, from its settings and secrets."""
+        return cls(secrets, shell, AccessPolicy.from_settings(files, paths), paths.agents_dir)
+
+
+def server_layout(server: ServerSettings, around: Surroundings) -> Layout:
+    """What a sandboxed stdio server may see (walks the roots: call in a thread)."""
+    extra = tuple(Path(os.path.realpath(os.path.expanduser(p))) for p in server.read_only)
+    policy = around.policy
+    if policy is None:
+        return Layout(Path("/tmp"), (), extra, network=server.network)
+    scan = Masker(policy, around.agent_data or Path("/nonexistent")).scan()
+    roots = tuple(r.path for r in policy.roots)
+    writable = tuple(r.path for r in policy.writable_roots) if server.workspace == "read-write" else ()
+    readonly = tuple(r for r in roots if r not in writable) + extra
+    return Layout(
+        policy.workspace.path, writable, readonly, hidden=scan.hidden,
+        network=server.network, frozen=scan.frozen,
+    )
+
+
+def _filled(values: Mapping[str, str], around: Surroundings, where: str) -> dict[str, str]:
+    try:
+        return {k: fill_secrets(v, dict(around.secrets), f"{where}.{k}") for k, v in values.items()}
+    except KeyError as exc:
+        raise LaunchError(exc.args[0]) from None
+
+
+async def stdio_parameters(server: ServerSettings, around: Surroundings) -> StdioServerParameters:
+    """The program the SDK starts for a stdio server: under bubblewrap when sandboxed."""
+    assert server.command is not None  # the settings insist on it for stdio
+    env = _filled(server.env, around, f"mcp.servers.{server.name}.env")
+    if not server.sandboxed:
+        # The person's own tools and home: the SDK passes only the variables
+        # it deems safe (PATH, HOME...), so the agent's keys stay out unless
+        # named in `env`.
+        return StdioServerParameters(command=server.command, args=list(server.args), env=env)
+    layout = await asyncio.to_thread(server_layout, server, around)
+    shell = around.shell.model_copy(update={"sandbox": "bubblewrap"})
+    try:
+        await Sandbox(shell).check(layout)
+    except SandboxUnavailable as exc:
+        raise LaunchError(
+            f"{exc} (or set sandbox = false for MCP server {server.name!r})"
+        ) from None
+    program = shutil.which(shell.bwrap_path) or shell.bwrap_path
+    command = _visible_program(server.command, layout)
+    argv = bwrap_argv(program, layout, [command, *server.args], tmp_mb=shell.memory_mb)
+    # The SDK merges its own defaults (HOME, PATH, USER...) under these; the
+    # sandbox's values win, so nothing of the agent's home leaks in.
+    return StdioServerParameters(
+        command=argv[0], args=argv[1:], env=sandbox_env() | env, cwd=str(layout.workdir)
+    )
+
+
+def _visible_program(command: str, layout: Layout) -> str:
+    """The program as the sandbox will find it: a bare name is looked up on the
+    sandbox's PATH now, so a missing one is reported plainly rather than as
+    bubblewrap's exit code."""
+    if "/" in command:
+        return command
+    found = shutil.which(command, path=sandbox_env()["PATH"])
+    return found or command
+
+
+def transport(
+    server: ServerSettings, around: Surroundings, errlog: IO[str]
+) -> AbstractAsyncContextManager[Streams]:
+    """The SDK transport (an async context manager of the stream pair) for a server."""
+    if server.transport == "http":
+        return _http(server, around)
+    return _stdio(server, around, errlog)
+
+
+@asynccontextmanager
+async def _stdio(server: ServerSettings, around: Surroundings, errlog: IO[str]) -> AsyncIterator[Streams]:
+    parameters = await stdio_parameters(server, around)
+    try:
+        async with stdio_client(parameters, errlog=errlog) as streams:
+            yield streams
+    except FileNotFoundError as exc:
+        raise LaunchError(f"the program {exc.filename or server.command!r} was not found") from None
+
+
+@asynccontextmanager
+async def _http(server: ServerSettings, around: Surroundings) -> AsyncIterator[Streams]:
+    assert server.url is not None  # the settings insist on it for http
+    headers = _filled(server.headers, around, f"mcp.servers.{server.name}.headers")
+    # The SDK's own defaults: a response stream may stay open a long time.
+    timeout = httpx2.Timeout(30, read=300)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
+        async with streamable_http_client(server.url, http_client=client) as streams:
+            yield streams
+
