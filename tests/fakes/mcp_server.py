@@ -12,9 +12,10 @@ import argparse
 import asyncio
 import base64
 import os
+import socket
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import (
     EmbeddedResource,
     ImageContent,
@@ -91,6 +92,22 @@ def read(path: str) -> str:
         return Path(path).read_text()
     except OSError as exc:
         return f"cannot read: {type(exc).__name__}"
+
+
+@server.tool(annotations=READ_ONLY)
+def connect(port: int) -> str:
+    """Whether a TCP connection to 127.0.0.1:port can be made from here."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            return "connected"
+    except OSError as exc:
+        return f"cannot connect: {type(exc).__name__}"
+
+
+@server.tool(annotations=READ_ONLY)
+def header(name: str, ctx: Context) -> str:
+    """The value of one header of this HTTP request ("(none)" when absent)."""
+    return (ctx.headers or {}).get(name, "(none)")
 
 
 @server.tool(annotations=READ_ONLY)

@@ -60,14 +60,14 @@ class Agent:
         self.registry = registry
         self.token = servers.delimiter.token
 
-    async def call(self, name: str, **arguments) -> ToolResult:
+    async def call(self, tool: str, /, **arguments) -> ToolResult:
         number = next(_ids)
         ctx = ToolContext(f"call-{number}", number, 1)
-        return await self.registry.call(ToolCall(ctx.call_id, name, json.dumps(arguments)), ctx)
+        return await self.registry.call(ToolCall(ctx.call_id, tool, json.dumps(arguments)), ctx)
 
-    async def text(self, name: str, **arguments) -> str:
+    async def text(self, tool: str, /, **arguments) -> str:
         """The content of a call that must succeed, without its envelope."""
-        result = await self.call(name, **arguments)
+        result = await self.call(tool, **arguments)
         assert not result.is_error, result.content
         return inside(result.content, self.token)
 
@@ -310,6 +310,7 @@ async def test_a_server_over_streamable_http(http_server):
         refused = await agent.call("web__write_note", text="x")
         assert refused.is_error and "declined" in refused.content
         assert await agent.text("web__calls") == "2"
+        assert await agent.text("web__header", name="x-token") == "s3cret"  # the secret, filled in
 
 
 async def test_a_header_naming_a_missing_secret_says_which(http_server):
@@ -340,6 +341,10 @@ async def test_a_sandboxed_server_sees_the_workspace_and_nothing_else(tmp_path):
             said = await agent.text("t__read", path=str(hidden))
             assert said.startswith("cannot read"), hidden
         assert await agent.text("t__read", path=str(FAKE)) != ""  # what it was lent, it sees
+        with socket.create_server(("127.0.0.1", 0)) as listening:
+            port = listening.getsockname()[1]
+            said = await agent.text("t__connect", port=port)
+            assert said.startswith("cannot connect"), said  # no network unless allowed
 
 
 # -- noema config check -----------------------------------------------------------------
