@@ -21,8 +21,9 @@ is blocked), and never more than `flush_every` of them (1000 by default).
 The same transaction commits what the archive keeps beside the events, each
 part in its own module: the fate of every event (`perception.deliveries`),
 the sensors' places in their sources (`perception.bookmarks`) and their
-declarations (`perception.declarations`). `SensoryArchive` is the one door
-to all of them.
+declarations (`perception.declarations`), and the full-text index of the
+events' words (`perception.archive_index`), so an acknowledged event can be
+found by `search`. `SensoryArchive` is the one door to all of them.
 
 Events are never edited or deleted, nor are settled deliveries (triggers
 refuse it). One process writes an archive.
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..health import check_file, check_open, opening
-from . import bookmarks, declarations, deliveries
+from . import archive_index, bookmarks, declarations, deliveries
 from .bookmarks import ArchiveBookmark, Bookmarks
 from .declarations import Declarations
 from .deliveries import DeliveryRecords, PendingDelivery, Run, complement
@@ -49,7 +50,7 @@ from .events import Event, Payload, SensorInfo
 SILENCED_BUCKET = "silenced"
 DEFAULT_FLUSH_EVERY = 1000
 MAX_PAGE = 200
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the full-text index of events
 _REPLAY_PAGE = 500
 _BATCH_ID = re.compile(r"^b(\d{1,18})$")
 
@@ -114,6 +115,28 @@ class ArchivePage:
     events: tuple[Event, ...]
     matching: int  # events at or after the offset that pass the filter
     next_offset: int | None  # where the next page starts, if any
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveHit:
+    """One event found by words, with its batch and its BM25 score (lower is better)."""
+
+    batch: BatchInfo
+    event: Event
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    """Events found by words, best first, from a rank on."""
+
+    hits: tuple[ArchiveHit, ...]
+    offset: int  # the rank of the first hit, 0 for the best
+    ranked: int  # matches ranked in all
+    next_offset: int | None  # where the next page starts, if any
+    older_unranked: bool  # more matches exist, older than the ones ranked
+    unindexed: int  # older events not indexed yet, so not searched
+    any_word: bool  # no event holds every word; these hold some of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +214,11 @@ class SensoryArchive:
             self.conn.close()
             raise
         self._next_batch = (last or 0) + 1
+        # An archive from before the full-text index: index it, a bounded
+        # amount now and the rest with the group commits and searches.
+        self._backfilling = archive_index.backfill_pending(self.conn)
+        if self._backfilling:
+            self._backfilling = not archive_index.backfill(self.conn, archive_index.OPEN_BUDGET_S)
         self._open: dict[tuple[str, str], _Open] = {}
         self._by_number: dict[int, _Open] = {}
         self._rows: list[tuple] = []
@@ -245,6 +273,9 @@ class SensoryArchive:
             self._write(self.conn)
             for part in self._parts:
                 part.write(self.conn)
+            indexed_all = not self._backfilling or archive_index.backfill_step(
+                self.conn, archive_index.COMMIT_CHUNK)
+        self._backfilling = not indexed_all
         self.committed += len(self._rows)
         self._rows = []
         self._dirty = {}
@@ -257,6 +288,7 @@ class SensoryArchive:
             " received_at, key, text, payload) VALUES (?,?,?,?,?,?,?,?,?,?)",
             self._rows,
         )
+        archive_index.add(db, self._rows)
         db.executemany(
             "INSERT INTO batches (id, channel, bucket, opened_at, sealed_at, size, dropped,"
             " settled) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
@@ -410,6 +442,46 @@ class SensoryArchive:
         following = rows[limit][0] if len(rows) > limit else None
         return ArchivePage(info, events, matching.fetchone()[0], following)
 
+    def search(
+        self,
+        query: str,
+        *,
+        channel: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        offset: int = 0,
+        limit: int = 20,
+    ) -> SearchPage:
+        """Events whose text, sender, key or data hold the words of `query`, best
+        first (see `archive_index`), on channels matching the glob `channel`,
+        arrived between `since` and `until`, from rank `offset`, at most `limit`.
+
+        Raises ValueError for a query with no word or a negative offset.
+        """
+        if offset < 0:
+            raise ValueError("offset cannot be negative")
+        limit = max(1, min(limit, MAX_PAGE))
+        self.flush()
+        if self._backfilling:
+            self._backfilling = not archive_index.backfill(
+                self.conn, archive_index.SEARCH_BUDGET_S)
+        found = archive_index.search(self.conn, query, channel=channel, since=since, until=until)
+        page = found.places[offset : offset + limit]
+        infos = {n: self.batch(f"b{n}") for n in archive_index.places_by_batch(page)}
+        hits = []
+        for number, seq, score in page:
+            row = self.conn.execute(
+                "SELECT seq, id, sender, authorised, occurred_at, received_at, key, text,"
+                " payload FROM events WHERE batch = ? AND seq = ?", (number, seq),
+            ).fetchone()
+            hits.append(ArchiveHit(infos[number], _row_event(infos[number], row), score))
+        following = offset + len(page)
+        return SearchPage(
+            tuple(hits), offset, len(found.places),
+            following if following < len(found.places) else None,
+            found.window_full, found.unindexed, found.any_word,
+        )
+
     def counts(self) -> dict[str, ChannelArchiveCounts]:
         """Per channel, events stored and how many of them were dropped at the gate."""
         self.flush()
@@ -446,6 +518,7 @@ def _create(conn: sqlite3.Connection) -> None:
         for script in (_LATER, deliveries.SCHEMA, declarations.SCHEMA, bookmarks.SCHEMA):
             for statement in _statements(script):
                 conn.execute(statement)
+        archive_index.create(conn)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -12,11 +12,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, tzinfo
 
 from ..tools.registry import Tool, ToolContext, ToolError, tool
-from .archive import ArchivePage, SensoryArchive, UnknownBatch
-from .clock import Clock
+from .archive import ArchivePage, SearchPage, SensoryArchive, UnknownBatch
+from .clock import Clock, wall_clock
 from .events import Nature, SensorInfo
+from .moments import read_moment
 from .pipeline import ChannelStatus, Pipeline
-from .timefmt import clock_time, format_duration, parse_duration
+from .timefmt import clock_time, format_duration, full_time, parse_duration
 from .treatments import UnknownChannel
 from .untrusted import SessionDelimiter
 
@@ -40,7 +41,7 @@ def perception_tools(
 ) -> list[Tool]:
     """Every perception tool, bound to one agent's pipeline."""
     return [
-        lookup_tool(pipeline.archive, delimiter, tz),
+        lookup_tool(pipeline.archive, delimiter, tz, clock),
         *control_tools(pipeline, clock, tz, source_problem),
         pool_event_tool(pending),
     ]
@@ -68,35 +69,94 @@ def pool_event_tool(pending: Pending) -> Tool:
     return pool_event
 
 
-def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo = UTC) -> Tool:
-    """`lookup_sensory_archive`: page through the raw events of a batch."""
+def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo = UTC,
+                clock: Clock = wall_clock) -> Tool:
+    """`lookup_sensory_archive`: page through a batch, or search every raw event by words."""
 
     @tool(side_effects=False)
     def lookup_sensory_archive(
         ctx: ToolContext,
-        batch_id: str,
+        batch_id: str | None = None,
         offset: int = 0,
         limit: int = 20,
         filter: str | None = None,
+        query: str | None = None,
+        channel: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> str:
-        """Read raw events kept in the sensory archive, for example the ones a
-        condensed package left out ("… 148 more: batch b12 offsets 1–148").
+        """Read raw events kept in the sensory archive: page through a batch, for
+        example the events a condensed package left out ("… 148 more: batch b12
+        offsets 1–148"), or search every event ever perceived by its words, even
+        those that reached you only as a count.
 
         Args:
-            batch_id: the batch named in the package, like "b12".
-            offset: position in the batch to start from (0 is its first event).
+            batch_id: the batch to page through, as named in a package, like "b12".
+            offset: where to start: a position in the batch, or a rank in the search results.
             limit: how many events to return, at most 200.
-            filter: only events whose text, sender or key contains this (case-insensitive).
+            filter: with batch_id, only events whose text, sender or key contains this.
+            query: search by words instead (all of them, or any if no event has all;
+                "quoted words" as a phrase), best matches first.
+            channel: with query, only channels matching this name or pattern ("log.*").
+            since: with query, only events that arrived from then on: an ISO date or
+                time, "yesterday", "last tuesday", "el martes", "3 days ago".
+            until: with query, only events that arrived until then; a day means its end.
         """
+        if (batch_id is None) == (query is None):
+            raise ToolError("give batch_id to page through a batch, or query to search "
+                            "by words (not both)")
         try:
+            if query is not None:
+                if filter is not None:
+                    raise ValueError("filter goes with batch_id; put the words in query")
+                now = clock()
+                start = read_moment(since, now, tz, end_of_day=False) if since else None
+                end = read_moment(until, now, tz, end_of_day=True) if until else None
+                found = archive.search(query, channel=channel, since=start, until=end,
+                                       offset=offset, limit=limit)
+                return render_search(found, delimiter, tz, query)
+            if channel or since or until:
+                raise ValueError("channel, since and until go with query")
+            assert batch_id is not None
             page = archive.lookup(batch_id, offset, limit, filter)
-        except UnknownBatch as exc:
-            raise ToolError(str(exc)) from None
-        except ValueError as exc:
+        except (UnknownBatch, ValueError) as exc:
             raise ToolError(str(exc)) from None
         return render_page(page, delimiter, tz, filter)
 
     return lookup_sensory_archive
+
+
+def render_search(found: SearchPage, d: SessionDelimiter, tz: tzinfo, query: str) -> str:
+    """Search results as the model reads them, outside text inside the envelope."""
+    asked = d.datamark(query)
+    if not found.hits:
+        lines = [f'No archived event matches "{asked}" here.' if not found.offset else
+                 f"No more events match: all {found.ranked} were shown."]
+    else:
+        first, last = found.offset + 1, found.offset + len(found.hits)
+        some = " (no event holds every word; these hold some)" if found.any_word else ""
+        lines = [f'Events matching "{asked}"{some}, best first: {first}–{last} of {found.ranked}.']
+    if found.older_unranked:
+        lines.append(f"Only the newest {found.ranked} matches were ranked; give since/until "
+                     "or a channel to reach older ones.")
+    if found.unindexed:
+        lines.append(f"{found.unindexed} older events are still being indexed and were not "
+                     "searched; try again shortly.")
+    if not found.hits:
+        return "\n".join(lines)
+    lines.append(d.open("archive", "search"))
+    for hit in found.hits:
+        e = hit.event
+        who = f"{d.attribute(e.sender)} authorised={'yes' if e.authorised else 'no'}"
+        lines.append(f"{e.batch_id}#{e.batch_seq} {e.channel} [{full_time(e.occurred_at, tz)}] "
+                     f"{who}: {d.datamark(e.text)}")
+        if len(e.payload):
+            lines.append(f"data: {d.datamark(e.payload.to_json())}")
+    lines.append(d.close("archive"))
+    if found.next_offset is not None:
+        lines.append(f"More: call again with offset={found.next_offset}.")
+    lines.append("Page around an event with batch_id and offset.")
+    return "\n".join(lines)
 
 
 def render_page(
