@@ -90,6 +90,7 @@ class WebServer:
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Callable[[dict, bytes], Reply]] = {}
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.last_query: dict[str, str] = {}  # the query parameters of the latest request
         self.huge_bytes_sent = 0
         self.release = threading.Event()  # ends a stalled response
         self._server: ThreadingHTTPServer | None = None
@@ -134,6 +135,7 @@ class WebServer:
         body = handler.rfile.read(length) if length else b""
         self.requests.append((method, parts.path, dict(handler.headers.items()), body))
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        self.last_query = query
         if parts.path == "/huge":
             return self._huge(handler)
         if parts.path == "/stall":
