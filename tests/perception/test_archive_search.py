@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -13,6 +15,7 @@ from noema.perception import archive_index
 from noema.perception.archive import SensoryArchive
 from noema.perception.clock import ManualClock
 from noema.perception.events import Event
+from noema.perception.moments import read_moment
 from noema.perception.packing import render_pool_event
 from noema.perception.pipeline import Pipeline
 from noema.perception.tools import perception_tools
@@ -225,3 +228,37 @@ async def test_nothing_found_is_said_plainly(senses):
     pipeline.ingest(event("files", "a file changed", at=T0), T0)
     result = await call(registry, query="volcano")
     assert result.content == 'No archived event matches "volcano" here.'
+
+
+def test_older_matches_beyond_the_ranked_window_are_said(archive, monkeypatch):
+    monkeypatch.setattr(archive_index, "RANK_WINDOW", 5)
+    for i in range(8):
+        _archived(archive, "log.app", f"disk check {i}", T0 + i)
+    newest = archive.search("disk")
+    assert newest.older_unranked and newest.ranked == 5
+    assert {h.event.text for h in newest.hits} == {f"disk check {i}" for i in range(3, 8)}
+    older = archive.search("disk", until=T0 + 2)
+    assert not older.older_unranked and older.ranked == 3
+
+
+MADRID = ZoneInfo("Europe/Madrid")
+WEDNESDAY_NOON = datetime(2026, 3, 25, 12, 0, tzinfo=MADRID).timestamp()
+
+
+@pytest.mark.parametrize("words, since, until", [
+    ("last tuesday", "2026-03-24 00:00", "2026-03-24 23:59"),
+    ("el martes pasado", "2026-03-24 00:00", "2026-03-24 23:59"),
+    ("el miércoles", "2026-03-18 00:00", "2026-03-18 23:59"),  # today is Wednesday
+    ("ayer", "2026-03-24 00:00", "2026-03-24 23:59"),
+    ("today", "2026-03-25 00:00", "2026-03-25 23:59"),
+    ("2026-03-01", "2026-03-01 00:00", "2026-03-01 23:59"),
+    ("2026-03-24T09:30", "2026-03-24 09:30", "2026-03-24 09:30"),
+    ("2h", "2026-03-25 10:00", "2026-03-25 10:00"),
+    ("hace 3 horas", "2026-03-25 09:00", "2026-03-25 09:00"),
+    ("1 week ago", "2026-03-18 12:00", "2026-03-18 12:00"),
+])
+def test_past_moments_are_read_in_english_and_spanish(words, since, until):
+    def shown(moment: float) -> str:
+        return datetime.fromtimestamp(moment, MADRID).strftime("%Y-%m-%d %H:%M")
+    assert shown(read_moment(words, WEDNESDAY_NOON, MADRID, end_of_day=False)) == since
+    assert shown(read_moment(words, WEDNESDAY_NOON, MADRID, end_of_day=True)) == until

@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS events_fts_backfill (
 );
 """
 
-RANK_WINDOW = 10_000  # newest matches ranked by one search
+RANK_WINDOW = 2_000  # newest matches ranked by one search: 10 pages of the largest
 OPEN_BUDGET_S = 1.0  # indexing an older archive at open, before the agent starts
 SEARCH_BUDGET_S = 0.5  # indexing an older archive before a search
 COMMIT_CHUNK = 2_000  # older events indexed with each group commit
