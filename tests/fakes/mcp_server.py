@@ -105,6 +105,12 @@ def connect(port: int) -> str:
 
 
 @server.tool(annotations=READ_ONLY)
+def variable(name: str) -> str:
+    """The value of one environment variable of this process ("(unset)" when absent)."""
+    return os.environ.get(name, "(unset)")
+
+
+@server.tool(annotations=READ_ONLY)
 def header(name: str, ctx: Context) -> str:
     """The value of one header of this HTTP request ("(none)" when absent)."""
     return (ctx.headers or {}).get(name, "(none)")

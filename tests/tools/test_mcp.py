@@ -27,6 +27,7 @@ from noema.security.approvals import ApprovalRequest
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 from noema.toolservers import McpSettings, ServerSettings, Surroundings, ToolServers, describe_servers
 from noema.toolservers.tools import tool_name
+from noema.tools.builtin import time_tools
 from noema.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.security.world import BWRAP
 
@@ -237,6 +238,30 @@ async def test_images_and_resources_are_summarised(calc):
     assert "[image, image/png, 2 KiB, not shown]" in text
     assert "[resource <file:///report.txt>]\nquarterly numbers" in text
     assert "AAAA" not in text
+
+
+async def test_a_server_gets_the_variables_configured_for_it_and_none_of_the_agents(monkeypatch):
+    monkeypatch.setenv("NOEMA_TEST_KEY", "agent-only")
+    server = stdio(env={"GIVEN": "key=${NOEMA_TEST_KEY}"})
+    around = Surroundings({"NOEMA_TEST_KEY": "agent-only"}, ShellSettings())
+    async with connected(server, around=around) as agent:
+        assert await agent.text("t__variable", name="GIVEN") == "key=agent-only"
+        assert await agent.text("t__variable", name="NOEMA_TEST_KEY") == "(unset)"
+
+
+async def test_the_running_agent_gets_the_tools_added_to_its_registry():
+    registry = ToolRegistry(time_tools("UTC"))
+    builtin = set(registry.names())
+    servers = ToolServers(McpSettings(servers=[stdio()]), Surroundings({}, ShellSettings()),
+                          SessionDelimiter.new())
+    try:
+        await servers.offer_to(registry)
+        assert builtin < set(registry.names())
+        assert "t__add" in registry
+        agent = Agent(servers, registry)
+        assert await agent.text("t__add", a=1, b=2) == "3"
+    finally:
+        await servers.aclose()
 
 
 # -- crashes, timeouts, restarts ----------------------------------------------------------

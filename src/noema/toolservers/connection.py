@@ -193,6 +193,8 @@ class ServerLink:
             owner.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(owner, _CLOSE_WAIT_S)
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # retrieved: its reason is reported below, not at exit
             stderr = _tail(errlog)
             errlog.close()
             if isinstance(exc, asyncio.CancelledError):

@@ -17,7 +17,7 @@ import mcp_types
 from ..perception.untrusted import SessionDelimiter
 from ..security.approvals import ApprovalGate, Approver
 from ..security.settings import AutonomySettings, Level
-from ..tools.registry import Tool
+from ..tools.registry import Tool, ToolRegistry
 from .connection import ServerFailure, ServerLink
 from .launch import Surroundings
 from .settings import McpSettings, ServerSettings
@@ -133,6 +133,13 @@ class ToolServers:
             if report.problem is not None:
                 log.warning("%s", report.lines()[0])
         return [self.gate.wrap(o.tool) for r in self.reports for o in r.offered]
+
+    async def offer_to(self, registry: ToolRegistry) -> None:
+        """Connect (see `start`) and add the tools to `registry`, for the running
+        agent: started in the background, so that slow servers do not hold up
+        the first turn; their tools appear as soon as they answer."""
+        for guarded in await self.start(registry.names()):
+            registry.add(guarded)
 
     async def _connect(self, link: ServerLink) -> tuple[mcp_types.Tool, ...] | ServerReport:
         try:
