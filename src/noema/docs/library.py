@@ -1,0 +1,90 @@
+"""The document library of one agent: its index file, the indexer bound to
+the access policy, and the loop that keeps the index fresh while the agent runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import watchfiles
+
+from ..paths import AgentPaths
+from ..security.policy import Access, AccessDenied, AccessPolicy
+from .indexer import Indexer, IndexReport, Progress
+from .settings import DocsSettings
+from .store import DocsStore, index_file
+
+log = logging.getLogger(__name__)
+
+Watch = Callable[..., AsyncIterator[set[tuple[watchfiles.Change, str]]]]
+
+
+@dataclass
+class DocsLibrary:
+    """The index and the indexer; one per agent process."""
+
+    settings: DocsSettings
+    store: DocsStore
+    indexer: Indexer
+
+    @classmethod
+    def open(
+        cls,
+        settings: DocsSettings,
+        policy: AccessPolicy,
+        paths: AgentPaths,
+        *,
+        allow_hard_links: bool = False,
+    ) -> DocsLibrary:
+        """The library of an agent, its index opened (created when missing)."""
+        store = DocsStore(index_file(paths))
+        indexer = Indexer(settings, policy, store, allow_hard_links=allow_hard_links)
+        return cls(settings, store, indexer)
+
+    def index(self, progress: Progress | None = None) -> IndexReport:
+        """Bring the index in line with the folders (changed files only)."""
+        return self.indexer.run(progress)
+
+    def watched_folders(self) -> list[str]:
+        """The configured folders the policy lets the agent read, resolved."""
+        found = []
+        for folder in self.settings.folders:
+            try:
+                target = self.indexer.policy.check(str(folder.path), Access.READ)
+            except AccessDenied:
+                continue  # `noema docs index` says why
+            if target.path.is_dir():
+                found.append(str(target.path))
+        return found
+
+    async def keep_fresh(
+        self,
+        *,
+        watch: Watch = watchfiles.awatch,
+        debounce_ms: int = 1000,
+        on_report: Callable[[IndexReport], None] | None = None,
+        watch_options: dict[str, Any] | None = None,
+    ) -> None:
+        """Run until cancelled: a pass now, then one after every batch of changes
+        in the folders. A pass reads only what changed, so a batch costs a walk
+        of the folders and the parsing of the files that did change."""
+        folders = self.watched_folders()
+        report = await asyncio.to_thread(self.index)
+        if on_report is not None:
+            on_report(report)
+        if not folders:
+            return
+        async for _changes in watch(*folders, debounce=debounce_ms, **(watch_options or {})):
+            try:
+                report = await asyncio.to_thread(self.index)
+            except Exception:  # a bug or a disk error must not stop the watching
+                log.exception("reindexing the document folders failed")
+                continue
+            if on_report is not None:
+                on_report(report)
+
+    def close(self) -> None:
+        self.store.close()
