@@ -1,0 +1,101 @@
+"""Webhook settings: the `[webhook]` table of an agent's config.toml.
+
+The tokens themselves are secrets: the table names them, and their values
+come from `secrets.toml` or the environment. The intake is off by default,
+and listens only on a loopback address unless `allow_remote` says otherwise.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .events import CHANNEL_PATTERN
+
+SecretName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+SourceName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
+Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN.pattern)]
+
+_LISTEN = re.compile(r"^(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d{1,5})$")
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """`host:port` (`[::1]:port` for IPv6) as its host and port; ValueError if it is not one."""
+    match = _LISTEN.match(listen)
+    if match is None or not 0 <= int(match["port"]) <= 65535:
+        raise ValueError(f"listen must be host:port, e.g. 127.0.0.1:8787, not {listen!r}")
+    return match["v6"] or match["host"], int(match["port"])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+class WebhookSettings(BaseModel):
+    """The HTTP intake for events from outside (monitoring, scripts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    listen: str = "127.0.0.1:8787"
+    allow_remote: bool = False  # listening beyond this machine must be asked for
+    person_token: SecretName = "NOEMA_WEBHOOK_TOKEN"  # its sender speaks for the person
+    # Outside senders: the name each is known by, and the secret holding its token.
+    sources: dict[SourceName, SecretName] = {}
+    max_body_bytes: int = Field(256 * 1024, ge=1024, le=16 * 1024 * 1024)
+    channel: Channel = "webhook"  # generic events
+    alert_channel: Channel = "alertmanager"
+    rejected_channel: Channel = "webhook.rejected"
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_is_host_port(cls, value: str) -> str:
+        split_listen(value)
+        return value
+
+    @model_validator(mode="after")
+    def _loopback_unless_allowed(self) -> WebhookSettings:
+        host, _ = split_listen(self.listen)
+        if not self.allow_remote and not is_loopback(host):
+            raise ValueError(
+                f"listen = {self.listen!r} is reachable from other machines; set "
+                "allow_remote = true to mean it, or listen on 127.0.0.1")
+        if len({self.channel, self.alert_channel, self.rejected_channel}) < 3:
+            raise ValueError("the webhook's three channels must differ")
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return split_listen(self.listen)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """A token that may post, and who posts with it."""
+
+    value: bytes
+    sender: str
+    person: bool  # the person's own token: its events are authorised
+
+
+def tokens_from(settings: WebhookSettings, secrets: dict[str, str]) -> list[Token]:
+    """The tokens whose secrets are set (an unset or empty one admits nobody)."""
+    out = []
+    person = secrets.get(settings.person_token, "")
+    if person:
+        out.append(Token(person.encode(), "person", True))
+    for source, secret in sorted(settings.sources.items()):
+        value = secrets.get(secret, "")
+        if value:
+            out.append(Token(value.encode(), source, False))
+    return out

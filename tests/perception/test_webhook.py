@@ -1,0 +1,295 @@
+"""The webhook intake, through a real HTTP server on 127.0.0.1 run by the real
+hub: tokens, size, content type and schema refused with their status, events
+reaching the hub, Alertmanager firing then resolving as one state value,
+refusals archived."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+import pydantic
+import pytest
+
+from noema.perception.archive import SensoryArchive
+from noema.perception.events import Event
+from noema.perception.hub import SensorHub
+from noema.perception.items import StateValue
+from noema.perception.pipeline import Pipeline
+from noema.perception.sensors import webhook as webhook_module
+from noema.perception.sensors.webhook import WebhookIntake
+from noema.perception.webhook_settings import WebhookSettings, tokens_from
+
+PERSON = "person-token-0123456789"
+OUTSIDE = "alertmanager-token-abcdef"
+SECRETS = {"NOEMA_WEBHOOK_TOKEN": PERSON, "AM_TOKEN": OUTSIDE}
+LIMIT = 4096
+
+
+def settings(**more) -> WebhookSettings:
+    return WebhookSettings(enabled=True, listen="127.0.0.1:0", max_body_bytes=LIMIT,
+                           sources={"alertmanager": "AM_TOKEN"}, **more)
+
+
+@contextlib.asynccontextmanager
+async def running(sink: Callable[[Event], None], **more) -> AsyncIterator[WebhookIntake]:
+    """The intake's sensors under a real hub, listening on a port the system chose."""
+    config = settings(**more)
+    intake = WebhookIntake(config, tokens_from(config, SECRETS))
+    hub = SensorHub(sink)
+    for sensor in intake.sensors():
+        hub.add(sensor)
+    async with hub:
+        async with asyncio.timeout(10):
+            await intake.ready.wait()
+            while len(intake._emitters) < 3:  # the other two channels lent their emitters
+                await asyncio.sleep(0.01)
+        yield intake
+
+
+def url(intake: WebhookIntake, path: str) -> str:
+    host, port = intake.address
+    return f"http://{host}:{port}{path}"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def alert(status: str, fingerprint: str = "a1b2c3", **labels: str) -> dict:
+    return {
+        "version": "4", "groupKey": "{}:{alertname=\"DiskFull\"}", "truncatedAlerts": 0,
+        "status": status, "receiver": "noema",
+        "groupLabels": {"alertname": "DiskFull"},
+        "commonLabels": {"alertname": "DiskFull", "severity": "critical"},
+        "commonAnnotations": {"runbook": "https://runbooks.example/disk"},
+        "externalURL": "http://alertmanager.local:9093",
+        "alerts": [{
+            "status": status,
+            "labels": {"alertname": "DiskFull", "instance": "db1", **labels},
+            "annotations": {"summary": "disk / is 97% full"},
+            "startsAt": "2026-11-30T10:00:00Z",
+            "endsAt": "2026-11-30T10:20:00Z" if status == "resolved" else "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus.local/graph", "fingerprint": fingerprint,
+        }],
+    }
+
+
+GENERIC = {"channel": "backups", "text": "nightly backup failed: disk full", "key": "backup",
+           "urgency": "urgent"}
+
+
+# -- tokens ----------------------------------------------------------------------------
+
+async def test_a_request_without_the_right_token_is_refused():
+    events: list[Event] = []
+    async with running(events.append) as intake, httpx.AsyncClient() as client:
+        missing = await client.post(url(intake, "/events"), json=GENERIC)
+        assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+        assert "bearer token is required" in missing.json()["error"]
+        basic = await client.post(url(intake, "/events"), json=GENERIC,
+                                  headers={"Authorization": "Basic dXNlcjpwYXNz"})
+        assert basic.status_code == 401
+        wrong = await client.post(url(intake, "/events"), json=GENERIC,
+                                  headers=bearer(PERSON + "x"))
+        assert wrong.status_code == 403 and "not one this agent accepts" in wrong.json()["error"]
+        right = await client.post(url(intake, "/events"), json=GENERIC, headers=bearer(OUTSIDE))
+        assert right.status_code == 202 and right.json() == {"accepted": 1}
+    assert [e.channel for e in events].count("webhook") == 1
+
+
+async def test_every_token_is_compared_in_constant_time(monkeypatch):
+    compared: list[tuple[bytes, bytes]] = []
+    real = webhook_module.hmac.compare_digest
+
+    def recording(a, b):
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(webhook_module.hmac, "compare_digest", recording)
+    async with running(lambda e: None) as intake, httpx.AsyncClient() as client:
+        assert (await client.post(url(intake, "/events"), json=GENERIC,
+                                  headers=bearer(PERSON))).status_code == 202
+    # Both tokens compared, though the first one matched: no early exit to time.
+    assert sorted(b for _, b in compared) == sorted([PERSON.encode(), OUTSIDE.encode()])
+
+
+async def test_the_persons_token_makes_events_authorised_an_outside_one_does_not():
+    events: list[Event] = []
+    async with running(events.append) as intake, httpx.AsyncClient() as client:
+        for token in (PERSON, OUTSIDE):
+            response = await client.post(url(intake, "/events"), json=GENERIC,
+                                         headers=bearer(token))
+            assert response.status_code == 202
+    person, outside = [e for e in events if e.channel == "webhook"]
+    assert person.authorised and person.sender == "person"
+    assert not outside.authorised and outside.sender == "alertmanager"
+    assert outside.text == "nightly backup failed: disk full" and outside.key == "backup"
+    assert outside.payload.thaw() == {"channel": "backups", "urgency_hint": "urgent"}
+
+
+# -- size, content type, schema ----------------------------------------------------------
+
+def raw_exchange(address: tuple[str, int], head: bytes, body_parts: list[bytes]) -> bytes:
+    """Send a request's head and some body over a plain socket, never finishing the
+    body, and read what the server answers (it must answer without the rest)."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(head)
+        for part in body_parts:
+            sock.sendall(part)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        return answer
+
+
+async def test_a_declared_length_over_the_limit_is_refused_before_the_body():
+    async with running(lambda e: None) as intake:
+        head = (f"POST /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {OUTSIDE}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {LIMIT * 1000}\r\n\r\n"
+                ).encode()
+        answer = await asyncio.to_thread(raw_exchange, intake.address, head, [])
+    assert answer.startswith(b"HTTP/1.1 413")
+
+
+async def test_a_streamed_body_is_cut_off_at_the_limit():
+    """Chunked, so the size is unknown until read: the server stops reading past
+    the limit and answers, while the client still holds most of its body."""
+    async with running(lambda e: None) as intake:
+        head = (f"POST /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {OUTSIDE}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+        chunk = b"x" * 1024
+        parts = [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * (LIMIT // 1024 + 2)
+        answer = await asyncio.to_thread(raw_exchange, intake.address, head, parts)
+    assert answer.startswith(b"HTTP/1.1 413")
+
+
+async def test_a_body_within_the_limit_streamed_in_chunks_is_taken():
+    async with running(lambda e: None) as intake, httpx.AsyncClient() as client:
+        body = json.dumps(GENERIC).encode()
+
+        async def pieces():
+            for i in range(0, len(body), 7):
+                yield body[i:i + 7]
+
+        response = await client.post(url(intake, "/events"), content=pieces(), headers={
+            **bearer(OUTSIDE), "Content-Type": "application/json"})
+        assert response.status_code == 202
+
+
+@pytest.mark.parametrize(("path", "content", "kind", "status", "says"), [
+    ("/events", b"text, not JSON", "text/plain", 415, "must be JSON"),
+    ("/events", b"{not json", "application/json", 400, "not valid JSON"),
+    ("/events", json.dumps({"text": "no channel"}), "application/json", 422, "channel"),
+    ("/events", json.dumps({**GENERIC, "extra": 1}), "application/json", 422, "extra"),
+    ("/events", json.dumps({**GENERIC, "channel": "Bad Channel"}), "application/json", 422,
+     "channel"),
+    ("/events", json.dumps({**GENERIC, "urgency": "panic"}), "application/json", 422,
+     "urgency"),
+    ("/alertmanager", json.dumps({**alert("firing"), "version": "3"}), "application/json",
+     422, "version"),
+    ("/alertmanager", json.dumps({**alert("firing"), "alerts": []}), "application/json", 422,
+     "alerts"),
+    ("/alertmanager", json.dumps(GENERIC), "application/json", 422, "Notification"),
+])
+async def test_malformed_bodies_are_refused_with_their_reason(path, content, kind, status, says):
+    events: list[Event] = []
+    async with running(events.append) as intake, httpx.AsyncClient() as client:
+        response = await client.post(url(intake, path), content=content, headers={
+            **bearer(OUTSIDE), "Content-Type": kind})
+    assert response.status_code == status
+    assert says in response.json()["error"]
+    assert [e.channel for e in events] == ["webhook.rejected"]
+
+
+# -- Alertmanager -------------------------------------------------------------------------
+
+async def test_an_alert_firing_then_resolved_is_one_state_value():
+    archive = SensoryArchive(":memory:")
+    intake_settings = settings()
+    probe = WebhookIntake(intake_settings, [])
+    pipeline = Pipeline(archive, [s.info for s in probe.sensors()])
+    loop = asyncio.get_running_loop()
+
+    def ingest(event: Event) -> None:
+        pipeline.ingest(event, loop.time())
+
+    async with running(ingest) as intake, httpx.AsyncClient() as client:
+        for status in ("firing", "resolved"):
+            response = await client.post(url(intake, "/alertmanager"), json=alert(status),
+                                         headers=bearer(OUTSIDE))
+            assert response.status_code == 202 and response.json() == {"accepted": 1}
+    items = pipeline.drain(loop.time(), force=True)
+    assert len(items) == 1
+    (value,) = items
+    assert isinstance(value, StateValue) and value.key == "a1b2c3"
+    assert value.value.text.startswith("RESOLVED: DiskFull — disk / is 97% full")
+    assert "group: alertname=DiskFull" in value.value.text
+    assert "group annotations: runbook=https://runbooks.example/disk" in value.value.text
+    assert value.value.payload["status"] == "resolved" and not value.value.authorised
+    assert len(value.superseded) == 1  # the firing value: archived, not delivered again
+
+
+async def test_each_alert_of_a_group_is_its_own_value():
+    events: list[Event] = []
+    payload = alert("firing")
+    second = {**payload["alerts"][0], "fingerprint": "ffff01",
+              "labels": {"alertname": "DiskFull", "instance": "db2"}}
+    payload["alerts"].append(second)
+    async with running(events.append) as intake, httpx.AsyncClient() as client:
+        response = await client.post(url(intake, "/alertmanager"), json=payload,
+                                     headers=bearer(OUTSIDE))
+        assert response.json() == {"accepted": 2}
+    assert [(e.channel, e.key) for e in events] == [
+        ("alertmanager", "a1b2c3"), ("alertmanager", "ffff01")]
+    assert "labels: instance=db2" in events[1].text
+
+
+# -- refusals in the archive --------------------------------------------------------------
+
+async def test_refused_requests_are_archived_without_token_or_body():
+    archive = SensoryArchive(":memory:")
+    probe = WebhookIntake(settings(), [])
+    pipeline = Pipeline(archive, [s.info for s in probe.sensors()])
+    loop = asyncio.get_running_loop()
+    async with running(lambda e: pipeline.ingest(e, loop.time())) as intake, \
+            httpx.AsyncClient() as client:
+        await client.post(url(intake, "/events"), json=GENERIC, headers=bearer("guess-1234"))
+        await client.post(url(intake, "/alertmanager"), content=b"{secret body",
+                          headers={**bearer(OUTSIDE), "Content-Type": "application/json"})
+    archived = [e for e in archive.undelivered() if e.channel == "webhook.rejected"]
+    assert [(e.key, e.payload["status"]) for e in archived] == [
+        ("403 /events", 403), ("400 /alertmanager", 400)]
+    assert archived[0].sender == "127.0.0.1" and not archived[0].authorised
+    assert all("guess-1234" not in e.text and "secret body" not in e.text for e in archived)
+
+
+# -- where it listens -----------------------------------------------------------------------
+
+def test_it_listens_on_loopback_unless_told_otherwise():
+    assert WebhookSettings().listen == "127.0.0.1:8787" and not WebhookSettings().enabled
+    for far in ("0.0.0.0:8787", "192.168.1.5:8787", "[::]:8787", "example.org:80"):
+        with pytest.raises(pydantic.ValidationError, match="allow_remote"):
+            WebhookSettings(listen=far)
+    assert WebhookSettings(listen="0.0.0.0:8787", allow_remote=True).address == ("0.0.0.0", 8787)
+    assert WebhookSettings(listen="[::1]:9000").address == ("::1", 9000)
+    with pytest.raises(pydantic.ValidationError, match="host:port"):
+        WebhookSettings(listen="8787")
+
+
+async def test_the_server_binds_the_configured_loopback_address():
+    async with running(lambda e: None) as intake:
+        assert intake.address[0] == "127.0.0.1" and intake.address[1] > 0
+
+
+def test_unset_tokens_admit_nobody():
+    config = settings()
+    assert tokens_from(config, {}) == []
+    assert [t.sender for t in tokens_from(config, {"AM_TOKEN": OUTSIDE})] == ["alertmanager"]
