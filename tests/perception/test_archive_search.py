@@ -22,6 +22,7 @@ from noema.perception.tools import perception_tools
 from noema.perception.untrusted import OPEN, SessionDelimiter
 from noema.providers.base import ToolCall
 from noema.tools.registry import ToolContext, ToolRegistry
+from tests.foundation.damage import garble_page, main_table_page, make_agent, noema
 
 from .conftest import CATALOGUE, T0, event
 
@@ -262,3 +263,29 @@ def test_past_moments_are_read_in_english_and_spanish(words, since, until):
         return datetime.fromtimestamp(moment, MADRID).strftime("%Y-%m-%d %H:%M")
     assert shown(read_moment(words, WEDNESDAY_NOON, MADRID, end_of_day=False)) == since
     assert shown(read_moment(words, WEDNESDAY_NOON, MADRID, end_of_day=True)) == until
+
+
+def test_a_rebuilt_index_finds_events_copied_in_without_it(tmp_path):
+    path = tmp_path / "archive.db"
+    with SensoryArchive(path) as archive:
+        for i in range(30):
+            _archived(archive, "log.app", f"line {i} fan speed", T0 + i, bucket=f"p:{i % 4}")
+    with sqlite3.connect(path) as db:  # what a salvage leaves: the rows, an empty index
+        db.execute("INSERT INTO events_fts (events_fts) VALUES ('delete-all')")
+    with SensoryArchive(path) as archive:
+        assert archive.search("fan").ranked == 0
+        archive.rebuild_index()
+        assert archive.search("fan").ranked == 30
+        archive.conn.execute(
+            "INSERT INTO events_fts (events_fts, rank) VALUES ('integrity-check', 0)")
+
+
+def test_a_repaired_archive_is_searchable(tmp_path):
+    agent = make_agent(tmp_path / "home", tmp_path / "workspace", turns=4, events=300)
+    garble_page(agent.archive_db, main_table_page(agent.archive_db, "events"))
+    repaired = noema(tmp_path / "home", "doctor", "--repair")
+    assert repaired.exit_code == 0 and "repaired archive.db" in repaired.output
+    with SensoryArchive(agent.archive_db) as archive:
+        kept = sum(c.stored for c in archive.counts().values())
+        held = archive.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        assert 200 <= held < 300 and archive.search("changed").ranked == held <= kept

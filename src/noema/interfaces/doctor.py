@@ -140,10 +140,7 @@ def _repaired(finding: Finding, paths: AgentPaths, name: str) -> str:
         after = (" The agent starts a new conversation; its archive and file versions are "
                  "untouched." if finding.kind is Kind.TURNS else "")
         return f"repaired {name}: nothing could be kept{kept}.{after}"
-    if finding.kind is Kind.TURNS:
-        done = salvage(finding.path, new, _reindex)
-    else:
-        done = salvage(finding.path, new)
+    done = salvage(finding.path, new, _reindex if finding.kind is Kind.TURNS else _reindex_archive)
     return _salvage_line(name, done, paths)
 
 
@@ -165,6 +162,11 @@ def _new_turn_store(path: Path) -> None:
 
 def _new_archive(path: Path) -> None:
     SensoryArchive(path).close()
+
+
+def _reindex_archive(path: Path) -> None:
+    with SensoryArchive(path) as archive:
+        archive.rebuild_index()
 
 
 def _reindex(path: Path) -> None:

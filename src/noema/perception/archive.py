@@ -482,6 +482,14 @@ class SensoryArchive:
             found.window_full, found.unindexed, found.any_word,
         )
 
+    def rebuild_index(self) -> None:
+        """Index every event again, now, however long it takes. The full-text
+        index is derived data: a salvaged archive gets a new one."""
+        self.flush()
+        with self.conn:
+            archive_index.start_over(self.conn)
+        self._backfilling = not archive_index.backfill(self.conn, float("inf"))
+
     def counts(self) -> dict[str, ChannelArchiveCounts]:
         """Per channel, events stored and how many of them were dropped at the gate."""
         self.flush()

@@ -85,6 +85,16 @@ def create(db: sqlite3.Connection) -> None:
             db.execute("INSERT INTO events_fts_backfill VALUES (1, 0, 0, ?)", (last + 1,))
 
 
+def start_over(db: sqlite3.Connection) -> None:
+    """Empty the index and mark every event for the backfill, inside the
+    caller's transaction: for events copied in without their index."""
+    db.execute("INSERT INTO events_fts (events_fts) VALUES ('delete-all')")
+    db.execute("DELETE FROM events_fts_backfill")
+    last = db.execute("SELECT MAX(id) FROM batches").fetchone()[0]
+    if last:
+        db.execute("INSERT INTO events_fts_backfill VALUES (1, 0, 0, ?)", (last + 1,))
+
+
 def add(db: sqlite3.Connection, rows: Sequence[tuple]) -> None:
     """Index newly written event rows (as `SensoryArchive` stages them)."""
     db.executemany(
