@@ -227,7 +227,8 @@ async def test_an_allowed_range_opens_only_that_range():
     with pytest.raises(Refused, match="192.168.1.1 is a private address"):
         guard.check_address(ipaddress.ip_address("192.168.1.1"))
     open_all = (ipaddress.ip_network("169.254.0.0/16"),)
-    assert refusal(ipaddress.ip_address("169.254.169.254"), open_all) is not None  # metadata stays shut
+    metadata = ipaddress.ip_address("169.254.169.254")
+    assert refusal(metadata, open_all) is not None  # metadata stays shut
     assert refusal(ipaddress.ip_address("169.254.1.1"), open_all) is None
 
 
@@ -257,7 +258,8 @@ def proxied(web, resolver) -> ToolRegistry:
 
 
 async def test_a_proxy_is_used_and_the_target_is_still_checked_here(web):
-    resolver = Resolver({"news.example.org": [[str(PUBLIC)]], "intranet.example.com": [["10.0.0.9"]]})
+    resolver = Resolver({"news.example.org": [[str(PUBLIC)]],
+                         "intranet.example.com": [["10.0.0.9"]]})
     reg = proxied(web, resolver)
     result = await fetch(reg, "http://news.example.org/article.html")
     assert not result.is_error, result.content

@@ -116,4 +116,6 @@ def to_text(body: bytes, media_type: str, charset: str | None, url: str, truncat
     try:
         return reader(body)
     except Exception as exc:  # a damaged or hostile file: each library fails its own way
-        raise ToolError(f"the {name} document at {url} could not be read ({type(exc).__name__})") from None
+        raise ToolError(
+            f"the {name} document at {url} could not be read ({type(exc).__name__})"
+        ) from None

@@ -46,7 +46,8 @@ class Fetched:
     truncated: bool  # the body was longer than the cap and was cut there
 
 
-async def direct_connect(ip: IPAddress, port: int, timeout: float | None) -> httpcore2.AsyncNetworkStream:
+async def direct_connect(ip: IPAddress, port: int, timeout: float | None
+                         ) -> httpcore2.AsyncNetworkStream:
     """A TCP connection to exactly `ip`, whose peer is checked before use."""
     stream = await httpcore2.AnyIOBackend().connect_tcp(str(ip), port, timeout=timeout)
     await verify_peer(stream, ip)
@@ -129,11 +130,15 @@ class Fetcher:
             ) from None
         except httpx2.TimeoutException as exc:
             what = "connecting" if isinstance(exc, httpx2.ConnectTimeout) else "waiting for data"
-            raise ToolError(f"the server of {shorten(url)} timed out ({what}); try again later") from None
+            raise ToolError(
+                f"the server of {shorten(url)} timed out ({what}); try again later"
+            ) from None
         except httpx2.TransportError as exc:
-            raise ToolError(f"could not fetch {shorten(url)}: {shorten(str(exc) or type(exc).__name__, 120, 40)}") from None
+            reason = shorten(str(exc) or type(exc).__name__, 120, 40)
+            raise ToolError(f"could not fetch {shorten(url)}: {reason}") from None
 
-    async def _follow(self, client: httpx2.AsyncClient, url: str, accept: frozenset[str]) -> Fetched:
+    async def _follow(self, client: httpx2.AsyncClient, url: str, accept: frozenset[str]
+                      ) -> Fetched:
         current = await self._checked(url)
         for hop in range(self.settings.max_redirects + 1):
             response = await client.send(client.build_request("GET", current), stream=True)
@@ -165,19 +170,27 @@ class Fetcher:
             raise ToolError(f"{shorten(url)} is not a valid web address") from None
         if parts.scheme not in ("http", "https"):
             raise ToolError(
-                f"{shorten(url)} is not an http:// or https:// address; only web pages can be fetched"
+                f"{shorten(url)} is not an http:// or https:// address; only web pages can "
+                "be fetched"
             )
         if not parts.hostname:
             raise ToolError(f"{shorten(url)} names no host")
         host = read_host(parts.hostname)
         self.guard.check_literal(host)
+        checked = url.strip()
+        if host.address is not None:
+            literal = f"[{host.address}]" if host.address.version == 6 else str(host.address)
+            netloc = literal + (f":{port}" if port is not None else "")
+            checked = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+        try:
+            target = httpx2.URL(checked)  # the host as httpx will send it, if it differs
+        except (httpx2.InvalidURL, ValueError):
+            raise ToolError(f"{shorten(url)} is not a valid web address") from None
+        self.guard.check_literal(read_host(target.raw_host.decode("ascii")))
         if self.settings.proxy:  # the proxy resolves; look now at what it will be told
-            await self.guard.resolve(parts.hostname, port or (443 if parts.scheme == "https" else 80))
-        if host.address is None:
-            return url.strip()
-        literal = f"[{host.address}]" if host.address.version == 6 else str(host.address)
-        netloc = literal + (f":{port}" if port is not None else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+            await self.guard.resolve(target.raw_host.decode("ascii"), target.port or (
+                443 if target.scheme == "https" else 80))
+        return checked
 
     async def _read(self, response: httpx2.Response, accept: frozenset[str]) -> Fetched:
         url = str(response.url)

@@ -102,16 +102,23 @@ class Searcher:
         timeout = httpx2.Timeout(s.read_timeout_s, connect=s.connect_timeout_s)
         label = self.backend.label
         try:
-            async with httpx2.AsyncClient(timeout=timeout, proxy=s.proxy, trust_env=False) as client:
+            async with httpx2.AsyncClient(
+                timeout=timeout, proxy=s.proxy, trust_env=False
+            ) as client:
                 response = await client.send(request)
         except httpx2.TimeoutException:
             raise ToolError(f"{label} did not answer in time; try again later") from None
         except httpx2.TransportError as exc:
-            raise ToolError(f"{label} could not be reached ({shorten(str(exc) or type(exc).__name__)})") from None
+            reason = shorten(str(exc) or type(exc).__name__)
+            raise ToolError(f"{label} could not be reached ({reason})") from None
         if response.status_code in (401, 403):
-            raise ToolError(f"{label} refused the key (HTTP {response.status_code}); tell the person")
+            raise ToolError(
+                f"{label} refused the key (HTTP {response.status_code}); tell the person"
+            )
         if response.status_code == 429:
-            raise ToolError(f"{label} says too many searches were made; wait before searching again")
+            raise ToolError(
+                f"{label} says too many searches were made; wait before searching again"
+            )
         if response.status_code >= 400:
             raise ToolError(f"{label} answered HTTP {response.status_code}; try again later")
         try:

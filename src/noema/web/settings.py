@@ -29,10 +29,10 @@ class WebSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     search: SearchBackend | None = Field(
-        None, description="The search backend: 'searxng', 'brave' or 'tavily'; none: no web_search."
+        None, description="The search backend ('searxng', 'brave', 'tavily'); none: no web_search."
     )
     search_url: str | None = Field(
-        None, description="The backend's address (required for SearXNG, e.g. 'http://localhost:8888')."
+        None, description="The backend's address (required for SearXNG: 'http://localhost:8888')."
     )
     search_key_env: str | None = Field(
         None, description="Name of the variable holding the backend's key (not the key itself)."
@@ -45,7 +45,7 @@ class WebSettings(BaseModel):
     connect_timeout_s: float = Field(10, gt=0, le=120)
     read_timeout_s: float = Field(20, gt=0, le=600, description="Longest wait for the next bytes.")
     total_timeout_s: float = Field(60, gt=0, le=1800, description="Longest time for one fetch.")
-    max_bytes: int = Field(10_000_000, ge=1024, le=200_000_000, description="Size cap of a response.")
+    max_bytes: int = Field(10_000_000, ge=1024, le=200_000_000, description="Response size cap.")
     max_redirects: int = Field(5, ge=0, le=5)
     page_chars: int = Field(8000, ge=500, le=100_000, description="Characters per page of text.")
 
