@@ -7,8 +7,10 @@ Also builds the documents it serves (HTML, PDF, DOCX, ODT) from scratch.
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +45,37 @@ def pdf_bytes(pages: list[str]) -> bytes:
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\n" % (len(objects) + 1)
     out += b"startxref\n%d\n%%%%EOF\n" % xref
     return bytes(out)
+
+
+def tls_contexts(name: str, directory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a self-signed certificate for `name`, and a client
+    context that trusts only that certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert_file, key_file)
+    client = ssl.create_default_context(cafile=str(cert_file))
+    return server, client
 
 
 def docx_bytes(heading: str, paragraphs: list[str]) -> bytes:
@@ -88,7 +121,8 @@ class WebServer:
     reply; the requests seen are kept in `requests` as (method, path, headers, body).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls  # serve HTTPS with this context
         self.routes: dict[tuple[str, str], Callable[[dict, bytes], Reply]] = {}
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.last_query: dict[str, str] = {}  # the query parameters of the latest request
@@ -121,6 +155,8 @@ class WebServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

@@ -21,8 +21,8 @@ from noema.tools.errors import ToolError
 from noema.tools.registry import ToolContext, ToolRegistry
 from noema.web import WebSettings, web_tools
 from noema.web.addresses import AddressGuard, Refused, read_host, refusal
-from noema.web.fetch import direct_connect, verify_peer
-from tests.fakes.web_server import ARTICLE, WebServer, page, redirect
+from noema.web.fetch import Fetcher, direct_connect, verify_peer
+from tests.fakes.web_server import ARTICLE, WebServer, page, redirect, tls_contexts
 
 PUBLIC = ipaddress.ip_address("93.184.215.14")  # looks public; never contacted
 
@@ -281,3 +281,25 @@ async def test_a_redirect_through_the_proxy_is_checked_too(web):
     resolver = Resolver({"news.example.org": [[str(PUBLIC)]]})
     result = await fetch(proxied(web, resolver), "http://news.example.org/to-loopback")
     assert result.is_error and "127.0.0.1 is a loopback address" in result.content
+
+
+async def test_https_goes_to_the_checked_address_with_the_name_for_tls_and_host(tmp_path):
+    # The certificate is for the name only: the handshake succeeds only if the
+    # TLS name (SNI and verification) is the URL's name, not the dialled address.
+    server_tls, client_tls = tls_contexts("secure.example.org", tmp_path)
+    with WebServer(tls=server_tls) as server:
+        server.routes[("GET", "/article.html")] = page("text/html", ARTICLE)
+        resolver = Resolver({"secure.example.org": [[str(PUBLIC)]]})
+        connector = Connector()
+        fetcher = Fetcher(WebSettings(), resolver=resolver, connect=connector, verify=client_tls)
+        fetched = await fetcher.fetch(
+            f"https://secure.example.org:{server.port}/article.html", frozenset({"text/html"}))
+        assert b"four metres" in fetched.body
+        assert connector.dialled == [str(PUBLIC)]
+        _, _, headers, _ = server.requests[-1]
+        assert headers["Host"] == f"secure.example.org:{server.port}"
+        with pytest.raises(ToolError, match="CERTIFICATE_VERIFY_FAILED"):  # a wrong name fails TLS
+            other = Resolver({"other.example.org": [[str(PUBLIC)]]})
+            await Fetcher(WebSettings(), resolver=other, connect=Connector(),
+                          verify=client_tls).fetch(
+                f"https://other.example.org:{server.port}/article.html", frozenset({"text/html"}))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -89,11 +90,11 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-def _transport(settings: WebSettings, guard: AddressGuard, connect: Connector
-               ) -> httpx2.AsyncBaseTransport:
+def _transport(settings: WebSettings, guard: AddressGuard, connect: Connector,
+               verify: ssl.SSLContext | bool) -> httpx2.AsyncBaseTransport:
     if settings.proxy:
-        return httpx2.AsyncHTTPTransport(proxy=settings.proxy, trust_env=False)
-    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+        return httpx2.AsyncHTTPTransport(proxy=settings.proxy, trust_env=False, verify=verify)
+    transport = httpx2.AsyncHTTPTransport(trust_env=False, verify=verify)
     # httpx offers no way to choose the network backend of its pool, so the
     # pool is rebuilt with the same TLS context and the guarded backend.
     transport._pool = httpcore2.AsyncConnectionPool(
@@ -108,17 +109,19 @@ class Fetcher:
     """Fetches one URL at a time under the `[web]` limits."""
 
     def __init__(self, settings: WebSettings, *, resolver: Resolver = system_resolver,
-                 connect: Connector = direct_connect) -> None:
+                 connect: Connector = direct_connect, verify: ssl.SSLContext | bool = True
+                 ) -> None:
         self.settings = settings
         self.guard = AddressGuard(settings.allowed_networks, resolver)
         self._connect = connect
+        self._verify = verify  # the system's certificate authorities, unless a test brings its own
 
     async def fetch(self, url: str, accept: frozenset[str]) -> Fetched:
         """GET `url`, following redirects; a ToolError names what went wrong."""
         s = self.settings
         timeout = httpx2.Timeout(s.read_timeout_s, connect=s.connect_timeout_s)
         client = httpx2.AsyncClient(
-            transport=_transport(s, self.guard, self._connect), timeout=timeout,
+            transport=_transport(s, self.guard, self._connect, self._verify), timeout=timeout,
             follow_redirects=False, trust_env=False, headers={"User-Agent": USER_AGENT},
         )
         try:
