@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import resource
+import zlib
 
 import pytest
 
@@ -19,6 +20,13 @@ from tests.fakes.web_server import (
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 ODT = "application/vnd.oasis.opendocument.text"
 LONG = "".join(f"line {n:05d} of a long plain text\n" for n in range(1000))  # 32,000 characters
+
+
+def gzip_bomb(megabytes: int) -> bytes:
+    """A gzip body of a few hundred kilobytes that inflates to `megabytes` of text."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"a" * (1 << 20)
+    return b"".join(packer.compress(block) for _ in range(megabytes)) + packer.flush()
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +44,8 @@ def web():
             ("GET", "/photo.png"): page("image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100),
             ("GET", "/broken.pdf"): page("application/pdf", b"%PDF-1.4 this is not a pdf"),
             ("GET", "/missing"): lambda q, b: (404, {"Content-Type": "text/plain"}, b"no"),
+            ("GET", "/bomb.txt"): lambda q, b, body=gzip_bomb(512): (
+                200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"}, body),
         })
         for n in range(1, 7):  # /hop/6 -> /hop/5 -> ... -> /hop/1 -> /article.html
             target = f"/hop/{n - 1}" if n > 1 else "/article.html"
@@ -150,3 +160,13 @@ async def test_a_gigabyte_response_is_cut_at_the_cap_without_growing_memory(web)
     assert (after - before) * 1024 < 300_000_000
     # The client hung up: the server could not push much past the cap and the socket buffers.
     assert web.huge_bytes_sent < 200_000_000
+
+
+async def test_a_compressed_body_is_capped_after_inflating_it(web):
+    cap = 1_000_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = await fetch(registry(max_bytes=cap, page_chars=1000), url=web.url("/bomb.txt"))
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert not result.is_error, result.content
+    assert f"{cap} characters of text; the response was cut" in result.content
+    assert (after - before) * 1024 < 300_000_000  # 512 MB inflated would not fit
