@@ -25,7 +25,15 @@ from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
 from noema.security.approvals import ApprovalRequest
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
-from noema.toolservers import McpSettings, ServerSettings, Surroundings, ToolServers, describe_servers
+from noema.toolservers import (
+    McpSettings,
+    ServerFailure,
+    ServerLink,
+    ServerSettings,
+    Surroundings,
+    ToolServers,
+    describe_servers,
+)
 from noema.toolservers.tools import tool_name
 from noema.tools.builtin import time_tools
 from noema.tools.registry import ToolContext, ToolRegistry, ToolResult
@@ -294,6 +302,26 @@ async def test_a_server_that_died_while_idle_is_started_again_for_the_next_call(
         assert await agent.text("t__pid") != before
 
 
+async def test_a_server_that_fails_to_start_is_tried_again_after_a_growing_pause():
+    now = [1000.0]
+    exits = stdio("broken", args=("-c", "import sys; sys.exit(1)"))
+    link = ServerLink(exits, Surroundings({}, ShellSettings()), clock=lambda: now[0])
+    try:
+        said = []
+        for advance in (0, 0, 1.5, 0, 2.5):
+            now[0] += advance
+            with pytest.raises(ServerFailure) as failure:
+                await link.tools()
+            said.append(str(failure.value))
+        assert "could not be started" in said[0]
+        assert "unavailable" in said[1] and "next attempt is in 1 s" in said[1]
+        assert "could not be started" in said[2]  # the pause was over: tried again
+        assert "next attempt is in 2 s" in said[3]  # and the next pause is longer
+        assert "could not be started" in said[4]
+    finally:
+        await link.aclose()
+
+
 # -- streamable HTTP ----------------------------------------------------------------------
 
 
@@ -380,7 +408,8 @@ async def test_describe_servers_lists_tools_or_says_why_it_failed(tmp_path):
     missing = stdio("missing", command=str(tmp_path / "no-such-program"))
     dead = ServerSettings(name="dead", transport="http", url=f"http://127.0.0.1:{_free_port()}/mcp",
                           connect_timeout_s=10)
-    lines = await describe_servers(McpSettings(servers=[good, missing, dead]),
+    broken = stdio("broken", args=("-c", "import sys; sys.exit('no database at ~/notes.db')"))
+    lines = await describe_servers(McpSettings(servers=[good, missing, dead, broken]),
                                    Surroundings({}, ShellSettings()))
     text = "\n".join(lines)
     assert lines[0].startswith("MCP server good (stdio: ") and lines[0].endswith("tool(s)")
@@ -389,9 +418,11 @@ async def test_describe_servers_lists_tools_or_says_why_it_failed(tmp_path):
     assert "  good__crash (side effects, ask)" in lines
     assert "autonomy.wrtie_note: the server lists no tool named 'wrtie_note'" in text
     failed = [line for line in lines if "failed" in line]
-    assert len(failed) == 2
+    assert len(failed) == 3
     assert failed[0].startswith("MCP server missing") and "not found" in failed[0]
-    assert failed[1].startswith("MCP server dead")
+    assert failed[1].startswith("MCP server dead") and "could not be reached" in failed[1]
+    assert failed[2].startswith("MCP server broken") and "could not be started" in failed[2]
+    assert failed[2].endswith("it wrote: no database at ~/notes.db")  # its own words, for the person
 
 
 async def test_describe_servers_with_none_configured():

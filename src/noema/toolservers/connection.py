@@ -39,7 +39,13 @@ _MAX_PAGES = 50  # a server that pages its tool list forever is cut off here
 
 class ServerFailure(Exception):
     """The server could not be reached, crashed, or did not answer in time;
-    the message says which, in a sentence the model and the person can read."""
+    the message says which, in a sentence the model and the person can read.
+    `detail` is the end of what a stdio server wrote to its error output: the
+    server's own words, so it goes to the person and the log, never to the model."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass(slots=True)
@@ -109,11 +115,12 @@ class ServerLink:
                 ) from None
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 stderr = _tail(live.errlog)
+                log.warning("MCP server %s closed the connection during a call%s", self.name, stderr)
                 await self._drop(live)
                 raise ServerFailure(
                     f"the MCP server {self.name!r} closed the connection during the call "
-                    f"(it may have crashed){stderr}; it is started again on the next call, and "
-                    "whether this call had any effect is unknown"
+                    "(it may have crashed); it is started again on the next call, and "
+                    "whether this call had any effect is unknown", stderr
                 ) from None
             raise
         except (OSError, EOFError) as exc:
@@ -204,7 +211,8 @@ class ServerLink:
             else:
                 reason = _reason(exc)
             raise ServerFailure(
-                f"the MCP server {self.name!r} could not be started: {reason}{stderr}"
+                f"the MCP server {self.name!r} could not be {_opened(self.settings)}: {reason}",
+                stderr,
             ) from None
         live = _Live(session, tools, owner, stop, errlog)
         live.ended = owner.done()
@@ -264,14 +272,20 @@ async def _all_tools(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
     return tuple(tools)
 
 
+def _opened(settings: ServerSettings) -> str:
+    return "reached" if settings.transport == "http" else "started"
+
+
 def _reason(exc: BaseException) -> str:
     """The innermost useful message of an error (task groups wrap them)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, (LaunchError, ServerFailure)):
         return str(exc)
+    if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+        return "it closed the connection before it was ready (it may have exited)"
     if isinstance(exc, MCPError):
-        return f"it answered with an error: {exc.message}"
+        return f"it answered with an error: {shorten(exc.message, 200, 60)}"
     text = str(exc) or type(exc).__name__
     return shorten(f"{type(exc).__name__}: {text}" if not isinstance(exc, OSError) else text, 200, 60)
 

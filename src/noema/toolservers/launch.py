@@ -108,11 +108,17 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
 def _visible_program(command: str, layout: Layout) -> str:
     """The program as the sandbox will find it: a bare name is looked up on the
     sandbox's PATH now, so a missing one is reported plainly rather than as
-    bubblewrap's exit code."""
+    bubblewrap's exit status."""
     if "/" in command:
         return command
-    found = shutil.which(command, path=sandbox_env()["PATH"])
-    return found or command
+    path = sandbox_env()["PATH"]
+    found = shutil.which(command, path=path)
+    if found is None:
+        raise LaunchError(
+            f"the program {command!r} is not on the sandbox's PATH ({path}); give its full "
+            "path, and list its folder under read_only if it lies outside the system folders"
+        )
+    return found
 
 
 def transport(

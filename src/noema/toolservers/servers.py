@@ -145,7 +145,7 @@ class ToolServers:
         try:
             return await link.tools()
         except ServerFailure as exc:
-            return ServerReport(link.settings, problem=str(exc))
+            return ServerReport(link.settings, problem=f"{exc}{exc.detail}")
 
     def problems(self) -> list[str]:
         """A sentence for each server that could not be used (for a notice)."""
