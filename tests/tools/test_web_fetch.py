@@ -12,7 +12,8 @@ import pytest
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
 from noema.tools.registry import ToolContext, ToolRegistry
-from noema.web import WebSettings, web_tools
+from noema.web import WebSettings
+from noema.web.tools import web_tools
 from tests.fakes.web_server import (
     ARTICLE, WebServer, docx_bytes, odt_bytes, page, pdf_bytes, redirect,
 )

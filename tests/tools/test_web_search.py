@@ -10,7 +10,8 @@ import pytest
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
 from noema.tools.registry import ToolContext, ToolRegistry
-from noema.web import WebSettings, web_status, web_tools
+from noema.web import WebSettings
+from noema.web.tools import web_status, web_tools
 from tests.fakes.web_server import WebServer, json_reply
 
 SEARXNG = {

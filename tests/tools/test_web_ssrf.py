@@ -19,7 +19,8 @@ from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
 from noema.tools.errors import ToolError
 from noema.tools.registry import ToolContext, ToolRegistry
-from noema.web import WebSettings, web_tools
+from noema.web import WebSettings
+from noema.web.tools import web_tools
 from noema.web.addresses import AddressGuard, Refused, read_host, refusal
 from noema.web.fetch import Fetcher, direct_connect, verify_peer
 from tests.fakes.web_server import ARTICLE, WebServer, page, redirect, tls_contexts

@@ -4,10 +4,13 @@
 `settings` holds the `[web]` section, `addresses` the rules for which
 addresses may be reached, `fetch` the guarded HTTP client, `extract` the
 text of HTML, PDF and office files, `search` the search backends and
-`tools` the two tools the model sees.
+`tools` the two tools the model sees (`web_tools`) and their line in
+`noema config check` (`web_status`).
+
+Only the settings are imported here, so that reading the configuration does
+not load the HTTP client and the extractors.
 """
 
 from .settings import WebSettings
-from .tools import web_status, web_tools
 
-__all__ = ["WebSettings", "web_status", "web_tools"]
+__all__ = ["WebSettings"]
