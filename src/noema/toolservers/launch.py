@@ -73,7 +73,7 @@ def server_layout(server: ServerSettings, around: Surroundings) -> Layout:
 
 def _filled(values: Mapping[str, str], around: Surroundings, where: str) -> dict[str, str]:
     try:
-        return {k: fill_secrets(v, dict(around.secrets), f"{where}.{k}") for k, v in values.items()}
+        return {k: fill_secrets(v, around.secrets, f"{where}.{k}") for k, v in values.items()}
     except KeyError as exc:
         raise LaunchError(exc.args[0]) from None
 

@@ -26,6 +26,7 @@ The TOML shape is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -138,7 +139,7 @@ class McpSettings(BaseModel):
         return value
 
 
-def fill_secrets(value: str, secrets: dict[str, str], where: str) -> str:
+def fill_secrets(value: str, secrets: Mapping[str, str], where: str) -> str:
     """`value` with each ${NAME} replaced by its secret; a KeyError naming
     `where` and the missing name (never a value) when one is not set."""
 

@@ -76,7 +76,7 @@ class SchemaArguments(pydantic.BaseModel):
     """Arguments checked against a server's JSON schema, which is also what
     the model is shown. Subclassed per tool by `argument_model`."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=False)
+    model_config = pydantic.ConfigDict(extra="forbid")
 
     input_schema: ClassVar[dict[str, Any]] = {}
     checker: ClassVar[Any] = None
@@ -151,6 +151,21 @@ def describe(server: str, tool: mcp_types.Tool, delimiter: SessionDelimiter) -> 
     if len(text) > _DESCRIPTION_CHARS:
         text = text[: _DESCRIPTION_CHARS - 1] + "…"
     return f"[from the MCP server {server}] {text}"
+
+
+def _neutral_descriptions(schema: Any, delimiter: SessionDelimiter) -> Any:
+    """A copy of a schema whose descriptions (outside text the model reads as
+    they are) are neutralised and capped like the tool's own."""
+    if isinstance(schema, list):
+        return [_neutral_descriptions(item, delimiter) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned = {}
+    for key, value in schema.items():
+        if key in ("description", "title") and isinstance(value, str):
+            value = delimiter.neutralise(value)[:_DESCRIPTION_CHARS]
+        cleaned[key] = _neutral_descriptions(value, delimiter)
+    return cleaned
 
 
 def render(
@@ -228,7 +243,7 @@ def mcp_tool(
 ) -> Tool:
     """A registry Tool that calls `tool` on the server behind `link`
     (UnusableTool when its schema cannot be used)."""
-    arguments = argument_model(name, tool.input_schema)
+    arguments = argument_model(name, _neutral_descriptions(tool.input_schema, delimiter))
     server = link.name
     cap = link.settings.max_result_chars
 
