@@ -17,7 +17,7 @@ import pytest
 
 from noema.perception.archive import SensoryArchive
 from noema.perception.events import Event
-from noema.perception.hub import SensorHub
+from noema.perception.hub import Backoff, SensorHub
 from noema.perception.items import StateValue
 from noema.perception.pipeline import Pipeline
 from noema.perception.sensors import webhook as webhook_module
@@ -293,3 +293,30 @@ def test_unset_tokens_admit_nobody():
     config = settings()
     assert tokens_from(config, {}) == []
     assert [t.sender for t in tokens_from(config, {"AM_TOKEN": OUTSIDE})] == ["alertmanager"]
+
+
+async def test_the_hub_restarts_the_server_when_its_port_frees():
+    """Its port taken, the server crashes; the hub reports it and restarts it
+    until it listens."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    config = WebhookSettings(enabled=True, listen=f"127.0.0.1:{port}")
+    intake = WebhookIntake(config, tokens_from(config, SECRETS))
+    crashes = []
+
+    def crashed(crash) -> None:
+        crashes.append(crash)
+        taken.close()  # the port is free for the next attempt
+
+    hub = SensorHub(lambda e: None, on_crash=crashed,
+                    backoff=Backoff(initial=0.05, maximum=0.05, stable_after=1))
+    for sensor in intake.sensors():
+        hub.add(sensor)
+    async with hub:
+        async with asyncio.timeout(10):
+            await intake.ready.wait()
+        assert intake.address == ("127.0.0.1", port)
+        assert [c.channel for c in crashes] == ["webhook"]
+        assert "in use" in crashes[0].error

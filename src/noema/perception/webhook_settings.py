@@ -49,7 +49,8 @@ class WebhookSettings(BaseModel):
     enabled: bool = False
     listen: str = "127.0.0.1:8787"
     allow_remote: bool = False  # listening beyond this machine must be asked for
-    person_token: SecretName = "NOEMA_WEBHOOK_TOKEN"  # its sender speaks for the person
+    # The secret holding the person's own token: what is posted with it is authorised.
+    person_token_secret: SecretName = "NOEMA_WEBHOOK_TOKEN"
     # Outside senders: the name each is known by, and the secret holding its token.
     sources: dict[SourceName, SecretName] = {}
     max_body_bytes: int = Field(256 * 1024, ge=1024, le=16 * 1024 * 1024)
@@ -91,7 +92,7 @@ class Token:
 def tokens_from(settings: WebhookSettings, secrets: dict[str, str]) -> list[Token]:
     """The tokens whose secrets are set (an unset or empty one admits nobody)."""
     out = []
-    person = secrets.get(settings.person_token, "")
+    person = secrets.get(settings.person_token_secret, "")
     if person:
         out.append(Token(person.encode(), "person", True))
     for source, secret in sorted(settings.sources.items()):
