@@ -266,6 +266,7 @@ async def test_the_running_agent_gets_the_tools_added_to_its_registry():
                           SessionDelimiter.new())
     try:
         await servers.offer_to(registry)
+        assert servers.offered.is_set()
         assert builtin < set(registry.names())
         assert "t__add" in registry
         agent = Agent(servers, registry)

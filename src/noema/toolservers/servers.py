@@ -105,6 +105,7 @@ class ToolServers:
     links: list[ServerLink] = field(init=False)
     gate: ApprovalGate = field(init=False)
     reports: list[ServerReport] = field(init=False, default_factory=list)
+    offered: asyncio.Event = field(init=False, default_factory=asyncio.Event)  # set by offer_to
 
     def __post_init__(self) -> None:
         self.links = [ServerLink(s, self.around) for s in self.settings.servers]
@@ -138,8 +139,11 @@ class ToolServers:
         """Connect (see `start`) and add the tools to `registry`, for the running
         agent: started in the background, so that slow servers do not hold up
         the first turn; their tools appear as soon as they answer."""
-        for guarded in await self.start(registry.names()):
-            registry.add(guarded)
+        try:
+            for guarded in await self.start(registry.names()):
+                registry.add(guarded)
+        finally:
+            self.offered.set()
 
     async def _connect(self, link: ServerLink) -> tuple[mcp_types.Tool, ...] | ServerReport:
         try:
