@@ -5,16 +5,30 @@ interval here is an hour), and it polls where there is no notification."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from noema.memory.session import Session
+from noema.memory.store import TurnStore
+from noema.orchestrator.agent import Agent, AgentListener, Senses
+from noema.orchestrator.cycle import ReasoningCycle
+from noema.orchestrator.settings import ReflexSettings
+from noema.perception.archive import SensoryArchive
 from noema.perception.clock import ManualClock
 from noema.perception.hub import Emitter, SensorHub
+from noema.perception.packing import render_pool_event
+from noema.perception.pipeline import Pipeline
 from noema.perception.sensors import LogFileSensor, logfollow
 from noema.perception.sensors.logwatch import concerns
+from noema.perception.untrusted import SessionDelimiter
+from noema.providers.catalog import build_provider
+from noema.providers.settings import ModelSettings
+from noema.tools.registry import ToolRegistry
+from tests.fakes import FakeOpenAIServer, FakeReply
 
 from .conftest import T0
 
@@ -154,3 +168,45 @@ def test_only_the_file_and_its_numbered_rotations_concern_it():
     assert concerns(path, "app.log.12")
     assert not concerns(path, "app.log.bak") and not concerns(path, "other.log")
     assert not concerns(path, "app.log.") and not concerns(path, "app.logx")
+
+
+async def test_a_line_appended_by_another_process_reaches_the_model(tmp_path):
+    """The real agent, idle, with the real log sensor under the hub and a real
+    model client against the fake server: an urgent line wakes it, and the
+    model's next request carries the line (the poll interval is an hour)."""
+    log = tmp_path / "app.log"
+    log.write_text("an old line, never read\n")
+    sensor = LogFileSensor(log, channel="log.app", poll_interval=HOUR)
+    store = TurnStore(":memory:")
+    session = Session.load(store)
+    pipeline = Pipeline(SensoryArchive(":memory:"), [sensor.info])
+    delimiter = SessionDelimiter("be7c4b1e5eed")
+    reflexes = ReflexSettings(rules=({"channel": "log.app", "text": "PANIC",  # type: ignore
+                                      "urgency": "urgent"},),
+                              idle_quiet_window_s=0, idle_max_wait_s=0)
+    with FakeOpenAIServer() as server:
+        server.script(FakeReply(text="Noted: the disk."))
+        provider = build_provider(ModelSettings(
+            provider="openai-compatible", model="fake", base_url=server.base_url,
+            max_retries=0), {})
+        cycle = ReasoningCycle(session, provider, ToolRegistry([]), lambda: "You are terse.")
+        agent = Agent(session, cycle, AgentListener(), context_window=100_000,
+                      reflexes=reflexes, senses=Senses(pipeline, lambda items, now:
+                                                       render_pool_event(items, delimiter,
+                                                                         now=now)))
+        hub = SensorHub(agent.perceive)
+        hub.add(sensor)
+        try:
+            async with hub:
+                for _ in range(50):  # the sensor opens its file and watches it
+                    await asyncio.sleep(0.01)
+                run_elsewhere(APPEND, str(log), "PANIC: ext4 journal aborted on sda1")
+                assert await server.wait_requests(1, timeout=20)
+        finally:
+            await agent.stop()
+            await agent.close()
+            await provider.aclose()
+            store.close()
+    sent = json.dumps(server.requests[0].body)
+    assert "PANIC" in sent and "ext4" in sent and "journal" in sent
+    assert "never read" not in sent
