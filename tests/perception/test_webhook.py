@@ -46,7 +46,7 @@ async def running(sink: Callable[[Event], None], **more) -> AsyncIterator[Webhoo
     async with hub:
         async with asyncio.timeout(10):
             await intake.ready.wait()
-            while len(intake._emitters) < 3:  # the other two channels lent their emitters
+            while len(intake.open_channels) < 3:  # the other two channels are running too
                 await asyncio.sleep(0.01)
         yield intake
 
@@ -320,3 +320,16 @@ async def test_the_hub_restarts_the_server_when_its_port_frees():
         assert intake.address == ("127.0.0.1", port)
         assert [c.channel for c in crashes] == ["webhook"]
         assert "in use" in crashes[0].error
+
+
+async def test_a_channel_whose_sensor_is_not_running_answers_503():
+    config = settings()
+    intake = WebhookIntake(config, tokens_from(config, SECRETS))
+    hub = SensorHub(lambda e: None)
+    hub.add(intake.server)  # the alertmanager channel's sensor is not running
+    async with hub, httpx.AsyncClient() as client:
+        async with asyncio.timeout(10):
+            await intake.ready.wait()
+        response = await client.post(url(intake, "/alertmanager"), json=alert("firing"),
+                                     headers=bearer(OUTSIDE))
+    assert response.status_code == 503 and "retry" in response.json()["error"]

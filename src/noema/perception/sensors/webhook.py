@@ -174,6 +174,11 @@ class WebhookIntake:
         """The intake's sensors, for the hub."""
         return [self.server, self.alerts, self.rejected]
 
+    @property
+    def open_channels(self) -> frozenset[str]:
+        """The channels whose sensors are running: requests for the others get 503."""
+        return frozenset(self._emitters)
+
     def lend(self, emit: Emitter) -> None:
         """Requests may report on `emit`'s channel (its sensor is running)."""
         self._emitters[emit.channel] = emit
