@@ -21,7 +21,7 @@ from noema.perception.hub import Backoff, SensorHub
 from noema.perception.items import StateValue
 from noema.perception.pipeline import Pipeline
 from noema.perception.sensors import webhook as webhook_module
-from noema.perception.sensors.webhook import WebhookIntake
+from noema.perception.sensors.webhook import WebhookIntake, intake_sensors
 from noema.perception.webhook_settings import WebhookSettings, tokens_from
 
 PERSON = "person-token-0123456789"
@@ -333,3 +333,13 @@ async def test_a_channel_whose_sensor_is_not_running_answers_503():
         response = await client.post(url(intake, "/alertmanager"), json=alert("firing"),
                                      headers=bearer(OUTSIDE))
     assert response.status_code == 503 and "retry" in response.json()["error"]
+
+
+def test_the_intake_is_built_only_when_enabled_and_says_when_no_token_is_set():
+    notices: list[str] = []
+    assert intake_sensors(WebhookSettings(), SECRETS, notices.append) == []
+    built = intake_sensors(settings(), SECRETS, notices.append)
+    assert [s.info.channel for s in built] == ["webhook", "alertmanager", "webhook.rejected"]
+    assert notices == []
+    intake_sensors(settings(), {}, notices.append)
+    assert len(notices) == 1 and "NOEMA_WEBHOOK_TOKEN, AM_TOKEN" in notices[0]

@@ -37,7 +37,7 @@ import hmac
 import json
 import logging
 import socket
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, TypeVar
 
 import uvicorn
@@ -50,7 +50,7 @@ from starlette.routing import Route
 from ..alertmanager import Notification, reports
 from ..events import CHANNEL_PATTERN, MAX_KEY, Nature, SensorInfo, Urgency
 from ..hub import Emitter
-from ..webhook_settings import Token, WebhookSettings
+from ..webhook_settings import Token, WebhookSettings, tokens_from
 
 log = logging.getLogger(__name__)
 
@@ -307,3 +307,17 @@ class _Outlet:
             await asyncio.Future()  # until cancelled
         finally:
             self._intake.withdraw(emit)
+
+
+def intake_sensors(settings: WebhookSettings, secrets: Mapping[str, str],
+                   notice: Callable[[str], None]) -> list[Any]:
+    """The webhook's sensors if it is on (none if off). With none of its token
+    secrets set, `notice` tells the person, since every request would be refused."""
+    if not settings.enabled:
+        return []
+    tokens = tokens_from(settings, dict(secrets))
+    if not tokens:
+        names = ", ".join([settings.person_token_secret, *settings.sources.values()])
+        notice(f"the webhook at {settings.listen} is on, but none of its tokens is set "
+               f"({names}, in secrets.toml or the environment): every request is refused")
+    return WebhookIntake(settings, tokens).sensors()
