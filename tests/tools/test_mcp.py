@@ -5,6 +5,7 @@ gate."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -336,7 +337,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def http_server():
-    port = _free_port()
+    with serving_http(_free_port()) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving_http(port: int):
+    """The test server over streamable HTTP on 127.0.0.1:port, while the block runs."""
     process = subprocess.Popen(
         [sys.executable, str(FAKE), "--http", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -367,6 +374,32 @@ async def test_a_server_over_streamable_http(http_server):
         assert refused.is_error and "declined" in refused.content
         assert await agent.text("web__calls") == "2"
         assert await agent.text("web__header", name="x-token") == "s3cret"  # the secret, filled in
+
+
+async def test_a_server_down_when_the_agent_starts_is_offered_once_it_answers():
+    port = _free_port()
+    registry = ToolRegistry(time_tools("UTC"))
+    late = ServerSettings(name="late", transport="http", url=f"http://127.0.0.1:{port}/mcp")
+    servers = ToolServers(McpSettings(servers=[late]), Surroundings({}, ShellSettings()),
+                          SessionDelimiter.new())
+    offering = asyncio.create_task(servers.offer_to(registry))
+    try:
+        await asyncio.wait_for(servers.offered.wait(), 60)
+        assert "late__add" not in registry
+        assert "could not be reached" in servers.reports[0].problem
+        with serving_http(port):
+            for _ in range(600):  # bounded: the pauses between attempts grow from 1 s
+                if "late__add" in registry:
+                    break
+                await asyncio.sleep(0.1)
+            assert await Agent(servers, registry).text("late__add", a=1, b=1) == "2"
+            assert servers.reports[0].problem is None
+            await asyncio.wait_for(offering, 10)  # nothing left to wait for
+    finally:
+        offering.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await offering
+        await servers.aclose()
 
 
 async def test_a_header_naming_a_missing_secret_says_which(http_server):

@@ -93,6 +93,10 @@ class ServerLink:
     def name(self) -> str:
         return self.settings.name
 
+    def retry_in(self) -> float:
+        """Seconds until the next attempt to connect may be made (0: now)."""
+        return max(0.0, self._backoff.not_before - self.clock())
+
     async def tools(self) -> tuple[mcp_types.Tool, ...]:
         """The server's tools, connecting first if needed."""
         return (await self._connected()).tools

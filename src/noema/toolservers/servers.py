@@ -137,13 +137,34 @@ class ToolServers:
 
     async def offer_to(self, registry: ToolRegistry) -> None:
         """Connect (see `start`) and add the tools to `registry`, for the running
-        agent: started in the background, so that slow servers do not hold up
-        the first turn; their tools appear as soon as they answer."""
+        agent: run in the background, so that slow servers do not hold up the
+        first turn; the tools appear once every server has answered or failed."""
         try:
             for guarded in await self.start(registry.names()):
                 registry.add(guarded)
         finally:
             self.offered.set()
+        down = [link for link, r in zip(self.links, self.reports, strict=True) if r.problem]
+        await asyncio.gather(*(self._keep_trying(link, registry) for link in down))
+
+    async def _keep_trying(self, link: ServerLink, registry: ToolRegistry) -> None:
+        """Try a server that was down at the start again, after the link's
+        growing pauses, until it answers; then offer its tools too."""
+        while True:
+            await asyncio.sleep(link.retry_in())
+            try:
+                listing = await link.tools()
+            except ServerFailure:
+                continue
+            report = offer(link, listing, self.delimiter, self.person, set(registry.names()))
+            self.reports = [report if r.server is link.settings else r for r in self.reports]
+            levels = {**self.gate.settings.tools, **{o.tool.name: o.level for o in report.offered}}
+            self.gate.settings = AutonomySettings(default="deny", tools=levels)
+            for o in report.offered:
+                registry.add(self.gate.wrap(o.tool))
+            log.info("MCP server %s answered; its %d tool(s) are offered", link.name,
+                     len(report.offered))
+            return
 
     async def _connect(self, link: ServerLink) -> tuple[mcp_types.Tool, ...] | ServerReport:
         try:
