@@ -308,17 +308,31 @@ def read_docx(data: bytes, stem: str) -> Outline:
     """Paragraphs in 'Heading N' styles open sections; tables are kept as rows
     of cells separated by ' | '."""
     import docx
+    from docx.enum.style import WD_STYLE_TYPE
     from docx.table import Table
 
     document = docx.Document(io.BytesIO(data))
     title = (document.core_properties.title or "").strip()
+    # `paragraph.style` searches the style part on every call, the default
+    # style's search being the slowest (a tenth of a second for a short
+    # document); each style ID met is looked up once, and none means the
+    # default style, never a heading.
+    names: dict[str, str] = {}
+
+    def style_name(style_id: str | None) -> str:
+        if style_id is None:
+            return ""
+        if style_id not in names:
+            found = document.part.get_style(style_id, WD_STYLE_TYPE.PARAGRAPH)
+            names[style_id] = found.name or ""
+        return names[style_id]
     sections: list[Section] = []
     level, heading, parts = 0, OPENING, []
     for block in document.iter_inner_content():
         if isinstance(block, Table):
             parts.extend(" | ".join(c.text.strip() for c in row.cells) for row in block.rows)
             continue
-        style = block.style.name if block.style is not None else ""
+        style = style_name(block._p.style)
         match = _DOCX_HEADING.match(style or "")
         if style == "Title" and not title:
             title = block.text.strip()

@@ -175,6 +175,9 @@ class DocsStore:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
+        # The index can always be rebuilt from the files: a commit need not
+        # wait for the disk, only survive a killed process (as WAL does).
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=5000")  # `noema docs index` beside a running agent
         self._db.executescript(_SCHEMA)
@@ -285,27 +288,33 @@ class DocsStore:
 
     def search(self, query: str, limit: int) -> list[Hit]:
         """Sections ranked by BM25: those holding every word first, then any word."""
-        hits: list[Hit] = []
-        seen: set[int] = set()
+        ranked: list[tuple[int, str]] = []  # (section rowid, the expression that found it)
         with self._lock:
             for every_word in (True, False):
                 expression = match_expression(query, every_word=every_word)
-                if expression is None or len(hits) >= limit:
+                if expression is None or len(ranked) >= limit:
                     break
+                seen = {rowid for rowid, _e in ranked}
                 rows = self._db.execute(
-                    "SELECT s.id, d.id, s.number, d.title, s.trail, d.path, s.page, "
-                    "snippet(section_text, 1, '«', '»', '…', 16), d.untrusted "
-                    f"FROM section_text JOIN sections s ON s.id = section_text.rowid "
-                    "JOIN documents d ON d.id = s.doc_id "
-                    f"WHERE section_text MATCH ? ORDER BY {_RANK} LIMIT ?",
-                    (expression, limit + len(seen)))
-                for rowid, doc_id, number, title, trail, path, page, snippet, untrusted in rows:
-                    if rowid in seen or len(hits) >= limit:
-                        continue
-                    seen.add(rowid)
-                    hits.append(Hit(doc_id, number, _full_path(title, trail), path, page,
-                                    " ".join(snippet.split()), bool(untrusted)))
-        return hits
+                    f"SELECT rowid FROM section_text WHERE section_text MATCH ? "
+                    f"ORDER BY {_RANK} LIMIT ?", (expression, limit + len(seen)))
+                fresh = [r[0] for r in rows if r[0] not in seen]
+                ranked += [(rowid, expression) for rowid in fresh[: limit - len(ranked)]]
+            return [self._hit(rowid, expression) for rowid, expression in ranked]
+
+    def _hit(self, rowid: int, expression: str) -> Hit:
+        # Apart from the ranking: SQLite would build a snippet for every
+        # matching section before sorting, and the sort keeps only a few.
+        row = self._db.execute(
+            "SELECT d.id, s.number, d.title, s.trail, d.path, s.page, "
+            "snippet(section_text, 1, '«', '»', '…', 16), d.untrusted "
+            "FROM section_text JOIN sections s ON s.id = section_text.rowid "
+            "JOIN documents d ON d.id = s.doc_id "
+            "WHERE section_text MATCH ? AND section_text.rowid = ?",
+            (expression, rowid)).fetchone()
+        doc_id, number, title, trail, path, page, snippet, untrusted = row
+        return Hit(doc_id, number, _full_path(title, trail), path, page,
+                   " ".join(snippet.split()), bool(untrusted))
 
     def document(self, doc_id: int) -> DocumentInfo | None:
         """A document and its outline, or None when there is no such ID."""
