@@ -5,7 +5,7 @@ Lines are aggregatable: their key is the line's shape (`logkeys.py`), so
 "connection error to 10.0.0.3 after 512 ms" and "connection error to
 10.0.0.9 after 77 ms" are counted together. Following the file across
 rotation, truncation and deletion, and resuming where it stood, is the
-follower's job (`logfollow.py`); this module reads slice after slice, saves
+follower's job (`logfollow.py`, over the files of `logfiles.py`); this module reads slice after slice, saves
 the place with each line, and waits at the end of the file.
 
 **Waiting.** The sensor waits for a change notification (`logwatch.py`,
@@ -26,14 +26,8 @@ from pathlib import Path
 from ..events import Nature, SensorInfo, TreatmentParams, Urgency
 from ..hub import Bookmark, Emitter, MemoryBookmark, Sleep
 from ..timefmt import format_duration
-from .logfollow import (
-    DEFAULT_MAX_BACKLOG,
-    MAX_LINE,
-    SLICE_BYTES,
-    LogFollower,
-    LogPosition,
-    LogSlice,
-)
+from .logfiles import LogPosition
+from .logfollow import DEFAULT_MAX_BACKLOG, MAX_LINE, SLICE_BYTES, LogFollower, LogSlice
 from .logkeys import normalise_line
 from .logwatch import LogWatch
 

@@ -52,59 +52,33 @@ start, and a note event (key `noema:sensor-note`) says how much was left out.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import add
 from pathlib import Path
-from stat import S_ISREG
-from typing import Any, Literal
+from typing import Literal
+
+from .logfiles import (
+    Ident,
+    LogPosition,
+    OpenFile,
+    digest,
+    find_rotated,
+    head_of,
+    line_start,
+    matches_saved,
+    open_siblings,
+    rotated_after,
+)
 
 MAX_LINE = 64 * 1024
 SLICE_BYTES = 1024 * 1024
-HEAD_BYTES = 256
 DEFAULT_MAX_BACKLOG = 8 * 1024 * 1024
 MAX_KNOWN = 4096  # rotated files remembered as read
-MAX_NUMBER_TRIED = 1000  # rotations looked for by number up to this one, beyond by listing
 
 Where = Literal["start", "end", "capped"]
 """Where a file is opened: its start, its end, or its last `max_backlog` bytes."""
-Ident = tuple[int, int]
-"""A file's device and inode."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogPosition:
-    """Where a follower stands: which file, and the offset just after the last
-    complete line it read."""
-
-    path: str  # the path followed (the file may since have been renamed)
-    device: int
-    inode: int
-    offset: int
-    head: str  # digest of the first `head_size` bytes: tells a new file that reused an inode
-    head_size: int
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON data for a bookmark (built by hand: it is saved for every line)."""
-        return {"path": self.path, "device": self.device, "inode": self.inode,
-                "offset": self.offset, "head": self.head, "head_size": self.head_size}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> LogPosition | None:
-        """The position a bookmark holds; None if there is none or it is not one."""
-        if not data:
-            return None
-        try:
-            position = cls(str(data["path"]), int(data["device"]), int(data["inode"]),
-                           int(data["offset"]), str(data["head"]), int(data["head_size"]))
-        except (KeyError, TypeError, ValueError):
-            return None
-        if position.offset < 0 or not 0 <= position.head_size <= HEAD_BYTES:
-            return None
-        return position
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,78 +98,6 @@ class LogSlice:
 
 
 _NOTHING = LogSlice([], [], None)
-
-
-class _OpenFile:
-    """One file held by its descriptor, so it can be read to its end after it
-    is renamed or deleted. Read with `pread`: the descriptor keeps no place.
-
-    `offset` is just after the last complete line handed out: the next read
-    starts there, so a line not finished yet is read again, whole, once it is.
-    """
-
-    __slots__ = ("fd", "head", "head_size", "ident", "offset")
-
-    def __init__(self, fd: int, ident: Ident) -> None:
-        self.fd, self.ident, self.offset = fd, ident, 0
-        self.head, self.head_size = _head_of(fd)
-
-    @classmethod
-    def open(cls, path: Path) -> _OpenFile | None:
-        """The regular file at `path`, or None if there is none to read."""
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        stat = os.fstat(fd)
-        if not S_ISREG(stat.st_mode):
-            os.close(fd)
-            return None
-        return cls(fd, (stat.st_dev, stat.st_ino))
-
-    def size(self) -> int:
-        return os.fstat(self.fd).st_size
-
-    def read(self, limit: int) -> bytes:
-        """Up to `limit` bytes from `offset`."""
-        return os.pread(self.fd, limit, self.offset)
-
-    def takes_head_from(self, data: bytes) -> bool:
-        """With `data` read from the file's start, make its first bytes the head:
-        the head then describes the text read, even if the file is cut right
-        after. False if they are not the first bytes known."""
-        if self.offset or self.head_size >= HEAD_BYTES or not data:
-            return True
-        if _digest(data[:self.head_size]) != self.head:
-            return False
-        first = data[:HEAD_BYTES]
-        self.head, self.head_size = _digest(first), len(first)
-        return True
-
-    def head_holds(self) -> bool:
-        """Whether the file still starts with the bytes it started with (then
-        the head is extended to what is there now, up to HEAD_BYTES)."""
-        data = os.pread(self.fd, HEAD_BYTES, 0)
-        if len(data) < self.head_size or _digest(data[:self.head_size]) != self.head:
-            return False
-        if len(data) > self.head_size:
-            self.head, self.head_size = _digest(data), len(data)
-        return True
-
-    def starts_like(self, other: _OpenFile) -> bool:
-        """Whether this file begins like `other`, read after it."""
-        mine = os.pread(self.fd, HEAD_BYTES, 0)
-        theirs = os.pread(other.fd, HEAD_BYTES, 0)
-        common = min(len(mine), len(theirs))
-        return common > 0 and mine[:common] == theirs[:common]
-
-    def holds_text_of(self, place: LogPosition) -> bool:
-        """Whether this file has the first bytes of `place` and reaches its offset."""
-        return (place.head_size > 0 and self.size() >= place.offset
-                and _digest(os.pread(self.fd, place.head_size, 0)) == place.head)
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 class LogFollower:
@@ -226,11 +128,11 @@ class LogFollower:
         self.notes: list[str] = []  # what the sensor should say about its resumption
         self.more = False  # the last read stopped short of the end: read again at once
         self._slice_bytes = slice_bytes
-        self._file: _OpenFile | None = None
-        self._next: list[_OpenFile] = []  # to read after `_file`, in this order
+        self._file: OpenFile | None = None
+        self._next: list[OpenFile] = []  # to read after `_file`, in this order
         # Rotated files read already, or there before: (first bytes counted, their digest).
         self._known: dict[Ident, tuple[int, str]] = {}
-        for _, f in _open_siblings(self.path):
+        for _, f in open_siblings(self.path):
             self._remember(f)
             f.close()
         if resume is not None and self._resume(resume):
@@ -250,10 +152,10 @@ class LogFollower:
 
     # -- opening ---------------------------------------------------------------
 
-    def _open(self, path: Path, where: Where) -> _OpenFile | None:
+    def _open(self, path: Path, where: Where) -> OpenFile | None:
         """The file at `path` from its "start", its "end", or "capped": the
         start, or the last `max_backlog` bytes of a bigger file."""
-        f = _OpenFile.open(path)
+        f = OpenFile.open(path)
         if f is None:
             return None
         if where == "end":
@@ -266,13 +168,13 @@ class LogFollower:
         """Continue from a saved place; False if it names another path."""
         if saved.path != str(self.path):
             return False
-        if _matches(self.path, saved) and (f := self._reopen(self.path, saved)):
+        if matches_saved(self.path, saved) and (f := self._reopen(self.path, saved)):
             self._file = f
             return True
-        rotated = _find_rotated(self.path, saved)
+        rotated = find_rotated(self.path, saved)
         if rotated is not None and (f := self._reopen(rotated, saved, same_file=False)):
             self._file = f
-            later = _rotated_after(self.path, rotated)
+            later = rotated_after(self.path, rotated)
             self._next = [g for p in later if (g := self._open(p, "capped"))]
             if (current := self._open(self.path, "capped")) is not None:
                 self._next.append(current)
@@ -287,10 +189,10 @@ class LogFollower:
         return True
 
     def _reopen(self, path: Path, saved: LogPosition, *, same_file: bool = True
-                ) -> _OpenFile | None:
+                ) -> OpenFile | None:
         """The saved file at `path`, at the saved place (within the backlog bound).
         A copy (`same_file` False) need only hold the same text."""
-        f = _OpenFile.open(path)
+        f = OpenFile.open(path)
         if f is None:
             return None
         same = f.ident == (saved.device, saved.inode)
@@ -300,13 +202,13 @@ class LogFollower:
         f.offset = self._catch_up_from(f, path, saved.offset)
         return f
 
-    def _catch_up_from(self, f: _OpenFile, path: Path, offset: int) -> int:
+    def _catch_up_from(self, f: OpenFile, path: Path, offset: int) -> int:
         """Where to read `f` from to catch up from `offset`: at most `max_backlog`
         back from the end, at a line start; a note counts what is skipped."""
         size = f.size()
         if size - offset <= self.max_backlog:
             return offset
-        start = _line_start(f.fd, size - self.max_backlog, size)
+        start = line_start(f.fd, size - self.max_backlog, size)
         self.notes.append(
             f"{_size(start - offset)} of {path} written while this sensor was not "
             f"reading were skipped: it catches up on at most {_size(self.max_backlog)} of a "
@@ -359,7 +261,7 @@ class LogFollower:
             self.more = len(data) == self._slice_bytes or self._at_end(f, rest, lines, ends)
         return LogSlice(lines, ends, here)
 
-    def _at_end(self, f: _OpenFile, rest: bytes, lines: list[str], ends: list[int]) -> bool:
+    def _at_end(self, f: OpenFile, rest: bytes, lines: list[str], ends: list[int]) -> bool:
         """`f` is read to its end (`rest` after its last newline): move on to
         the next file, or look at the path for a rotation or rewrite. True if
         there is more to read now."""
@@ -373,7 +275,7 @@ class LogFollower:
         self._file = self._next.pop(0)
         return True
 
-    def _look(self, f: _OpenFile) -> bool:
+    def _look(self, f: OpenFile) -> bool:
         """At the end of the file at the path: has it been rotated or rewritten?"""
         try:
             stat = os.stat(self.path)
@@ -395,20 +297,20 @@ class LogFollower:
             return True
         return False
 
-    def _at_path(self, f: _OpenFile) -> bool:
+    def _at_path(self, f: OpenFile) -> bool:
         try:
             stat = os.stat(self.path)
         except OSError:
             return False
         return (stat.st_dev, stat.st_ino) == f.ident
 
-    def _rewritten(self, f: _OpenFile) -> None:
+    def _rewritten(self, f: OpenFile) -> None:
         """`f` no longer holds the text read: read the rest of that text from
         its copy if one was made (copytruncate), then `f` from its start."""
         was = LogPosition(str(self.path), *f.ident, f.offset, f.head, f.head_size)
         # Its new first bytes, taken before the look for copies: a copy of
         # this new text made during the look is then known by them later.
-        head = _head_of(f.fd)
+        head = head_of(f.fd)
         found = self._unseen(f, copy_of=was)
         f.offset = 0
         f.head, f.head_size = head
@@ -416,19 +318,19 @@ class LogFollower:
             self._next = [*found[1:], f, *self._next]
             self._file = found[0]
 
-    def _unseen(self, current: _OpenFile, copy_of: LogPosition | None = None
-                ) -> list[_OpenFile]:
+    def _unseen(self, current: OpenFile, copy_of: LogPosition | None = None
+                ) -> list[OpenFile]:
         """The rotated files that appeared since the last look and were never
         read, oldest first, opened; the copy of `copy_of`'s text opened at its place.
 
         Skipped: files read before or there from the start, empty ones, and a
         copy of `current` still being made (it will be found when complete)."""
         held = {g.ident for g in (self._file, *self._next, current) if g is not None}
-        siblings = _open_siblings(self.path)
+        siblings = open_siblings(self.path)
         # If `current` was itself rotated meanwhile, the files rotated after it
         # (lower numbers) are left for the look at its end.
         mine = min((n for n, g in siblings if g.ident == current.ident), default=None)
-        found: list[tuple[int, _OpenFile]] = []
+        found: list[tuple[int, OpenFile]] = []
         for index, g in siblings:
             if g.ident in held or (mine is not None and index < mine) or self._is_known(g):
                 g.close()
@@ -448,7 +350,7 @@ class LogFollower:
             self._remember(g)
         return [g for _, g in found]
 
-    def _remember(self, f: _OpenFile) -> None:
+    def _remember(self, f: OpenFile) -> None:
         """Count `f` as read. Forgotten oldest first past a bound, which only
         matters in a folder of thousands of rotations."""
         self._known.pop(f.ident, None)
@@ -456,16 +358,16 @@ class LogFollower:
         while len(self._known) > MAX_KNOWN:
             del self._known[next(iter(self._known))]
 
-    def _is_known(self, f: _OpenFile) -> bool:
+    def _is_known(self, f: OpenFile) -> bool:
         """Whether `f` was read before or was there from the start (the same
         inode with the same first bytes: an inode can be reused)."""
         known = self._known.get(f.ident)
         if known is None:
             return False
-        size, digest = known
-        return _digest(os.pread(f.fd, size, 0)) == digest
+        size, first = known
+        return digest(os.pread(f.fd, size, 0)) == first
 
-    def _finish(self, f: _OpenFile) -> None:
+    def _finish(self, f: OpenFile) -> None:
         f.head_holds()  # takes in the first bytes read since the last look
         self._remember(f)
         f.close()
@@ -509,135 +411,7 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=8).hexdigest()
-
-
-def _head_of(fd: int) -> tuple[str, int]:
-    data = os.pread(fd, HEAD_BYTES, 0)
-    return _digest(data), len(data)
-
-
-def _matches(path: Path, saved: LogPosition) -> bool:
-    """Whether `path` is still the file a saved place was in."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return False
-    if (stat.st_dev, stat.st_ino) != (saved.device, saved.inode) or stat.st_size < saved.offset:
-        return False
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(saved.head_size)
-    except OSError:
-        return False
-    return len(data) == saved.head_size and _digest(data) == saved.head
-
-
-def _numbered_siblings(path: Path) -> list[tuple[int, Path]]:
-    """The numbered rotations of `path` (`app.log.1`, `app.log.2`, ...) with their numbers."""
-    prefix = path.name + "."
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return []
-    return [(int(name[len(prefix):]), path.parent / name) for name in names
-            if name.startswith(prefix) and name[len(prefix):].isascii()
-            and name[len(prefix):].isdigit()]
-
-
-def _open_siblings(path: Path) -> list[tuple[int, _OpenFile]]:
-    """The numbered rotations of `path`, opened, each once.
-
-    Opened by number, lowest first: rotating shifts the files up (.1 to .2)
-    from the highest down, so a file moving while this runs is found under
-    its old name or its new one, never missed (a listing alone can miss it,
-    and a gap in the listing may be a file in the middle of a move)."""
-    numbers = [n for n, _ in _numbered_siblings(path)]
-    if not numbers:
-        return []
-    if max(numbers) <= MAX_NUMBER_TRIED:
-        numbers = list(range(max(numbers) + 2))
-    opened: dict[Ident, tuple[int, _OpenFile]] = {}
-    for number in sorted(numbers):
-        f = _OpenFile.open(path.parent / f"{path.name}.{number}")
-        if f is None:
-            continue
-        if f.ident in opened:
-            f.close()  # moved up while this ran: already opened under its old number
-        else:
-            opened[f.ident] = (number, f)
-    return list(opened.values())
-
-
-def _rotated_after(path: Path, rotated: Path) -> list[Path]:
-    """The numbered rotations made after `rotated`, oldest first: a lower number
-    and written later (strictly, so a file of the same moment is left out rather
-    than read twice)."""
-    siblings = _numbered_siblings(path)
-    number = dict((p, i) for i, p in siblings).get(rotated)
-    if number is None:
-        return []
-    try:
-        since = os.stat(rotated).st_mtime_ns
-    except OSError:
-        return []
-    later = []
-    for i, p in siblings:
-        try:
-            written = os.stat(p).st_mtime_ns
-        except OSError:
-            continue
-        if i < number and written > since:
-            later.append((written, -i, p))
-    return [p for *_, p in sorted(later)]
-
-
-def _find_rotated(path: Path, saved: LogPosition) -> Path | None:
-    """The file a saved place was in, renamed inside the same folder (found by
-    inode and first bytes), or else a numbered copy of its text (copytruncate)."""
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            stat = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if (stat.st_dev, stat.st_ino) == (saved.device, saved.inode) and _matches(
-                Path(entry.path), saved):
-            return Path(entry.path)
-    if saved.head_size == 0:
-        return None  # no first bytes to know a copy by
-    for _, sibling in sorted(_numbered_siblings(path)):
-        f = _OpenFile.open(sibling)
-        if f is not None:
-            copy = f.holds_text_of(saved)
-            f.close()
-            if copy:
-                return sibling
-    return None
-
-
-def _line_start(fd: int, at: int, size: int) -> int:
-    """The first line start at or after `at` (or `size` if no line starts there)."""
-    if at <= 0:
-        return 0
-    while at < size:
-        chunk = os.pread(fd, 64 * 1024, at - 1)
-        newline = chunk.find(b"\n")
-        if newline >= 0:
-            return at + newline
-        at += len(chunk)
-        if not chunk:
-            break
-    return size
-
-
 def _size(count: int) -> str:
     if count < 1024 * 1024:
         return f"{count / 1024:.0f} KiB" if count >= 1024 else f"{count} bytes"
     return f"{count / (1024 * 1024):.1f} MiB"
-
-
