@@ -35,7 +35,7 @@ from noema.toolservers import (
     ToolServers,
     describe_servers,
 )
-from noema.toolservers.tools import tool_name
+from noema.toolservers.tools import argument_model, tool_name
 from noema.tools.builtin import time_tools
 from noema.tools.registry import ToolContext, ToolRegistry, ToolResult
 from tests.security.world import BWRAP
@@ -144,6 +144,22 @@ def test_names_fit_the_providers_rules():
     assert clash != "files__a_b" and len(clash) <= 64
     for name in (long, clash):
         assert all(c.isalnum() or c in "_-" for c in name)
+
+
+def test_arguments_keep_the_servers_property_names_whatever_they_are():
+    schema = {
+        "type": "object",
+        "properties": {"my-arg": {"type": "string"}, "json": {"type": "integer"},
+                       "model_id": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["my-arg"],
+    }
+    model = argument_model("x__y", schema)
+    assert model.model_json_schema() == schema
+    parsed = model.model_validate({"my-arg": "a", "json": 3, "model_id": "m"})
+    given = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    assert model.to_server(given) == {"my-arg": "a", "json": 3, "model_id": "m"}
+    with pytest.raises(pydantic.ValidationError, match="'my-arg' is a required property"):
+        model.model_validate({"json": 3})
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,8 @@ class SchemaArguments(pydantic.BaseModel):
     """Arguments checked against a server's JSON schema, which is also what
     the model is shown. Subclassed per tool by `argument_model`."""
 
-    model_config = pydantic.ConfigDict(extra="forbid")
+    # Property names are the server's: "model_id" is as good as any.
+    model_config = pydantic.ConfigDict(extra="forbid", protected_namespaces=())
 
     input_schema: ClassVar[dict[str, Any]] = {}
     checker: ClassVar[Any] = None
