@@ -362,3 +362,32 @@ async def _search(rig: Rig, query: str) -> str:
                                      ToolContext("c", 1, 1))
     return result.content
 
+
+
+def test_a_stopped_pass_parses_and_removes_nothing_more(rig, parses):
+    import threading
+
+    rig.write_all()
+    rig.library.index()
+    (rig.folder / "thesis.md").unlink()
+    samples.write_markdown(rig.folder / "new.md", "New", THESIS)
+    parses.clear()
+    stop = threading.Event()
+    stop.set()
+    report = rig.library.indexer.run(stop=stop)
+    assert parses == [] and report.count(Status.REMOVED) == 0
+    assert rig.library.store.id_of(str(real(rig.folder / "thesis.md"))) is not None
+
+
+def test_the_offered_tools_need_no_index_on_disk(tmp_path):
+    from noema.docs import offered_docs_tools
+
+    rig = Rig(tmp_path)
+    rig.library.close()
+    index = rig.paths.root / "docs.db"
+    index.unlink()
+    names = [t.name for t in offered_docs_tools(DocsSettings(folders=[str(rig.folder)]),
+                                                rig.policy)]
+    assert names == ["document_search", "get_document_structure", "get_partial_document"]
+    assert not index.exists()
+    assert offered_docs_tools(DocsSettings(), rig.policy) == []

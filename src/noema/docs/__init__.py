@@ -11,7 +11,7 @@ documents of every format for the demo, the tests and the benchmark.
 from .indexer import FileOutcome, IndexReport, Status
 from .library import DocsLibrary
 from .settings import DocsFolder, DocsSettings
-from .tools import Docs, build_docs_tools
+from .tools import Docs, build_docs_tools, offered_docs_tools
 
 __all__ = [
     "Docs",
@@ -22,4 +22,5 @@ __all__ = [
     "IndexReport",
     "Status",
     "build_docs_tools",
+    "offered_docs_tools",
 ]

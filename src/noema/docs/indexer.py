@@ -17,6 +17,7 @@ import enum
 import hashlib
 import os
 import stat
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -119,9 +120,12 @@ class Indexer:
         self.store = store
         self._allow_hard_links = allow_hard_links
 
-    def run(self, progress: Progress | None = None) -> IndexReport:
+    def run(
+        self, progress: Progress | None = None, stop: threading.Event | None = None
+    ) -> IndexReport:
         """One pass over every folder: new and changed files parsed, the rest
-        left as they are, vanished or refused ones removed."""
+        left as they are, vanished or refused ones removed. When `stop` is set
+        the pass ends after the file in hand, removing nothing."""
         walk = self._walk()
         stamps = self.store.stamps()
         failures = self.store.failures()
@@ -129,6 +133,8 @@ class Indexer:
         pages = 0
         total = len(walk.candidates)
         for done, (key, candidate) in enumerate(sorted(walk.candidates.items()), 1):
+            if stop is not None and stop.is_set():
+                return IndexReport(tuple(outcomes), pages)
             outcome, parsed = self._visit(candidate, stamps.get(key), failures.get(key))
             outcomes.append(outcome)
             pages += parsed

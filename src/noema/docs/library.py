@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import watchfiles
@@ -29,6 +30,8 @@ class DocsLibrary:
     settings: DocsSettings
     store: DocsStore
     indexer: Indexer
+    # Set by close(): a pass running in a worker thread stops after its file.
+    _closing: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def open(
@@ -46,7 +49,7 @@ class DocsLibrary:
 
     def index(self, progress: Progress | None = None) -> IndexReport:
         """Bring the index in line with the folders (changed files only)."""
-        return self.indexer.run(progress)
+        return self.indexer.run(progress, self._closing)
 
     def watched_folders(self) -> list[str]:
         """The configured folders the policy lets the agent read, resolved."""
@@ -87,4 +90,5 @@ class DocsLibrary:
                 on_report(report)
 
     def close(self) -> None:
+        self._closing.set()
         self.store.close()

@@ -16,9 +16,10 @@ from ..paths import AgentPaths
 from ..perception.untrusted import SessionDelimiter
 from ..security.policy import AccessPolicy
 from ..tools.registry import Tool, ToolContext, ToolError, tool
+from .indexer import Indexer
 from .library import DocsLibrary
 from .settings import DocsSettings
-from .store import DocumentInfo, Hit
+from .store import DocsStore, DocumentInfo, Hit
 
 MAX_RESULTS = 30
 PAGE_CHARS = 20_000  # of section text per get_partial_document call
@@ -47,6 +48,16 @@ def build_docs_tools(
         return None
     library = DocsLibrary.open(settings, policy, paths, allow_hard_links=allow_hard_links)
     return Docs(tuple(docs_tools(library, policy, delimiter or SessionDelimiter.new())), library)
+
+
+def offered_docs_tools(settings: DocsSettings, policy: AccessPolicy) -> list[Tool]:
+    """The tools an agent with these settings is offered, built over an empty
+    index in memory (for `noema config check`: nothing on disk is touched)."""
+    if not settings.enabled:
+        return []
+    store = DocsStore(":memory:")
+    library = DocsLibrary(settings, store, Indexer(settings, policy, store))
+    return docs_tools(library, policy, SessionDelimiter.new())
 
 
 def _size(chars: int) -> str:
