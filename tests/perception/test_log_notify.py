@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from noema.memory.session import Session
@@ -29,6 +30,7 @@ from noema.providers.catalog import build_provider
 from noema.providers.settings import ModelSettings
 from noema.tools.registry import ToolRegistry
 from tests.fakes import FakeOpenAIServer, FakeReply
+from tests.foundation.test_cli import chat_with
 
 from .conftest import T0
 
@@ -210,3 +212,31 @@ async def test_a_line_appended_by_another_process_reaches_the_model(tmp_path):
     sent = json.dumps(server.requests[0].body)
     assert "PANIC" in sent and "ext4" in sent and "journal" in sent
     assert "never read" not in sent
+
+
+@pytest.mark.slow
+def test_a_line_appended_by_another_process_reaches_the_model_through_noema_chat(tmp_path):
+    """The whole product: `noema chat` in a pty follows a log; another process
+    appends an urgent line while the person is at the prompt (read from the
+    start, so a sensor still starting cannot miss it); the model's next
+    request carries it and its answer is shown."""
+    log = tmp_path / "service.log"
+    log.write_text("")
+    with FakeOpenAIServer() as server:
+        server.script(FakeReply(text="The service reported an ext4 panic."))
+        config = (
+            "[models.reasoning]\nprovider = 'openai-compatible'\nmodel = 'fake-model'\n"
+            f"base_url = '{server.base_url}'\n\n"
+            f"[[perception.logs]]\npath = '{log}'\nchannel = 'log.service'\n"
+            "poll_interval = '1h'\nfrom_start = true\n\n"
+            "[reflexes]\nidle_quiet_window_s = 0\nidle_max_wait_s = 0\n\n"
+            "[[reflexes.rules]]\nchannel = 'log.service'\ntext = 'PANIC'\nurgency = 'urgent'\n"
+        )
+        with chat_with(tmp_path, config) as chat:
+            chat.expect("you> ")
+            run_elsewhere(APPEND, str(log), "PANIC: ext4 journal aborted on sda1")
+            chat.expect("reported an ext4 panic")
+            chat.sendline("/quit")
+            chat.expect(pexpect.EOF)
+        sent = json.dumps(server.requests[0].body)
+    assert "PANIC" in sent and "journal" in sent
