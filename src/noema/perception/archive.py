@@ -210,10 +210,12 @@ class SensoryArchive:
                     check_open(self.conn, self.path)
                 _create(self.conn)
                 last = self.conn.execute("SELECT MAX(id) FROM batches").fetchone()[0]
+                latest = self.conn.execute("SELECT MAX(opened_at) FROM batches").fetchone()[0]
         except BaseException:
             self.conn.close()
             raise
         self._next_batch = (last or 0) + 1
+        self._last_opened: float = latest or 0.0
         # An archive from before the full-text index: index it, a bounded
         # amount now and the rest with the group commits and searches.
         self._backfilling = archive_index.backfill_pending(self.conn)
@@ -242,7 +244,10 @@ class SensoryArchive:
         stream = (event.channel, SILENCED_BUCKET if dropped else bucket)
         batch = self._open.get(stream)
         if batch is None:
-            batch = _Open(self._next_batch, event.channel, stream[1], now, dropped)
+            # Never dated before the batch opened ahead of it (a clock set back):
+            # the full-text index finds a time range by batch order.
+            self._last_opened = max(now, self._last_opened)
+            batch = _Open(self._next_batch, event.channel, stream[1], self._last_opened, dropped)
             self._next_batch += 1
             self._open[stream] = batch
             self._by_number[batch.number] = batch

@@ -30,6 +30,8 @@ SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS events_fts USING fts5(
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
+CREATE INDEX IF NOT EXISTS batches_opened ON batches(opened_at, id);
+CREATE INDEX IF NOT EXISTS batches_sealed ON batches(sealed_at, id);
 CREATE TABLE IF NOT EXISTS events_fts_backfill (
     id        INTEGER PRIMARY KEY CHECK (id = 1),
     batch     INTEGER NOT NULL,
@@ -200,13 +202,15 @@ def _ranked(
     join = ""
     if since is not None or until is not None:
         # Batches at the edges of the range hold events on both sides of it.
-        join = (" JOIN events e ON e.batch = (f.rowid >> 32)"
-                " AND e.seq = (f.rowid & 4294967295)")
+        join += (" JOIN events e ON e.batch = (f.rowid >> 32)"
+                 " AND e.seq = (f.rowid & 4294967295)")
         where.append("e.received_at BETWEEN ? AND ?")
         args += [since if since is not None else float("-inf"),
                  until if until is not None else float("inf")]
     if channel:
-        where.append("(f.rowid >> 32) IN (SELECT id FROM batches WHERE channel GLOB ?)")
+        # Checked match by match, newest first: one lookup each, however many batches.
+        join += " JOIN batches b ON b.id = (f.rowid >> 32)"
+        where.append("b.channel GLOB ?")
         args.append(channel)
     rows = db.execute(
         f"SELECT f.rowid, bm25(events_fts) FROM events_fts f{join} WHERE {' AND '.join(where)}"
@@ -219,21 +223,29 @@ def _ranked(
 
 def _rows_between(db: sqlite3.Connection, since: float | None, until: float | None
                   ) -> tuple[int, int]:
-    """The index rows of the batches that may hold events arrived in the range."""
+    """The index rows of the batches that may hold events arrived in the range.
+
+    The first is the oldest batch still open at `since`; the last, the newest
+    opened by `until` (batches open in the order of their IDs: the archive
+    never dates a batch before the one opened ahead of it).
+    """
     low, high = 0, (1 << 62)
     if since is not None:
-        first = db.execute(
-            "SELECT MIN(id) FROM batches WHERE sealed_at IS NULL OR sealed_at >= ?", (since,)
-        ).fetchone()[0]
+        sealed = db.execute("SELECT MIN(id) FROM batches WHERE sealed_at >= ?", (since,)
+                            ).fetchone()[0]
+        still_open = db.execute("SELECT MIN(id) FROM batches WHERE sealed_at IS NULL"
+                                ).fetchone()[0]
+        first = min((n for n in (sealed, still_open) if n is not None), default=None)
         if first is None:
             return 1, 0
         low = row_id(first, 0)
     if until is not None:
-        last = db.execute("SELECT MAX(id) FROM batches WHERE opened_at <= ?", (until + _ARRIVAL_SKEW_S,)
-                          ).fetchone()[0]
+        last = db.execute(
+            "SELECT id FROM batches WHERE opened_at <= ? ORDER BY opened_at DESC, id DESC"
+            " LIMIT 1", (until + _ARRIVAL_SKEW_S,)).fetchone()
         if last is None:
             return 1, 0
-        high = row_id(last, _SEQ_MASK)
+        high = row_id(last[0], _SEQ_MASK)
     return low, high
 
 
