@@ -391,3 +391,33 @@ def test_the_offered_tools_need_no_index_on_disk(tmp_path):
     assert names == ["document_search", "get_document_structure", "get_partial_document"]
     assert not index.exists()
     assert offered_docs_tools(DocsSettings(), rig.policy) == []
+
+
+def test_format_details_headings_code_front_matter_scripts_and_tables(rig):
+    (rig.folder / "guide.md").write_text(
+        "---\ntitle: The Guide\n---\nOpening words.\n\n# Setup\n\n```sh\n# not a heading\n```\n\n"
+        "Setext heading\n--------------\nBody under it.\n", encoding="utf-8")
+    (rig.folder / "page.html").write_text(
+        "<html><body><p>Intro</p><script>var secretScript = 1;</script>"
+        "<h2>Part <b>one</b></h2><div>First <i>part</i> text</div></body></html>")
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Budget", level=1)
+    table = document.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "ink", "12 euros"
+    document.save(str(rig.folder / "budget.docx"))
+    rig.library.index()
+    guide = rig.library.store.document(rig.doc_id("guide.md"))
+    assert guide.title == "The Guide"
+    assert [(s.heading, s.depth) for s in guide.sections] == [
+        (formats.OPENING, 0), ("Setup", 0), ("Setext heading", 1)]
+    code = rig.library.store.texts(guide.doc_id, [2])[0].text
+    assert "# not a heading" in code
+    page = rig.library.store.document(rig.doc_id("page.html"))
+    assert [s.heading for s in page.sections] == [formats.OPENING, "Part one"]
+    assert "No section" in rig.call("document_search", query="secretScript")[0]
+    text, _ = rig.call("document_search", query="euros")
+    assert "1. Budget (doc " in text and "«euros»" in text
+    budget = rig.library.store.texts(rig.doc_id("budget.docx"), [1])[0]
+    assert budget.outline_path == "Budget" and budget.text == "ink | 12 euros"

@@ -17,6 +17,7 @@ processor lays the text out), so their sections have no page numbers.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import re
@@ -110,6 +111,32 @@ def _decode(data: bytes) -> str:
         return data.decode("cp1252", errors="replace")
 
 
+class _Sections:
+    """Sections built in reading order: text goes to the section opened last."""
+
+    def __init__(self) -> None:
+        self.done: list[Section] = []
+        self._level, self._heading = 0, OPENING
+        self._parts: list[str] = []
+
+    def open(self, level: int, heading: str) -> None:
+        self.close()
+        self._level, self._heading = level, heading
+
+    def add(self, text: str) -> None:
+        self._parts.append(text)
+
+    def close(self, join: str = "\n") -> list[Section]:
+        """Close the open section; every section so far."""
+        self.done.append(Section(self._level, self._heading, join.join(self._parts)))
+        self._parts = []
+        return self.done
+
+
+def _first_top_heading(sections: list[Section], fallback: str) -> str:
+    return next((s.heading for s in sections if s.level == 1), fallback)
+
+
 # -- plain text --------------------------------------------------------------------
 
 _TEXT_PART_CHARS = 8000
@@ -139,11 +166,16 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)",
 _FRONT_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
 
 
+@functools.cache
+def _markdown_parser():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")  # building the parser costs more than a short file
+
+
 def read_markdown(data: bytes, stem: str) -> Outline:
     """ATX and setext headings as CommonMark reads them (never a '#' inside a
     code block); a YAML front matter `title:` names the document."""
-    from markdown_it import MarkdownIt
-
     text = _decode(data)
     title = ""
     front = _FRONT_MATTER.match(text)
@@ -153,7 +185,7 @@ def read_markdown(data: bytes, stem: str) -> Outline:
         # Blank lines in its place keep the line numbers of the rest.
         text = "\n" * front.group(0).count("\n") + text[front.end():]
     lines = text.splitlines()
-    tokens = MarkdownIt("commonmark").parse(text)
+    tokens = _markdown_parser().parse(text)
     marks: list[tuple[int, int, int, str]] = []  # level, first line, line after, heading
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.map:
@@ -162,9 +194,7 @@ def read_markdown(data: bytes, stem: str) -> Outline:
     for n, (level, _first, after, heading) in enumerate(marks):
         end = marks[n + 1][1] if n + 1 < len(marks) else len(lines)
         sections.append(Section(level, heading, "\n".join(lines[after:end])))
-    if not title:
-        title = next((m[3] for m in marks if m[0] == 1), stem)
-    return Outline(title, tuple(sections))
+    return Outline(title or _first_top_heading(sections, stem), tuple(sections))
 
 
 # -- HTML -----------------------------------------------------------------------------
@@ -178,35 +208,28 @@ _BLOCK_TAGS = frozenset({
 })
 
 
-class _HtmlSections:
-    """Collects text in document order, opening a section at each h1–h6."""
+def _walk_html(element, sections: _Sections) -> None:
+    """Text in document order; an h1–h6 opens a section."""
+    tag = element.tag.lower() if isinstance(element.tag, str) else None
+    if tag is None or tag in _SKIPPED_TAGS:
+        return  # comments, processing instructions, scripts: their tail is the caller's
+    if tag in _HEADING_TAGS:
+        sections.open(_HEADING_TAGS[tag], element.text_content())
+        return
+    if element.text:
+        sections.add(element.text)
+    for child in element:
+        _walk_html(child, sections)
+        if child.tail:
+            sections.add(child.tail)
+    if tag in _BLOCK_TAGS:
+        sections.add("\n")
 
-    def __init__(self) -> None:
-        self.sections: list[Section] = []
-        self._level, self._heading, self._parts = 0, OPENING, []  # type: tuple[int, str, list[str]]
 
-    def walk(self, element) -> None:
-        tag = element.tag if isinstance(element.tag, str) else None
-        if tag is None or tag.lower() in _SKIPPED_TAGS:
-            return  # comments, processing instructions, scripts: their tail is the caller's
-        tag = tag.lower()
-        if tag in _HEADING_TAGS:
-            self.flush()
-            self._level, self._heading = _HEADING_TAGS[tag], element.text_content()
-            return
-        if element.text:
-            self._parts.append(element.text)
-        for child in element:
-            self.walk(child)
-            if child.tail:
-                self._parts.append(child.tail)
-        if tag in _BLOCK_TAGS:
-            self._parts.append("\n")
-
-    def flush(self) -> None:
-        text = "\n".join(" ".join(line.split()) for line in "".join(self._parts).split("\n"))
-        self.sections.append(Section(self._level, self._heading, text))
-        self._parts = []
+def _html_lines(section: Section) -> Section:
+    """Runs of spaces inside each line cut to one, as a browser shows them."""
+    text = "\n".join(" ".join(line.split()) for line in section.text.split("\n"))
+    return Section(section.level, section.heading, text)
 
 
 def read_html(data: bytes, stem: str) -> Outline:
@@ -218,13 +241,11 @@ def read_html(data: bytes, stem: str) -> Outline:
     root = lxml.html.document_fromstring(data)
     title_el = root.find(".//title")
     title = title_el.text_content().strip() if title_el is not None else ""
-    collector = _HtmlSections()
+    builder = _Sections()
     body = root.find("body")
-    collector.walk(body if body is not None else root)
-    collector.flush()
-    if not title:
-        title = next((s.heading for s in collector.sections if s.level == 1), stem)
-    return Outline(title, tuple(collector.sections))
+    _walk_html(body if body is not None else root, builder)
+    sections = [_html_lines(s) for s in builder.close(join="")]
+    return Outline(title or _first_top_heading(sections, stem), tuple(sections))
 
 
 # -- PDF ------------------------------------------------------------------------------
@@ -326,25 +347,23 @@ def read_docx(data: bytes, stem: str) -> Outline:
             found = document.part.get_style(style_id, WD_STYLE_TYPE.PARAGRAPH)
             names[style_id] = found.name or ""
         return names[style_id]
-    sections: list[Section] = []
-    level, heading, parts = 0, OPENING, []
+
+    builder = _Sections()
     for block in document.iter_inner_content():
         if isinstance(block, Table):
-            parts.extend(" | ".join(c.text.strip() for c in row.cells) for row in block.rows)
+            for row in block.rows:
+                builder.add(" | ".join(c.text.strip() for c in row.cells))
             continue
-        style = style_name(block._p.style)
-        match = _DOCX_HEADING.match(style or "")
+        style = style_name(block._p.style)  # the paragraph's style ID (python-docx's CT_P)
+        heading = _DOCX_HEADING.match(style)
         if style == "Title" and not title:
             title = block.text.strip()
-        elif match:
-            sections.append(Section(level, heading, "\n".join(parts)))
-            level, heading, parts = int(match.group(1)), block.text, []
+        elif heading:
+            builder.open(int(heading.group(1)), block.text)
         else:
-            parts.append(block.text)
-    sections.append(Section(level, heading, "\n".join(parts)))
-    if not title:
-        title = next((s.heading for s in sections if s.level == 1), stem)
-    return Outline(title, tuple(sections))
+            builder.add(block.text)
+    sections = builder.close()
+    return Outline(title or _first_top_heading(sections, stem), tuple(sections))
 
 
 # -- ODT ------------------------------------------------------------------------------
@@ -360,30 +379,22 @@ def read_odt(data: bytes, stem: str) -> Outline:
     document = load(io.BytesIO(data))
     titles = document.meta.getElementsByType(dc.Title) if document.meta else []
     title = teletype.extractText(titles[0]).strip() if titles else ""
-    heading_qname, paragraph_qname = (TEXTNS, "h"), (TEXTNS, "p")
-    level_attr = (TEXTNS, "outline-level")
-    sections: list[Section] = []
-    state: dict = {"level": 0, "heading": OPENING, "parts": []}
+    builder = _Sections()
 
     def walk(node) -> None:
         for child in node.childNodes:
             qname = getattr(child, "qname", None)
-            if qname == heading_qname:
-                sections.append(Section(state["level"], state["heading"],
-                                        "\n".join(state["parts"])))
-                raw = child.attributes.get(level_attr, "1")
-                state.update(level=int(raw) if str(raw).isdigit() else 1,
-                             heading=teletype.extractText(child), parts=[])
-            elif qname == paragraph_qname:
-                state["parts"].append(teletype.extractText(child))
-            elif qname is not None:
+            if qname == (TEXTNS, "h"):
+                raw = str(child.attributes.get((TEXTNS, "outline-level"), "1"))
+                builder.open(int(raw) if raw.isdigit() else 1, teletype.extractText(child))
+            elif qname == (TEXTNS, "p"):
+                builder.add(teletype.extractText(child))
+            elif qname is not None:  # lists, tables, sections: their paragraphs count
                 walk(child)
 
     walk(document.text)
-    sections.append(Section(state["level"], state["heading"], "\n".join(state["parts"])))
-    if not title:
-        title = next((s.heading for s in sections if s.level == 1), stem)
-    return Outline(title, tuple(sections))
+    sections = builder.close()
+    return Outline(title or _first_top_heading(sections, stem), tuple(sections))
 
 
 Reader = Callable[[bytes, str], Outline]
