@@ -1,5 +1,5 @@
-"""`noema docs index`: bring the document library in line with its folders,
-with a progress bar while it works and a summary at the end."""
+"""The function behind `noema docs index`: bring the document library in line
+with its folders, with a progress bar while it works and a summary at the end."""
 
 from __future__ import annotations
 
@@ -90,17 +90,3 @@ def summary(
         if len(found) > _LISTED:
             lines.append(f"  … and {len(found) - _LISTED} more")
     return "\n".join(lines)
-
-
-@click.group("docs")
-def docs_group() -> None:
-    """The document library: the folders of [docs], indexed by their structure."""
-
-
-@docs_group.command("index")
-@click.pass_obj
-def docs_index(obj) -> None:
-    """Index new and changed documents; forget removed ones."""
-    config = obj.config()
-    _report, text = index_command(config.docs, config.files, obj.paths)
-    click.echo(text)
