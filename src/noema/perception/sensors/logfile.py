@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 YIELD_EVERY = 256  # lines the sensor emits in one turn of the event loop (keys cost ~10 µs each)
 NOTE_KEY = "noema:sensor-note"
 RECHECK_INTERVAL = 30.0  # seconds between looks when notified anyway
+# Under a flood of writes each one is notified: reading at most this often
+# groups them (a line after a quiet spell is read at once, without this wait).
+MIN_READ_GAP = 0.005
 
 
 class LogFileSensor:
@@ -71,6 +74,7 @@ class LogFileSensor:
         self._bookmark = bookmark if bookmark is not None else MemoryBookmark()
         self._max_backlog = max_backlog
         self._notify = notify
+        self._last_read = 0.0  # on the loop's clock: when the file was last read
         self.info = SensorInfo(
             channel,
             f"Lines appended to the log file {self.path}, counted by pattern.",
@@ -95,7 +99,8 @@ class LogFileSensor:
                 # Watching starts before the read and the flag is lowered before
                 # it, so a line written while reading is never waited for.
                 self._keep_watching(watch)
-                watch.changed.clear()
+                watch.rearm()
+                self._last_read = asyncio.get_running_loop().time()
                 batch = follower.read()
                 for index, text in enumerate(batch.lines):
                     # Saved before it is emitted: if emitting makes the archive
@@ -142,6 +147,10 @@ class LogFileSensor:
                 waiter.cancel()
         if rang:
             timer.result()  # a sleep that raised (a stop, a test's step) is raised here
+            return
+        since = asyncio.get_running_loop().time() - self._last_read
+        if since < MIN_READ_GAP:
+            await asyncio.sleep(MIN_READ_GAP - since)
 
     def _save(self, position: LogPosition | None, saved: LogPosition | None
               ) -> LogPosition | None:

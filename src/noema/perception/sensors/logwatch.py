@@ -36,14 +36,21 @@ def concerns(path: Path, name: str) -> bool:
 
 
 class LogWatch:
-    """Sets `changed` each time the kernel reports a change to the file or its
+    """Sets `changed` when the kernel reports a change to the file or its
     rotations. `start` raises OSError where there is no notification (no
     inotify, the folder missing, the watch limit reached): the sensor polls then.
+
+    Once `changed` is set, nothing more is read from the kernel until the
+    sensor calls `rearm` (just before it reads the file): meanwhile the kernel
+    folds repeated writes into one queued event, so a flood of appends costs a
+    wake-up per read of the file, not one per write.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.changed = asyncio.Event()
+        self._armed = asyncio.Event()
+        self._armed.set()
         self._inotify: Inotify | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -76,8 +83,16 @@ class LogWatch:
                         return
                 elif event.name is not None and concerns(path, str(event.name)):
                     self.changed.set()
+                    self._armed.clear()
+                    await self._armed.wait()
         finally:
             log.debug("no longer notified of changes to %s", path)
+
+    def rearm(self) -> None:
+        """Lower `changed` and listen again: call just before reading the file,
+        so a change made while reading sets it again."""
+        self.changed.clear()
+        self._armed.set()
 
     def close(self) -> None:
         """Stop watching."""
