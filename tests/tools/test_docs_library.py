@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from noema.docs import DocsSettings, Status, build_docs_tools, formats, samples
+from noema.docs.indexer import Indexer
 from noema.docs.library import DocsLibrary
 from noema.paths import AgentPaths
 from noema.providers.base import ToolCall
@@ -256,9 +257,7 @@ def test_a_folder_outside_the_roots_is_refused(tmp_path):
     try:
         outside = DocsSettings(folders=[str(rig.outside)])
         samples.write_markdown(rig.outside / "private.md", "Private", THESIS)
-        library = DocsLibrary(outside, rig.library.store,
-                              type(rig.library.indexer)(outside, rig.policy, rig.library.store))
-        report = library.index()
+        report = Indexer(outside, rig.policy, rig.library.store).run()
         assert report.count(Status.NEW) == 0
         assert "outside the folders you may use" in report.of(Status.FAILED)[0].reason
     finally:
@@ -421,3 +420,14 @@ def test_format_details_headings_code_front_matter_scripts_and_tables(rig):
     assert "1. Budget (doc " in text and "«euros»" in text
     budget = rig.library.store.texts(rig.doc_id("budget.docx"), [1])[0]
     assert budget.outline_path == "Budget" and budget.text == "ink | 12 euros"
+
+
+def test_marking_a_folder_untrusted_applies_to_files_already_indexed(rig, parses):
+    samples.write_markdown(rig.folder / "paper.md", "Paper", [(1, "Claims", ["bold claims"])])
+    rig.library.index()
+    assert "⟦document " not in rig.call("document_search", query="claims")[0]
+    parses.clear()
+    marked = DocsSettings(folders=[{"path": str(rig.folder), "untrusted": True}])
+    report = Indexer(marked, rig.policy, rig.library.store).run()
+    assert report.count(Status.UNCHANGED) == 1 and parses == []
+    assert "⟦document " in rig.call("document_search", query="claims")[0]

@@ -129,6 +129,7 @@ class Indexer:
         walk = self._walk()
         stamps = self.store.stamps()
         failures = self.store.failures()
+        untrusted = self.store.untrusted_paths()
         outcomes = list(walk.outcomes)
         pages = 0
         total = len(walk.candidates)
@@ -136,6 +137,9 @@ class Indexer:
             if stop is not None and stop.is_set():
                 return IndexReport(tuple(outcomes), pages)
             outcome, parsed = self._visit(candidate, stamps.get(key), failures.get(key))
+            if outcome.status is Status.UNCHANGED and (key in untrusted) != candidate.untrusted:
+                # The file is the same; its folder's `untrusted` setting is not.
+                self.store.set_untrusted(key, candidate.untrusted)
             outcomes.append(outcome)
             pages += parsed
             if progress is not None:

@@ -206,6 +206,18 @@ class DocsStore:
             rows = self._db.execute("SELECT path, hash, size, mtime_ns, reason FROM failures")
             return {r[0]: (FileStamp(*r[:4]), r[4]) for r in rows}
 
+    def untrusted_paths(self) -> set[str]:
+        """The indexed files whose text is outside data."""
+        with self._lock:
+            return {r[0] for r in self._db.execute(
+                "SELECT path FROM documents WHERE untrusted = 1")}
+
+    def set_untrusted(self, path: str, untrusted: bool) -> None:
+        """Change whether a file's text is outside data (its folder's setting changed)."""
+        with self._lock:
+            self._db.execute("UPDATE documents SET untrusted = ? WHERE path = ?",
+                             (int(untrusted), path))
+
     def restamp(self, stamp: FileStamp) -> None:
         """Record a new size and time for a file whose content did not change."""
         with self._lock:
