@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS events_fts_backfill (
 RANK_WINDOW = 2_000  # newest matches ranked by one search: 10 pages of the largest
 OPEN_BUDGET_S = 1.0  # indexing an older archive at open, before the agent starts
 SEARCH_BUDGET_S = 0.5  # indexing an older archive before a search
-COMMIT_CHUNK = 2_000  # older events indexed with each group commit
+COMMIT_CHUNK = 500  # older events indexed with each group commit: a few ms more
 _CHUNK = 5_000  # older events indexed per transaction outside commits
 # How much earlier than its batch opened an event may have arrived (a sensor
 # stamps it, then the pipeline archives it): the row range is widened by
