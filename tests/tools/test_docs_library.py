@@ -162,7 +162,7 @@ def test_structure_and_partial_document(rig):
     doc = rig.doc_id("thesis.pdf")
     text, error = rig.call("get_document_structure", doc_id=doc)
     assert not error
-    assert f"Document {doc}: Thesis (pdf, 4 pages" in text
+    assert f"Document {doc}: Thesis (pdf, 4 pages, 4 sections; " in text
     assert "  [3] 2.3 Sampling (p. 3, " in text
     text, error = rig.call("get_partial_document", doc_id=doc, section_ids=[3, 1, 42])
     assert not error
@@ -431,3 +431,19 @@ def test_marking_a_folder_untrusted_applies_to_files_already_indexed(rig, parses
     report = Indexer(marked, rig.policy, rig.library.store).run()
     assert report.count(Status.UNCHANGED) == 1 and parses == []
     assert "⟦document " in rig.call("document_search", query="claims")[0]
+
+
+def test_a_long_outline_is_shown_300_sections_at_a_time(rig):
+    sections = [(1, f"Chapter {n}", [f"text {n}"]) for n in range(1, 351)]
+    samples.write_markdown(rig.folder / "big.md", "Big", sections)
+    rig.library.index()
+    doc = rig.doc_id("big.md")
+    first, error = rig.call("get_document_structure", doc_id=doc)
+    assert not error and "351 sections" in first  # the title heading and 350 chapters
+    assert "[300] Chapter 299 " in first and "[301]" not in first
+    assert first.endswith("call again with from_section=301]")
+    rest, _ = rig.call("get_document_structure", doc_id=doc, from_section=301)
+    assert "[301] Chapter 300 " in rest and "[351] Chapter 350 " in rest
+    assert "not shown" not in rest
+    _text, error = rig.call("get_document_structure", doc_id=doc, from_section=999)
+    assert error
