@@ -447,3 +447,22 @@ def test_a_long_outline_is_shown_300_sections_at_a_time(rig):
     assert "not shown" not in rest
     _text, error = rig.call("get_document_structure", doc_id=doc, from_section=999)
     assert error
+
+
+def test_a_damaged_index_is_moved_aside_and_rebuilt(tmp_path):
+    rig = Rig(tmp_path)
+    rig.write_all()
+    rig.library.index()
+    rig.library.close()
+    index = rig.paths.root / "docs.db"
+    for name in ("docs.db-wal", "docs.db-shm"):
+        (rig.paths.root / name).unlink(missing_ok=True)
+    index.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    docs = build_docs_tools(DocsSettings(folders=[str(rig.folder)]), rig.policy, rig.paths)
+    try:
+        report = docs.library.index()
+        assert report.count(Status.NEW) == len(FORMATS)
+        aside = [p.name for p in rig.paths.root.iterdir() if p.name.startswith("docs.db.")]
+        assert len(aside) == 1 and aside[0].startswith("docs.db.damaged-")
+    finally:
+        docs.library.close()

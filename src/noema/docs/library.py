@@ -43,7 +43,7 @@ class DocsLibrary:
         allow_hard_links: bool = False,
     ) -> DocsLibrary:
         """The library of an agent, its index opened (created when missing)."""
-        store = DocsStore(index_file(paths))
+        store = DocsStore.open_or_rebuild(index_file(paths))
         indexer = Indexer(settings, policy, store, allow_hard_links=allow_hard_links)
         return cls(settings, store, indexer)
 

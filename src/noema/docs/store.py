@@ -11,6 +11,7 @@ the same place.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from ..paths import AgentPaths
 from .formats import Outline
+
+log = logging.getLogger(__name__)
 
 SEPARATOR = " › "
 
@@ -168,6 +171,33 @@ def _full_path(title: str, trail: str) -> str:
 
 class DocsStore:
     """The index file; safe to share between threads (one connection, one lock)."""
+
+    @classmethod
+    def open_or_rebuild(cls, path: Path) -> DocsStore:
+        """The index at `path`; a damaged one is moved aside (never deleted) and
+        a new one started, since every word of it can be read again from the files."""
+        store = None
+        try:
+            store = cls(path)
+            store._check()
+            return store
+        except sqlite3.DatabaseError as exc:
+            if store is not None:
+                store.close()
+            aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            log.warning("the document index %s is damaged (%s); moved to %s and rebuilt",
+                        path, exc, aside)
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(f"{path}{suffix}")
+                if part.exists():
+                    part.rename(Path(f"{aside}{suffix}"))
+            return cls(path)
+
+    def _check(self) -> None:
+        with self._lock:
+            found = self._db.execute("PRAGMA quick_check").fetchone()
+        if found is None or found[0] != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {found[0] if found else 'no answer'}")
 
     def __init__(self, path: Path | str) -> None:
         if str(path) != ":memory:":
