@@ -343,3 +343,14 @@ def test_the_intake_is_built_only_when_enabled_and_says_when_no_token_is_set():
     assert notices == []
     intake_sensors(settings(), {}, notices.append)
     assert len(notices) == 1 and "NOEMA_WEBHOOK_TOKEN, AM_TOKEN" in notices[0]
+
+
+async def test_other_paths_and_methods_are_refused_and_reported():
+    events: list[Event] = []
+    async with running(events.append) as intake, httpx.AsyncClient() as client:
+        elsewhere = await client.post(url(intake, "/admin"), json={}, headers=bearer(PERSON))
+        fetched = await client.get(url(intake, "/events"))
+    assert elsewhere.status_code == 404 and fetched.status_code == 405
+    assert "only POST /events and POST /alertmanager" in elsewhere.json()["error"]
+    assert [(e.channel, e.key) for e in events] == [
+        ("webhook.rejected", "404 /admin"), ("webhook.rejected", "405 /events")]

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -150,7 +151,7 @@ class WebhookIntake:
         self.app = Starlette(routes=[
             Route("/events", self._events, methods=["POST"]),
             Route("/alertmanager", self._alerts, methods=["POST"]),
-        ])
+        ], exception_handlers={HTTPException: self._elsewhere})
         self.server = _ServerSensor(self, SensorInfo(
             settings.channel,
             f"Events posted to the webhook at http://{settings.listen}/events by monitoring"
@@ -207,6 +208,15 @@ class WebhookIntake:
             headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
             return JSONResponse({"error": refusal.reason}, refusal.status, headers=headers)
         return JSONResponse({"accepted": accepted}, 202)
+
+    async def _elsewhere(self, request: Request, exc: Exception) -> JSONResponse:
+        """A path or method the intake does not serve (404, 405): refused and reported too."""
+        status = exc.status_code if isinstance(exc, HTTPException) else 400
+        refusal = Refusal(status, "only POST /events and POST /alertmanager are served"
+                          if status in (404, 405)
+                          else str(exc))
+        self._report_refusal(request, refusal)
+        return JSONResponse({"error": refusal.reason}, status)
 
     def _take_event(self, body: bytes, token: Token) -> int:
         event = parse(body, GenericEvent)
