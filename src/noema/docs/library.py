@@ -74,10 +74,13 @@ class DocsLibrary:
         """Run until cancelled: a pass now, then one after every batch of changes
         in the folders. A pass reads only what changed, so a batch costs a walk
         of the folders and the parsing of the files that did change."""
+        def reported(report: IndexReport) -> None:
+            log.info("document library: %s", report.summary())
+            if on_report is not None:
+                on_report(report)
+
         folders = self.watched_folders()
-        report = await asyncio.to_thread(self.index)
-        if on_report is not None:
-            on_report(report)
+        reported(await asyncio.to_thread(self.index))
         if not folders:
             return
         async for _changes in watch(*folders, debounce=debounce_ms, **(watch_options or {})):
@@ -86,8 +89,7 @@ class DocsLibrary:
             except Exception:  # a bug or a disk error must not stop the watching
                 log.exception("reindexing the document folders failed")
                 continue
-            if on_report is not None:
-                on_report(report)
+            reported(report)
 
     def close(self) -> None:
         self._closing.set()
