@@ -231,15 +231,16 @@ async def test_nothing_found_is_said_plainly(senses):
     assert result.content == 'No archived event matches "volcano" here.'
 
 
-def test_older_matches_beyond_the_ranked_window_are_said(archive, monkeypatch):
+def test_too_many_matches_come_newest_first_and_are_said(archive, monkeypatch):
     monkeypatch.setattr(archive_index, "RANK_WINDOW", 5)
     for i in range(8):
         _archived(archive, "log.app", f"disk check {i}", T0 + i)
     newest = archive.search("disk")
-    assert newest.older_unranked and newest.ranked == 5
-    assert {h.event.text for h in newest.hits} == {f"disk check {i}" for i in range(3, 8)}
+    assert newest.newest_only and newest.ranked == 5
+    assert _found(newest) == [f"disk check {i}" for i in range(7, 2, -1)]
+    assert {h.score for h in newest.hits} == {0.0}
     older = archive.search("disk", until=T0 + 2)
-    assert not older.older_unranked and older.ranked == 3
+    assert not older.newest_only and older.ranked == 3 and all(h.score < 0 for h in older.hits)
 
 
 MADRID = ZoneInfo("Europe/Madrid")
@@ -289,3 +290,14 @@ def test_a_repaired_archive_is_searchable(tmp_path):
         kept = sum(c.stored for c in archive.counts().values())
         held = archive.conn.execute("SELECT count(*) FROM events").fetchone()[0]
         assert 200 <= held < 300 and archive.search("changed").ranked == held <= kept
+
+
+async def test_the_tool_says_when_matches_are_too_many_to_rank(senses, monkeypatch):
+    monkeypatch.setattr(archive_index, "RANK_WINDOW", 3)
+    pipeline, registry = senses
+    for i in range(4):
+        pipeline.ingest(event("files", f"disk report {i}", at=T0 + i), T0 + i)
+    text = (await call(registry, query="disk")).content
+    assert text.startswith('Events matching "disk", newest first: 1–3 of 3.')
+    assert "More than 3 events match: these are the newest, not ranked" in text
+    assert text.index("diskˆreportˆ3") < text.index("diskˆreportˆ2")

@@ -119,7 +119,8 @@ class ArchivePage:
 
 @dataclass(frozen=True, slots=True)
 class ArchiveHit:
-    """One event found by words, with its batch and its BM25 score (lower is better)."""
+    """One event found by words, with its batch and its BM25 score (lower is
+    better; 0 when the matches were too many to rank)."""
 
     batch: BatchInfo
     event: Event
@@ -128,13 +129,14 @@ class ArchiveHit:
 
 @dataclass(frozen=True, slots=True)
 class SearchPage:
-    """Events found by words, best first, from a rank on."""
+    """Events found by words, best first (or newest first when there are too
+    many to rank), from a rank on."""
 
     hits: tuple[ArchiveHit, ...]
     offset: int  # the rank of the first hit, 0 for the best
     ranked: int  # matches ranked in all
     next_offset: int | None  # where the next page starts, if any
-    older_unranked: bool  # more matches exist, older than the ones ranked
+    newest_only: bool  # more matches exist: these are the newest, newest first, unranked
     unindexed: int  # older events not indexed yet, so not searched
     any_word: bool  # no event holds every word; these hold some of them
 

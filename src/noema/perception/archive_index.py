@@ -12,10 +12,13 @@ a bounded amount at a time (`backfill`): at open, with each group commit,
 and before each search. Until that is done a search says how many older
 events it could not reach yet.
 
-Ranking is BM25 among the newest `RANK_WINDOW` matches inside the filters:
-a word found in millions of log lines costs no more than one found in ten
-thousand, and the result says when older matches were left unranked, so
-that the caller can narrow the time or the channel.
+A search reads the newest `RANK_WINDOW` matches inside the filters. When
+they are all the matches, they are ranked by BM25; when there are more, they
+are shown newest first, unranked, and the result says so, so that the caller
+can narrow the time or the channel. FTS5's BM25 counts every row holding
+each word, however old, before it scores a single one: over 10M log lines,
+hundreds of milliseconds for a common word, while reading the newest
+matches in row order takes one or two.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ class Candidates:
     """What one search found: event places, best first, and what it left out."""
 
     places: tuple[tuple[int, int, float], ...]  # (batch, offset, BM25 score) best first
-    window_full: bool  # more matches exist, older than the ones ranked
+    window_full: bool  # more matches exist than were read: newest first, not ranked
     unindexed: int  # older events not indexed yet, so not searched
     any_word: bool  # no event holds every word; these hold some of them
 
@@ -212,13 +215,19 @@ def _ranked(
         join += " JOIN batches b ON b.id = (f.rowid >> 32)"
         where.append("b.channel GLOB ?")
         args.append(channel)
-    rows = db.execute(
-        f"SELECT f.rowid, bm25(events_fts) FROM events_fts f{join} WHERE {' AND '.join(where)}"
-        " ORDER BY f.rowid DESC LIMIT ?",
-        [*args, RANK_WINDOW],
-    ).fetchall()
-    rows.sort(key=lambda r: (r[1], -r[0]))  # best score first, newer first among equals
-    return [(r >> _SEQ_BITS, r & _SEQ_MASK, score) for r, score in rows], len(rows) == RANK_WINDOW
+    def read(score: str) -> list[tuple[int, float]]:
+        return db.execute(
+            f"SELECT f.rowid, {score} FROM events_fts f{join} WHERE {' AND '.join(where)}"
+            " ORDER BY f.rowid DESC LIMIT ?",
+            [*args, RANK_WINDOW],
+        ).fetchall()
+
+    rows = read("0.0")
+    full = len(rows) == RANK_WINDOW
+    if rows and not full:  # every match is here: worth ranking
+        rows = read("bm25(events_fts)")
+        rows.sort(key=lambda r: (r[1], -r[0]))  # best score first, newer first among equals
+    return [(r >> _SEQ_BITS, r & _SEQ_MASK, score) for r, score in rows], full
 
 
 def _rows_between(db: sqlite3.Connection, since: float | None, until: float | None

@@ -135,10 +135,11 @@ def render_search(found: SearchPage, d: SessionDelimiter, tz: tzinfo, query: str
     else:
         first, last = found.offset + 1, found.offset + len(found.hits)
         some = " (no event holds every word; these hold some)" if found.any_word else ""
-        lines = [f'Events matching "{asked}"{some}, best first: {first}–{last} of {found.ranked}.']
-    if found.older_unranked:
-        lines.append(f"Only the newest {found.ranked} matches were ranked; give since/until "
-                     "or a channel to reach older ones.")
+        order = "newest first" if found.newest_only else "best first"
+        lines = [f'Events matching "{asked}"{some}, {order}: {first}–{last} of {found.ranked}.']
+    if found.newest_only:
+        lines.append(f"More than {found.ranked} events match: these are the newest, not ranked; "
+                     "give since/until or a channel to narrow the search.")
     if found.unindexed:
         lines.append(f"{found.unindexed} older events are still being indexed and were not "
                      "searched; try again shortly.")
