@@ -38,6 +38,7 @@ from .perception import (
     wall_clock,
 )
 from .perception.sensors import build_sensors
+from .perception.sensors.webhook import intake_sensors
 from .providers.base import Provider
 from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
@@ -183,6 +184,8 @@ def _wire(
         senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone,
         bookmarks=archive.bookmark,  # a log sensor resumes where it stopped
     )
+    if senses_on:  # the webhook is a sense: off with the others
+        sensors += intake_sensors(config.webhook, load_secrets(paths), listener.on_notice)
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     delimiter = SessionDelimiter.new()
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .paths import AgentPaths
 from .perception.settings import PerceptionSettings
+from .perception.webhook_settings import WebhookSettings
 from .providers.settings import ModelSettings
 from .memory.settings import MemorySettings
 from .orchestrator.settings import ReflexSettings
@@ -88,6 +89,7 @@ class Config(_Section):
     perception: PerceptionSettings = PerceptionSettings()
     reflexes: ReflexSettings = ReflexSettings()
     memory: MemorySettings = MemorySettings()
+    webhook: WebhookSettings = WebhookSettings()
 
     @property
     def hands(self) -> HandsSettings:

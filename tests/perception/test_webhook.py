@@ -9,9 +9,11 @@ import asyncio
 import contextlib
 import json
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 
 import httpx
+import pexpect
 import pydantic
 import pytest
 
@@ -23,6 +25,8 @@ from noema.perception.pipeline import Pipeline
 from noema.perception.sensors import webhook as webhook_module
 from noema.perception.sensors.webhook import WebhookIntake, intake_sensors
 from noema.perception.webhook_settings import WebhookSettings, tokens_from
+from tests.fakes import FakeOpenAIServer, FakeReply
+from tests.foundation.test_cli import chat_with
 
 PERSON = "person-token-0123456789"
 OUTSIDE = "alertmanager-token-abcdef"
@@ -354,3 +358,40 @@ async def test_other_paths_and_methods_are_refused_and_reported():
     assert "only POST /events and POST /alertmanager" in elsewhere.json()["error"]
     assert [(e.channel, e.key) for e in events] == [
         ("webhook.rejected", "404 /admin"), ("webhook.rejected", "405 /events")]
+
+
+@pytest.mark.slow
+def test_an_alert_posted_to_noema_chat_reaches_the_model(tmp_path):
+    """The whole product: `noema chat` with `[webhook]` on, its tokens in
+    secrets.toml; Alertmanager posts a firing alert; the model's next request
+    carries it as outside data and its answer is shown."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    with FakeOpenAIServer() as server:
+        server.script(FakeReply(text="Disk alert on db1 noted."))
+        config = (
+            "[models.reasoning]\nprovider = 'openai-compatible'\nmodel = 'fake-model'\n"
+            f"base_url = '{server.base_url}'\n\n"
+            f"[webhook]\nenabled = true\nlisten = '127.0.0.1:{port}'\n"
+            "sources = { alertmanager = 'AM_TOKEN' }\n\n"
+            "[reflexes]\nidle_quiet_window_s = 0\nidle_max_wait_s = 0\n\n"
+            "[[reflexes.rules]]\nchannel = 'alertmanager'\nurgency = 'urgent'\n"
+        )
+        secrets = f"AM_TOKEN = '{OUTSIDE}'\n"
+        with chat_with(tmp_path, config, **{"secrets.toml": secrets}) as chat:
+            chat.expect("you> ")
+            for _ in range(100):  # the intake starts with the agent
+                try:
+                    response = httpx.post(f"http://127.0.0.1:{port}/alertmanager",
+                                          json=alert("firing"), headers=bearer(OUTSIDE))
+                    break
+                except httpx.ConnectError:
+                    time.sleep(0.1)
+            assert response.status_code == 202
+            chat.expect("Disk alert on db1 noted")
+            chat.sendline("/quit")
+            chat.expect(pexpect.EOF)
+        sent = json.dumps(server.requests[0].body)
+    assert "DiskFull" in sent and "authorised=no" in sent
