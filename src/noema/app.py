@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 from .config import Config, ConfigError, load_secrets, unknown_tools
+from .docs import Docs, build_docs_tools, offered_docs_tools
 from .health import DamagedDatabase, opening
 from .health.agent_files import lost_history
 from .identity import Identity
@@ -70,6 +71,7 @@ class App:
     memory: Memory
     lock: AgentLock
     _background: list[asyncio.Task] = field(default_factory=list)
+    docs: Docs | None = None  # the document library, when [docs] names folders
 
     def attach_approver(self, approver: Approver | None) -> None:
         """Who is asked when a tool's autonomy level is `ask`."""
@@ -81,6 +83,8 @@ class App:
         self.hub.start()
         # The first snapshot of a large workspace takes seconds; not on the first write.
         self._background.append(asyncio.create_task(self.hands.prepare()))
+        if self.docs is not None:  # a pass now, then one per change in the folders
+            self._background.append(asyncio.create_task(self.docs.library.keep_fresh()))
 
     async def aclose(self) -> None:
         """Stop cleanly: sensors, the running cycle (history repaired), then storage."""
@@ -100,6 +104,8 @@ class App:
     def close(self) -> None:
         """Release files and databases (for use outside an event loop)."""
         self.hands.close()
+        if self.docs is not None:
+            self.docs.library.close()
         self.pipeline.archive.close()
         self.store.close()
         self.lock.release()
@@ -188,6 +194,9 @@ def _wire(
         sensors += intake_sensors(config.webhook, load_secrets(paths), listener.on_notice)
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     delimiter = SessionDelimiter.new()
+    docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
+                            allow_hard_links=config.files.allow_hard_links)
+    docs_offered = hands.gate.wrap_all(docs.tools) if docs is not None else []
 
     def render(items, now: float) -> str:
         return render_pool_event(items, delimiter, now=now, k=senses.sandwich_k, tz=zone,
@@ -206,7 +215,8 @@ def _wire(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
     )
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
-    tools = _tool_set(config, identity, pipeline, delimiter, zone, [*hands.tools, *memory.tools],
+    tools = _tool_set(config, identity, pipeline, delimiter, zone,
+                      [*hands.tools, *memory.tools, *docs_offered],
                       pending=lambda: agent_ref[0].pending_events())
 
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
@@ -228,7 +238,7 @@ def _wire(
     for sensor in sensors:
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
-               pipeline, hub, memory, lock)
+               pipeline, hub, memory, lock, docs=docs)
 
 
 def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,
@@ -265,7 +275,8 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
             Sandbox(config.shell), policy, versions, paths.agents_dir)
         tools = _tool_set(config, Identity(paths.identity_dir), Pipeline(archive),
                           SessionDelimiter.new(), ZoneInfo("UTC"),
-                          [*hands, *memory_tools(store, search)], pending=lambda: "")
+                          [*hands, *memory_tools(store, search),
+                           *offered_docs_tools(config.docs, policy)], pending=lambda: "")
         return tools.names()
     finally:
         search.close()

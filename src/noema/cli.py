@@ -381,6 +381,25 @@ def doctor(obj: Context, fix: bool) -> None:
     sys.exit(0 if all(f.healthy for f in findings) else 1)
 
 
+# -- docs ------------------------------------------------------------------------
+
+
+@cli.group()
+def docs() -> None:
+    """The document library: the folders of [docs], indexed by their structure."""
+
+
+@docs.command("index")
+@click.pass_obj
+def docs_index(obj: Context) -> None:
+    """Index new and changed documents and forget removed ones (progress, then a summary)."""
+    from .interfaces.docs_cli import index_command
+
+    config = obj.config()
+    _report, text = index_command(config.docs, config.files, obj.paths)
+    click.echo(text)
+
+
 # -- config ----------------------------------------------------------------------
 
 

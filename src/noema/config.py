@@ -33,6 +33,7 @@ from .providers.settings import ModelSettings
 from .memory.settings import MemorySettings
 from .orchestrator.settings import ReflexSettings
 from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
+from .docs.settings import DocsSettings
 
 ENV_PREFIX = "NOEMA__"
 
@@ -90,6 +91,7 @@ class Config(_Section):
     reflexes: ReflexSettings = ReflexSettings()
     memory: MemorySettings = MemorySettings()
     webhook: WebhookSettings = WebhookSettings()
+    docs: DocsSettings = DocsSettings()
 
     @property
     def hands(self) -> HandsSettings:

@@ -4,6 +4,7 @@ the access policy, and the loop that keeps the index fresh while the agent runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -80,16 +81,28 @@ class DocsLibrary:
                 on_report(report)
 
         folders = self.watched_folders()
-        reported(await asyncio.to_thread(self.index))
         if not folders:
+            reported(await asyncio.to_thread(self.index))
             return
-        async for _changes in watch(*folders, debounce=debounce_ms, **(watch_options or {})):
-            try:
-                report = await asyncio.to_thread(self.index)
-            except Exception:  # a bug or a disk error must not stop the watching
-                log.exception("reindexing the document folders failed")
-                continue
-            reported(report)
+        changes = watch(*folders, debounce=debounce_ms, **(watch_options or {}))
+        # The watcher starts before the first pass, so that a file written
+        # while that pass runs is caught by the next one.
+        waiting = asyncio.ensure_future(anext(changes))
+        try:
+            await asyncio.sleep(0)
+            reported(await asyncio.to_thread(self.index))
+            while True:
+                await waiting
+                waiting = asyncio.ensure_future(anext(changes))
+                try:
+                    reported(await asyncio.to_thread(self.index))
+                except Exception:  # a bug or a disk error must not stop the watching
+                    log.exception("reindexing the document folders failed")
+        finally:
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting
+            await changes.aclose()
 
     def close(self) -> None:
         self._closing.set()
