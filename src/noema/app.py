@@ -45,6 +45,7 @@ from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
 from .tools.registry import Tool, ToolRegistry
+from .web.tools import web_tools
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,7 @@ def _wire(
     docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
                             allow_hard_links=config.files.allow_hard_links)
     docs_offered = hands.gate.wrap_all(docs.tools) if docs is not None else []
+    web_offered = hands.gate.wrap_all(web_tools(config.web, load_secrets(paths), delimiter))
 
     def render(items, now: float) -> str:
         return render_pool_event(items, delimiter, now=now, k=senses.sandwich_k, tz=zone,
@@ -216,7 +218,7 @@ def _wire(
     )
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
     tools = _tool_set(config, identity, pipeline, delimiter, zone,
-                      [*hands.tools, *memory.tools, *docs_offered],
+                      [*hands.tools, *memory.tools, *docs_offered, *web_offered],
                       pending=lambda: agent_ref[0].pending_events())
 
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
@@ -276,7 +278,9 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
         tools = _tool_set(config, Identity(paths.identity_dir), Pipeline(archive),
                           SessionDelimiter.new(), ZoneInfo("UTC"),
                           [*hands, *memory_tools(store, search),
-                           *offered_docs_tools(config.docs, policy)], pending=lambda: "")
+                           *offered_docs_tools(config.docs, policy),
+                           *web_tools(config.web, load_secrets(paths), SessionDelimiter.new())],
+                          pending=lambda: "")
         return tools.names()
     finally:
         search.close()

@@ -34,6 +34,7 @@ from .memory.settings import MemorySettings
 from .orchestrator.settings import ReflexSettings
 from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
 from .docs.settings import DocsSettings
+from .web.settings import WebSettings
 
 ENV_PREFIX = "NOEMA__"
 
@@ -92,6 +93,7 @@ class Config(_Section):
     memory: MemorySettings = MemorySettings()
     webhook: WebhookSettings = WebhookSettings()
     docs: DocsSettings = DocsSettings()
+    web: WebSettings = WebSettings()
 
     @property
     def hands(self) -> HandsSettings:

@@ -158,3 +158,17 @@ def test_settings_refuse_what_cannot_work():
         WebSettings(search="brave", search_key_env="sk-live-abc123-def")
     with pytest.raises(ValueError, match="proxy must be"):
         WebSettings(proxy="localhost:3128")
+
+
+def test_the_agent_is_offered_the_web_tools_its_configuration_allows(tmp_path):
+    from noema.app import offered_tool_names
+    from noema.config import validate
+    from noema.paths import AgentPaths
+
+    paths = AgentPaths("web", tmp_path)
+    searxng = {"web": {"search": "searxng", "search_url": "http://localhost:8888"}}
+    assert {"web_search", "web_get_content"} <= set(offered_tool_names(validate(searxng, "t"), paths))
+    plain = offered_tool_names(validate({}, "t"), paths)
+    assert "web_get_content" in plain and "web_search" not in plain
+    off = offered_tool_names(validate({"web": {"fetch": False}}, "t"), paths)
+    assert "web_get_content" not in off
