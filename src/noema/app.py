@@ -39,8 +39,11 @@ from .perception import (
     wall_clock,
 )
 from .perception.sensors import build_sensors
+from .perception.sensors.scheduler import scheduler_sensors
 from .perception.sensors.webhook import intake_sensors
 from .providers.base import Provider
+from .scheduling.store import ScheduleStore, schedules_path
+from .scheduling.tools import schedule_tools
 from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
@@ -71,6 +74,7 @@ class App:
     hub: SensorHub
     memory: Memory
     lock: AgentLock
+    schedules: ScheduleStore | None = None
     _background: list[asyncio.Task] = field(default_factory=list)
     docs: Docs | None = None  # the document library, when [docs] names folders
 
@@ -108,6 +112,8 @@ class App:
         if self.docs is not None:
             self.docs.library.close()
         self.pipeline.archive.close()
+        if self.schedules is not None:
+            self.schedules.close()
         self.store.close()
         self.lock.release()
 
@@ -193,6 +199,11 @@ def _wire(
     )
     if senses_on:  # the webhook is a sense: off with the others
         sensors += intake_sensors(config.webhook, load_secrets(paths), listener.on_notice)
+    schedules = _open_schedules(paths, listener)
+    # Alarms are the agent's own: they fire with the other senses off too (then
+    # over the archive in memory, their place kept in the schedules file).
+    sensors += scheduler_sensors(schedules, clock=wall_clock,
+                                 bookmarks=archive.bookmark if senses_on else None)
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     delimiter = SessionDelimiter.new()
     docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
@@ -218,7 +229,8 @@ def _wire(
     )
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
     tools = _tool_set(config, identity, pipeline, delimiter, zone,
-                      [*hands.tools, *memory.tools, *docs_offered, *web_offered],
+                      [*hands.tools, *memory.tools, *docs_offered, *web_offered,
+                       *hands.gate.wrap_all(schedule_tools(schedules, zone))],
                       pending=lambda: agent_ref[0].pending_events())
 
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
@@ -240,7 +252,7 @@ def _wire(
     for sensor in sensors:
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
-               pipeline, hub, memory, lock, docs=docs)
+               pipeline, hub, memory, lock, docs=docs, schedules=schedules)
 
 
 def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,
@@ -279,7 +291,8 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
                           SessionDelimiter.new(), ZoneInfo("UTC"),
                           [*hands, *memory_tools(store, search),
                            *offered_docs_tools(config.docs, policy),
-                           *web_tools(config.web, load_secrets(paths), SessionDelimiter.new())],
+                           *web_tools(config.web, load_secrets(paths), SessionDelimiter.new()),
+                           *schedule_tools(ScheduleStore(":memory:"), ZoneInfo("UTC"))],
                           pending=lambda: "")
         return tools.names()
     finally:
@@ -299,6 +312,18 @@ def _open_archive(paths: AgentPaths, flush_every: int,
         listener.on_notice(f"senses are off: {exc}. `noema doctor --repair` keeps what "
                            "can be kept of it and moves the damaged file aside.")
         return None
+
+
+def _open_schedules(paths: AgentPaths, listener: AgentListener) -> ScheduleStore:
+    """The agent's schedules; a damaged file must not block the conversation:
+    alarms set meanwhile are kept in memory, until the agent stops."""
+    try:
+        return ScheduleStore(schedules_path(paths))
+    except DamagedDatabase as exc:
+        log.info("schedules unusable, kept in memory: %s", exc)  # the notice tells the person
+        listener.on_notice(f"alarms are kept in memory only, until the agent stops: {exc}. "
+                           "`noema doctor --repair` moves the damaged file aside.")
+        return ScheduleStore(":memory:")
 
 
 def _chronicler_from_config(config: Config, paths: AgentPaths, reasoning: Provider) -> Provider:

@@ -308,6 +308,47 @@ def memory_export(obj: Context, out: Path) -> None:
     click.echo(f"{count} turns written to {out}")
 
 
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def schedule(ctx: click.Context) -> None:
+    """The agent's alarms and recurring schedules (with no subcommand: list them)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(schedule_list)
+
+
+@schedule.command("list")
+@click.option("--all", "include_ended", is_flag=True,
+              help="Fired and cancelled ones too (the latest 50, newest first).")
+@click.pass_obj
+def schedule_list(obj: Context, include_ended: bool = False) -> None:
+    """The schedules that may still fire, with their IDs and when each fires next."""
+    import time
+
+    from .interfaces.schedule_cli import list_schedules
+
+    try:
+        click.echo(list_schedules(obj.paths, now=time.time(), include_ended=include_ended))
+    except UnusableDatabase as exc:
+        raise _refusal(exc) from None
+
+
+@schedule.command("cancel")
+@click.argument("schedule_id", type=int)
+@click.pass_obj
+def schedule_cancel(obj: Context, schedule_id: int) -> None:
+    """Cancel a schedule by its ID; a running agent will not fire it."""
+    import time
+
+    from .interfaces.schedule_cli import ScheduleCommandError, cancel_schedule
+
+    try:
+        click.echo(cancel_schedule(obj.paths, schedule_id, now=time.time()))
+    except ScheduleCommandError as exc:
+        raise click.ClickException(str(exc)) from None
+    except UnusableDatabase as exc:
+        raise _refusal(exc) from None
+
 @cli.group()
 def lab() -> None:
     """Offline experiments on exported conversations."""

@@ -7,7 +7,9 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from click.testing import CliRunner
 
+from noema.cli import cli
 from noema.interfaces.schedule_cli import ScheduleCommandError, cancel_schedule, list_schedules
 from noema.paths import AgentPaths
 from noema.perception.events import Urgency
@@ -57,3 +59,19 @@ def test_cancel_ends_a_schedule_once_and_list_can_show_ended_ones(paths: AgentPa
     assert [line[:2] for line in everything] == ["#2", "#1"]
     with pytest.raises(ScheduleCommandError, match="no schedule #7"):
         cancel_schedule(paths, 7, now=NOW)
+
+
+def test_the_noema_schedule_command_lists_and_cancels(paths: AgentPaths) -> None:
+    keep(paths)
+    runner = CliRunner()
+    home = ["--home", str(paths.agents_dir.parent)]
+    listed = runner.invoke(cli, [*home, "schedule"])
+    assert listed.exit_code == 0, listed.output
+    assert [line[:12] for line in listed.output.splitlines()] == ["#1 alarm ('i", "#2 recurring"]
+    done = runner.invoke(cli, [*home, "schedule", "cancel", "1"])
+    assert done.exit_code == 0 and done.output.startswith("Cancelled: #1 alarm")
+    missing = runner.invoke(cli, [*home, "schedule", "cancel", "9"])
+    assert missing.exit_code == 1 and "there is no schedule #9" in missing.output
+    assert runner.invoke(cli, [*home, "schedule", "list"]).output.startswith("#2 recurring")
+    everything = runner.invoke(cli, [*home, "schedule", "list", "--all"]).output
+    assert [line[:2] for line in everything.splitlines()] == ["#2", "#1"]

@@ -4,6 +4,7 @@ policy, the sensor through a real hub and a real agent, and survival of `kill -9
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from noema.memory.session import Session
 from noema.memory.store import TurnStore
 from noema.memory.turns import TurnKind
 from noema.orchestrator.agent import Senses
+from noema.paths import AgentPaths
 from noema.perception.archive import SensoryArchive
 from noema.perception.clock import ManualClock
 from noema.perception.events import Nature, Urgency
@@ -465,3 +467,15 @@ def test_a_schedule_survives_kill_9(tmp_path: Path) -> None:
         (kept,) = store.active()
     assert kept.reason == "call mum" and kept.rule == "mañana a las 9"
     assert datetime.fromtimestamp(kept.at, MADRID).hour == 9
+
+
+async def test_the_demo_chapter_sets_a_reminder_in_spanish_and_fires_it(tmp_path: Path) -> None:
+    from noema.interfaces.demo import DemoPrinter, chapter_reminders
+
+    out = io.StringIO()
+    await chapter_reminders(AgentPaths.for_agent("demo", tmp_path).ensure(), DemoPrinter(out), 0)
+    text = out.getvalue()
+    assert "Alarm #1 set for" in text and "in 1.0 s" in text
+    assert "Alarm #2 set for" in text and "09:00 CET (UTC+01:00)" in text
+    assert "Schedule #2 cancelled" in text
+    assert "the model read: …Alarm #1" in text and "Sacar la ropa de la lavadora" in text

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..app import App, build_app
-from ..config import Config
+from ..config import AgentSection, Config
 from ..memory.turns import Flag
 from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
@@ -29,6 +29,7 @@ from .demo_hands import demo_hands
 from .demo_memory import memory_chapter
 from .demo_perception import run_perception_demo
 from .demo_reflexes import run_reflexes_demo
+from .demo_schedule import ZONE as REMINDERS_ZONE, schedule_chapter
 
 SKILL = """\
 # Weekly review
@@ -225,8 +226,19 @@ async def chapter_memory(paths: AgentPaths, printer: DemoPrinter, pace: float) -
     await memory_chapter(AgentPaths.for_agent("memory", home), printer.write, printer, pace=pace)
 
 
+
+async def chapter_reminders(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("8. A reminder set in Spanish, and fired")
+    reminders = AgentPaths.for_agent("reminders", paths.agents_dir.parent)
+    config = demo_config(paths).model_copy(
+        update={"agent": AgentSection(language="es", timezone=REMINDERS_ZONE)})
+    await schedule_chapter(
+        lambda provider: build_app(reminders, config, provider=provider, listener=printer),
+        printer.say, printer.person, pace)
+
+
 CHAPTERS = (chapter_tools, chapter_crash, chapter_restart, chapter_hands, chapter_perception,
-            chapter_reflexes, chapter_memory)
+            chapter_reflexes, chapter_memory, chapter_reminders)
 
 
 async def _run(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
