@@ -33,6 +33,7 @@ from .providers.settings import ModelSettings
 from .memory.settings import MemorySettings
 from .orchestrator.settings import ReflexSettings
 from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
+from .toolservers.settings import McpSettings
 from .docs.settings import DocsSettings
 from .web.settings import WebSettings
 
@@ -91,6 +92,7 @@ class Config(_Section):
     perception: PerceptionSettings = PerceptionSettings()
     reflexes: ReflexSettings = ReflexSettings()
     memory: MemorySettings = MemorySettings()
+    mcp: McpSettings = McpSettings()
     webhook: WebhookSettings = WebhookSettings()
     docs: DocsSettings = DocsSettings()
     web: WebSettings = WebSettings()

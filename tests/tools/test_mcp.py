@@ -21,6 +21,7 @@ import pydantic
 import pytest
 import pytest_asyncio
 
+from noema.config import ConfigError, validate
 from noema.paths import AgentPaths
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
@@ -480,3 +481,15 @@ async def test_describe_servers_lists_tools_or_says_why_it_failed(tmp_path):
 async def test_describe_servers_with_none_configured():
     lines = await describe_servers(McpSettings(), Surroundings({}, ShellSettings()))
     assert lines == ["MCP servers: none configured ([[mcp.servers]])."]
+
+
+def test_servers_are_read_from_the_configuration():
+    config = validate({"mcp": {"servers": [
+        {"name": "notes", "command": "notes-mcp", "autonomy": {"add_note": "allow"}},
+        {"name": "web", "transport": "http", "url": "https://mcp.example.org/mcp"},
+    ]}}, "config.toml")
+    notes, web = config.mcp.servers
+    assert notes.sandboxed and not web.sandboxed
+    assert notes.autonomy == {"add_note": "allow"}
+    with pytest.raises(ConfigError, match="set `command`"):
+        validate({"mcp": {"servers": [{"name": "notes"}]}}, "config.toml")
