@@ -48,6 +48,7 @@ from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
 from .tools.registry import Tool, ToolRegistry
+from .toolservers import Surroundings, ToolServers
 from .web.tools import web_tools
 
 log = logging.getLogger(__name__)
@@ -76,11 +77,14 @@ class App:
     lock: AgentLock
     schedules: ScheduleStore | None = None
     _background: list[asyncio.Task] = field(default_factory=list)
+    toolservers: ToolServers | None = None  # the MCP servers, when any is configured
     docs: Docs | None = None  # the document library, when [docs] names folders
 
     def attach_approver(self, approver: Approver | None) -> None:
         """Who is asked when a tool's autonomy level is `ask`."""
         self.hands.gate.attach(approver)
+        if self.toolservers is not None:
+            self.toolservers.attach(approver)
 
     async def start(self) -> None:
         """Repair what a previous process left, then let the senses speak."""
@@ -88,6 +92,8 @@ class App:
         self.hub.start()
         # The first snapshot of a large workspace takes seconds; not on the first write.
         self._background.append(asyncio.create_task(self.hands.prepare()))
+        if self.toolservers is not None:  # their tools join the registry once they answer
+            self._background.append(asyncio.create_task(self.toolservers.offer_to(self.tools)))
         if self.docs is not None:  # a pass now, then one per change in the folders
             self._background.append(asyncio.create_task(self.docs.library.keep_fresh()))
 
@@ -100,6 +106,8 @@ class App:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.toolservers is not None:
+            await self.toolservers.aclose()  # stops the stdio servers
         closer = getattr(self.provider, "aclose", None)
         if closer is not None:
             with contextlib.suppress(Exception):
@@ -206,6 +214,9 @@ def _wire(
                                  bookmarks=archive.bookmark if senses_on else None)
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     delimiter = SessionDelimiter.new()
+    toolservers = None if not config.mcp.servers else ToolServers(
+        config.mcp, Surroundings.of_agent(config.files, config.shell, paths, load_secrets(paths)),
+        delimiter, config.autonomy, approver)
     docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
                             allow_hard_links=config.files.allow_hard_links)
     docs_offered = hands.gate.wrap_all(docs.tools) if docs is not None else []
@@ -252,7 +263,8 @@ def _wire(
     for sensor in sensors:
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
-               pipeline, hub, memory, lock, docs=docs, schedules=schedules)
+               pipeline, hub, memory, lock, docs=docs, schedules=schedules,
+               toolservers=toolservers)
 
 
 def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,

@@ -21,10 +21,13 @@ import pydantic
 import pytest
 import pytest_asyncio
 
-from noema.config import ConfigError, validate
+from noema.app import build_app
+from noema.config import Config, ConfigError, validate
+from noema.memory.turns import TurnKind
 from noema.paths import AgentPaths
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
+from noema.providers.scripted import ScriptedProvider, call, say
 from noema.security.approvals import ApprovalRequest
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 from noema.toolservers import (
@@ -493,3 +496,25 @@ def test_servers_are_read_from_the_configuration():
     assert notes.autonomy == {"add_note": "allow"}
     with pytest.raises(ConfigError, match="set `command`"):
         validate({"mcp": {"servers": [{"name": "notes"}]}}, "config.toml")
+
+
+# -- the agent, wired --------------------------------------------------------------------
+
+
+async def test_the_agent_offers_its_servers_tools_and_the_model_calls_them(tmp_path):
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
+                    mcp=McpSettings(servers=[stdio()]))
+    model = ScriptedProvider([say("", call("t__add", a=2, b=5)), say("It is 7.")])
+    app = build_app(paths, config, provider=model, chronicler=ScriptedProvider([]))
+    try:
+        await app.start()
+        await asyncio.wait_for(app.toolservers.offered.wait(), 60)
+        app.agent.submit("What is 2 + 5?")
+        await app.agent.idle()
+        assert "t__add" in {spec.name for spec in model.requests[0].tools}
+        results = [t for t in app.session.turns if t.kind is TurnKind.TOOL_RESULT]
+        assert [t.tool_name for t in results] == ["t__add"]
+        assert "⟦mcp-result" in results[0].content and "\n7\n" in results[0].content
+    finally:
+        await app.aclose()
