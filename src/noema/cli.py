@@ -484,6 +484,15 @@ def config_check(obj: Context) -> None:
         for problem in problems:
             click.echo(f"problem: {configuration.mask_secrets(problem)}", err=True)
         sys.exit(1)
+    from .toolservers.launch import Surroundings
+    from .toolservers.servers import describe_servers
+    from .web.tools import web_status
+
+    for line in web_status(cfg.web, secrets).splitlines():
+        click.echo(line)
+    around = Surroundings.of_agent(cfg.files, cfg.shell, obj.paths, secrets)
+    for line in asyncio.run(describe_servers(cfg.mcp, around, cfg.autonomy)):
+        click.echo(line)
     if cfg.has_model:
         click.echo("configuration is valid.")
     else:

@@ -518,3 +518,13 @@ async def test_the_agent_offers_its_servers_tools_and_the_model_calls_them(tmp_p
         assert "⟦mcp-result" in results[0].content and "\n7\n" in results[0].content
     finally:
         await app.aclose()
+
+
+def test_config_check_lists_the_servers_or_says_there_are_none(tmp_path):
+    from click.testing import CliRunner
+
+    from noema.cli import cli
+
+    done = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "config", "check"])
+    assert done.exit_code == 0, done.output
+    assert "MCP servers: none configured" in done.output

@@ -172,3 +172,16 @@ def test_the_agent_is_offered_the_web_tools_its_configuration_allows(tmp_path):
     assert "web_get_content" in plain and "web_search" not in plain
     off = offered_tool_names(validate({"web": {"fetch": False}}, "t"), paths)
     assert "web_get_content" not in off
+
+
+def test_config_check_says_whether_each_web_tool_is_on(tmp_path):
+    from click.testing import CliRunner
+
+    from noema.cli import cli
+
+    runner = CliRunner()
+    home = tmp_path / "home"
+    done = runner.invoke(cli, ["--home", str(home), "config", "check"])
+    assert done.exit_code == 0, done.output
+    assert "web_search: off" in done.output
+    assert "web_get_content: on" in done.output
