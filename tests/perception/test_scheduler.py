@@ -433,7 +433,7 @@ async def test_a_firing_reaches_the_model_through_the_real_agent(tmp_path: Path)
 # -- kill -9 ------------------------------------------------------------------------
 
 _CHILD = textwrap.dedent("""
-    import asyncio, json, sys, time
+    import asyncio, json, signal, sys
     from zoneinfo import ZoneInfo
     from noema.providers.base import ToolCall
     from noema.scheduling.store import ScheduleStore
@@ -446,7 +446,7 @@ _CHILD = textwrap.dedent("""
     result = asyncio.run(tools.call(ToolCall("c", "schedule_alarm", arguments),
                                     ToolContext("c", 1, 1)))
     print(result.content.splitlines()[0], flush=True)
-    time.sleep(60)  # killed here, the store still open
+    signal.pause()  # killed here, the store still open
 """)
 
 

@@ -41,14 +41,18 @@ needs_pids_cgroup = pytest.mark.skipif(
 # The shell starts the bomb with its first fork and then needs no other, so
 # that it is still there (waiting) while the bomb meets the limit.
 BOMB = "bomb() { bomb | bomb & }; (bomb) & exec sleep 3"
+# Each child waits for its parent to exit (end of file on a pipe only the
+# parent holds open), so all of them are alive while the loop meets the limit.
 FORK_LOOP = (
     "python3 -c \"\n"
-    "import os, time\n"
+    "import os\n"
+    "r, w = os.pipe()\n"
     "n = 0\n"
     "try:\n"
     "    while n < 10000:\n"
     "        if os.fork() == 0:\n"
-    "            time.sleep(3)\n"
+    "            os.close(w)\n"
+    "            os.read(r, 1)\n"
     "            os._exit(0)\n"
     "        n += 1\n"
     "except OSError as exc:\n"
