@@ -14,7 +14,7 @@ from datetime import UTC, tzinfo
 from ..tools.registry import Tool, ToolContext, ToolError, tool
 from .archive import ArchivePage, SearchPage, SensoryArchive, UnknownBatch
 from .clock import Clock, wall_clock
-from .events import Nature, SensorInfo
+from .events import Event, Nature, SensorInfo
 from .moments import read_moment
 from .pipeline import ChannelStatus, Pipeline
 from .timefmt import clock_time, format_duration, full_time, parse_duration
@@ -148,16 +148,24 @@ def render_search(found: SearchPage, d: SessionDelimiter, tz: tzinfo, query: str
     lines.append(d.open("archive", "search"))
     for hit in found.hits:
         e = hit.event
-        who = f"{d.attribute(e.sender)} authorised={'yes' if e.authorised else 'no'}"
-        lines.append(f"{e.batch_id}#{e.batch_seq} {e.channel} [{full_time(e.occurred_at, tz)}] "
-                     f"{who}: {d.datamark(e.text)}")
-        if len(e.payload):
-            lines.append(f"data: {d.datamark(e.payload.to_json())}")
+        lines += _event_lines(
+            e, d, f"{e.batch_id}#{e.batch_seq} {e.channel} [{full_time(e.occurred_at, tz)}]"
+        )
     lines.append(d.close("archive"))
     if found.next_offset is not None:
         lines.append(f"More: call again with offset={found.next_offset}.")
     lines.append("Page around an event with batch_id and offset.")
     return "\n".join(lines)
+
+
+def _event_lines(e: Event, d: SessionDelimiter, place: str) -> list[str]:
+    """One archived event as the model reads it: where and when (`place`),
+    who, and its text and data datamarked."""
+    who = f"{d.attribute(e.sender)} authorised={'yes' if e.authorised else 'no'}"
+    lines = [f"{place} {who}: {d.datamark(e.text)}"]
+    if len(e.payload):
+        lines.append(f"data: {d.datamark(e.payload.to_json())}")
+    return lines
 
 
 def render_page(
@@ -187,11 +195,7 @@ def render_page(
     )
     lines.append(d.open("archive", f"batch={b.batch_id} channel={b.channel}"))
     for e in page.events:
-        who = f"{d.attribute(e.sender)} authorised={'yes' if e.authorised else 'no'}"
-        lines.append(f"#{e.batch_seq} [{clock_time(e.occurred_at, tz)}] {who}: "
-                     f"{d.datamark(e.text)}")
-        if len(e.payload):
-            lines.append(f"data: {d.datamark(e.payload.to_json())}")
+        lines += _event_lines(e, d, f"#{e.batch_seq} [{clock_time(e.occurred_at, tz)}]")
     lines.append(d.close("archive"))
     if page.next_offset is not None:
         lines.append(f"More: call again with offset={page.next_offset}.")
