@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
+from .channels import Channel, ChannelContext, Desk, ReplyRouter
+from .channels.assembly import build_channels
 from .config import Config, ConfigError, load_secrets, unknown_tools
 from .docs import Docs, build_docs_tools, offered_docs_tools
 from .health import DamagedDatabase, opening
@@ -79,6 +81,8 @@ class App:
     _background: list[asyncio.Task] = field(default_factory=list)
     toolservers: ToolServers | None = None  # the MCP servers, when any is configured
     docs: Docs | None = None  # the document library, when [docs] names folders
+    channels: list[Channel] = field(default_factory=list)  # mail, Telegram
+    replies: ReplyRouter | None = None  # answers go back to the channel asked on
 
     def attach_approver(self, approver: Approver | None) -> None:
         """Who is asked when a tool's autonomy level is `ask`."""
@@ -89,6 +93,11 @@ class App:
     async def start(self) -> None:
         """Repair what a previous process left, then let the senses speak."""
         self.agent.start()
+        desk = Desk(submit=self.agent.submit, stop=self.agent.stop, status=self._status_text)
+        for channel in self.channels:  # before the hub runs their sensors
+            await channel.start(desk)
+        if self.replies is not None:
+            self.replies.catch_up()  # an answer a previous run stored but never sent
         self.hub.start()
         # The first snapshot of a large workspace takes seconds; not on the first write.
         self._background.append(asyncio.create_task(self.hands.prepare()))
@@ -97,10 +106,21 @@ class App:
         if self.docs is not None:  # a pass now, then one per change in the folders
             self._background.append(asyncio.create_task(self.docs.library.keep_fresh()))
 
+    def _status_text(self) -> str:
+        from .interfaces.chat import format_status  # the one wording of a status
+
+        return format_status(self.agent)
+
     async def aclose(self) -> None:
-        """Stop cleanly: sensors, the running cycle (history repaired), then storage."""
+        """Stop cleanly: sensors, the running cycle (history repaired), answers
+        being sent, channels, then storage."""
         await self.hub.stop()
         await self.agent.close()
+        if self.replies is not None:
+            await self.replies.aclose()
+        for channel in self.channels:
+            with contextlib.suppress(Exception):
+                await channel.aclose()
         await self.memory.close()
         for task in self._background:
             task.cancel()
@@ -212,8 +232,12 @@ def _wire(
     # over the archive in memory, their place kept in the schedules file).
     sensors += scheduler_sensors(schedules, clock=wall_clock,
                                  bookmarks=archive.bookmark if senses_on else None)
-    pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     delimiter = SessionDelimiter.new()
+    channels = build_channels(config, ChannelContext(
+        paths, load_secrets(paths), hands, delimiter, zone, listener.on_notice))
+    if senses_on:  # what strangers write is a sense: off with the others
+        sensors += [sensor for channel in channels for sensor in channel.sensors()]
+    pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     toolservers = None if not config.mcp.servers else ToolServers(
         config.mcp, Surroundings.of_agent(config.files, config.shell, paths, load_secrets(paths)),
         delimiter, config.autonomy, approver)
@@ -238,18 +262,25 @@ def _wire(
         chronicler_max_output_tokens=(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
     )
+    channel_tools = [tool for channel in channels for tool in channel.tools()]
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
     tools = _tool_set(config, identity, pipeline, delimiter, zone,
                       [*hands.tools, *memory.tools, *docs_offered, *web_offered,
-                       *hands.gate.wrap_all(schedule_tools(schedules, zone))],
+                       *hands.gate.wrap_all(schedule_tools(schedules, zone)),
+                       *hands.gate.wrap_all(channel_tools)],
                       pending=lambda: agent_ref[0].pending_events())
+    replies = ReplyRouter(store, {c.name: c for c in channels}, listener.on_notice)
+
+    def after_cycle() -> None:
+        memory.compactor.maybe_start()
+        replies.after_cycle()
 
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
                            CycleSettings(max_steps=config.cycle.max_steps))
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
                   reflexes=config.reflexes,
                   senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),
-                  after_cycle=memory.compactor.maybe_start,
+                  after_cycle=after_cycle,
                   context_tokens=memory.compactor.context_tokens)
     agent_ref.append(agent)
 
@@ -264,7 +295,7 @@ def _wire(
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
                pipeline, hub, memory, lock, docs=docs, schedules=schedules,
-               toolservers=toolservers)
+               toolservers=toolservers, channels=channels, replies=replies)
 
 
 def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,

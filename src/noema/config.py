@@ -36,6 +36,8 @@ from .security.settings import AutonomySettings, FilesSettings, HandsSettings, S
 from .toolservers.settings import McpSettings
 from .docs.settings import DocsSettings
 from .web.settings import WebSettings
+from .channels.mail.settings import MailSettings
+from .channels.telegram.settings import TelegramSettings
 
 ENV_PREFIX = "NOEMA__"
 
@@ -96,6 +98,8 @@ class Config(_Section):
     webhook: WebhookSettings = WebhookSettings()
     docs: DocsSettings = DocsSettings()
     web: WebSettings = WebSettings()
+    mail: MailSettings = MailSettings()
+    telegram: TelegramSettings = TelegramSettings()
 
     @property
     def hands(self) -> HandsSettings:

@@ -110,6 +110,8 @@ class AgentListener(CycleListener):
     def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None: ...
     def on_notice(self, text: str) -> None: ...
     def on_idle(self) -> None: ...
+    def on_submitted(self, turn: Turn) -> None:
+        """A message from the person was stored, from whatever channel."""
     def on_decision(self, decision: Decision) -> None:
         """Every decision of the reflexes, as it is performed (for displays and logs)."""
 
@@ -275,6 +277,10 @@ class Agent:
         """
         turn = self.session.stage(NewTurn(TurnKind.USER, text, channel=channel, sender=sender))
         self._staged[turn.id] = turn
+        try:
+            self.listener.on_submitted(turn)
+        except Exception:  # a display's bug must not refuse a stored message
+            log.exception("an interface failed to show a message", extra=SHOWN)
         # Messages a failed delivery left staged go first, so the order holds;
         # while idle they and this one make one package, as on a restart.
         waiting, self._undelivered = self._undelivered, []
