@@ -25,7 +25,7 @@ from .memory.assembly import Memory, build_memory
 from .memory.session import Session
 from .memory.store import TurnStore
 from .memory.tokens import estimate_tokens
-from .memory.turns import TurnKind
+from .memory.turns import Turn, TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
 from .orchestrator.prompt import build_system_prompt
@@ -93,7 +93,8 @@ class App:
     async def start(self) -> None:
         """Repair what a previous process left, then let the senses speak."""
         self.agent.start()
-        desk = Desk(submit=self.agent.submit, stop=self.agent.stop, status=self._status_text)
+        desk = Desk(submit=self.agent.submit, stop=self.agent.stop, status=self._status_text,
+                    submitted=self._submitted)
         for channel in self.channels:  # before the hub runs their sensors
             await channel.start(desk)
         if self.replies is not None:
@@ -105,6 +106,11 @@ class App:
             self._background.append(asyncio.create_task(self.toolservers.offer_to(self.tools)))
         if self.docs is not None:  # a pass now, then one per change in the folders
             self._background.append(asyncio.create_task(self.docs.library.keep_fresh()))
+
+    def _submitted(self, channel: str, recent: int = 2000) -> list[Turn]:
+        last = self.store.last_id()
+        turns = self.store.range(max(1, last - recent + 1), last) if last else []
+        return [t for t in turns if t.kind is TurnKind.USER and t.channel == channel]
 
     def _status_text(self) -> str:
         from .interfaces.chat import format_status  # the one wording of a status
@@ -234,7 +240,8 @@ def _wire(
                                  bookmarks=archive.bookmark if senses_on else None)
     delimiter = SessionDelimiter.new()
     channels = build_channels(config, ChannelContext(
-        paths, load_secrets(paths), hands, delimiter, zone, listener.on_notice))
+        paths, load_secrets(paths), hands, delimiter, zone, listener.on_notice,
+        bookmark=archive.bookmark if senses_on else None))
     if senses_on:  # what strangers write is a sense: off with the others
         sensors += [sensor for channel in channels for sensor in channel.sensors()]
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from ..interfaces.protocol import ChannelView
 from ..memory.turns import Turn
 from ..paths import AgentPaths
-from ..perception.hub import Sensor
+from ..perception.hub import Bookmark, Sensor
 from ..perception.untrusted import SessionDelimiter
 from ..tools.registry import Tool
 
@@ -28,6 +28,10 @@ class ChannelContext:
     delimiter: SessionDelimiter  # outside text goes in the untrusted envelope with it
     zone: ZoneInfo
     notice: Callable[[str], None]  # a line for the person (the attached interfaces)
+    # A durable bookmark by name, committed with the events emitted before it
+    # is saved (the sensory archive's): a sensor resumes exactly where the
+    # acknowledged events end. None while the senses are off.
+    bookmark: Callable[[str], Bookmark] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,10 @@ class Desk:
     submit: Callable[..., Turn]  # (text, *, channel, sender) like Agent.submit
     stop: Callable[[], Awaitable[bool]]
     status: Callable[[], str]
+    # The person's recent messages from a channel, oldest first: after a crash
+    # between `submit` and the channel's own record, this tells whether a
+    # message was taken already (so it is neither lost nor taken twice).
+    submitted: Callable[[str], list[Turn]]
 
 
 class Channel(Protocol):
