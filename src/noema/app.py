@@ -259,7 +259,8 @@ def _wire(
 
     def system_prompt() -> str:
         return build_system_prompt(identity, agent_name=paths.name,
-                                   language=config.agent.language, chronicle=memory.chronicle())
+                                   language=config.agent.language, chronicle=memory.chronicle(),
+                                   channels=tuple(c.name for c in channels))
 
     chronicler_settings = config.chronicler
     memory = build_memory(

@@ -156,3 +156,15 @@ async def test_a_failed_send_is_told_and_does_not_stop_the_router(tmp_path) -> N
         assert len(notices) == 1 and "smtp down" in notices[0]
     finally:
         store.close()
+
+
+def test_the_prompt_tells_the_model_where_answers_go(tmp_path) -> None:
+    from noema.identity import Identity
+    from noema.orchestrator.prompt import build_system_prompt
+
+    identity = Identity(tmp_path / "identity")
+    identity.ensure_defaults()
+    plain = build_system_prompt(identity, agent_name="ana")
+    with_mail = build_system_prompt(identity, agent_name="ana", channels=("email", "telegram"))
+    assert "e-mail and Telegram" in with_mail and "same thread" in with_mail
+    assert "Where the person writes from" not in plain
