@@ -25,7 +25,9 @@ from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, RootSettings
 from .chat import TerminalListener
+from .demo_alerts import alerts_chapter
 from .demo_hands import demo_hands
+from .demo_library import library_chapter
 from .demo_memory import memory_chapter
 from .demo_perception import run_perception_demo
 from .demo_reflexes import run_reflexes_demo
@@ -237,8 +239,20 @@ async def chapter_reminders(paths: AgentPaths, printer: DemoPrinter, pace: float
         printer.say, printer.person, pace)
 
 
+async def chapter_alerts(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("9. An alert that fires and resolves; a log line found again")
+    await alerts_chapter(paths.agents_dir.parent / "alerts", demo_config(paths), printer,
+                         printer.say, printer.person, pace)
+
+
+async def chapter_library(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("10. The person's documents, and a page from the web")
+    await library_chapter(paths.agents_dir.parent / "library", demo_config(paths), printer,
+                          printer.say, printer.person, pace)
+
+
 CHAPTERS = (chapter_tools, chapter_crash, chapter_restart, chapter_hands, chapter_perception,
-            chapter_reflexes, chapter_memory, chapter_reminders)
+            chapter_reflexes, chapter_memory, chapter_reminders, chapter_alerts, chapter_library)
 
 
 async def _run(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
