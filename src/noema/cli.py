@@ -59,7 +59,7 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
     logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
 
 
-RUNS_THE_AGENT = {"chat"}
+RUNS_THE_AGENT = {"chat", "run"}
 
 _DOCTOR = ("`noema doctor` checks every file of the agent; `noema doctor --repair` keeps what "
            "can be kept and moves the damaged file aside (nothing is deleted).")
@@ -518,6 +518,15 @@ def config_path(obj: Context) -> None:
     """Print where the configuration, secrets and data live."""
     click.echo(f"config:  {obj.paths.config_file}\nsecrets: {obj.paths.secrets_file}\n"
                f"data:    {obj.paths.root}\nhome:    {obj.paths.root.parent.parent}")
+
+
+# -- the agent as a service ---------------------------------------------------------
+
+from .interfaces.service_cli import run, service, status  # noqa: E402  (they use Context)
+
+cli.add_command(run)
+cli.add_command(status)
+cli.add_command(service)
 
 
 def main() -> None:
