@@ -22,6 +22,7 @@ import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -35,7 +36,7 @@ from ..paths import AgentPaths
 from ..perception.settings import ClockSettings, LogFileSettings, PerceptionSettings
 from ..perception.untrusted import OPEN
 from ..perception.webhook_settings import WebhookSettings
-from ..providers.scripted import ScriptedProvider, call, say
+from ..providers.scripted import ScriptedProvider, ScriptedResponse, call, say
 from .memory_cli import search_memory
 
 TOKEN_SECRET = "DEMO_ALERTMANAGER_TOKEN"
@@ -78,7 +79,25 @@ def alerts_config(base: Config, log_file: Path, port: int) -> Config:
     })
 
 
-def notification(status: str) -> dict:
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """When the chapter's alert fired and resolved."""
+
+    fired: datetime
+    resolved: datetime
+
+    @classmethod
+    def just_now(cls) -> Incident:
+        """Fired three minutes ago, resolved at this minute."""
+        end = datetime.now(UTC).replace(second=0, microsecond=0)
+        return cls(end - timedelta(minutes=3), end)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def notification(status: str, incident: Incident) -> dict:
     """Alertmanager's webhook body (version 4) for the one alert of the chapter."""
     resolved = status == "resolved"
     return {
@@ -93,8 +112,8 @@ def notification(status: str) -> dict:
             "labels": {"alertname": ALERT, "service": "payments", "severity": "warning",
                        "instance": "pay-2"},
             "annotations": {"summary": "more than 5% of card payments declined"},
-            "startsAt": "2026-11-30T21:40:00Z",
-            "endsAt": "2026-11-30T21:43:00Z" if resolved else "0001-01-01T00:00:00Z",
+            "startsAt": _iso(incident.fired),
+            "endsAt": _iso(incident.resolved) if resolved else "0001-01-01T00:00:00Z",
             "generatorURL": "http://prometheus.example:9090/graph?g0.expr=payment_errors",
             "fingerprint": FINGERPRINT,
         }],
@@ -111,7 +130,7 @@ def burst_lines() -> list[str]:
     return lines
 
 
-def script() -> list:
+def script(incident: Incident) -> list[ScriptedResponse]:
     """The model's side, in order."""
     return [
         say("Alertmanager paged about the payments error rate, and the same alert has "
@@ -127,7 +146,8 @@ def script() -> list:
         say("It came in as one alert that had already resolved when I read it; the archive "
             "keeps the firing notice it replaced.",
             call("lookup_sensory_archive", query=ALERT, channel="alertmanager")),
-        say("Fired at 21:40 UTC, resolved at 21:43: instance pay-2, more than 5% of card "
+        say(f"Fired at {incident.fired:%H:%M} UTC, resolved at {incident.resolved:%H:%M}: "
+            "instance pay-2, more than 5% of card "
             "payments declined."),
     ]
 
@@ -144,24 +164,25 @@ async def alerts_chapter(home: Path, base: Config, listener: AgentListener,
     log_file = home / "payments.log"
     log_file.touch()
     port = free_port()
-    provider = ScriptedProvider(script(), token_delay_s=pace)
+    incident = Incident.just_now()
+    provider = ScriptedProvider(script(incident), token_delay_s=pace)
     app = build_app(paths, alerts_config(base, log_file, port), provider=provider,
                     listener=listener)
     try:
         await app.start()
-        await _alert(app, voice, f"http://127.0.0.1:{port}/alertmanager", token)
+        await _alert(app, voice, f"http://127.0.0.1:{port}/alertmanager", token, incident)
         await _burst(app, voice, log_file)
         await _searches(app, voice)
     finally:
         await app.aclose()
 
 
-async def _alert(app: App, voice: _Voice, url: str, token: str) -> None:
+async def _alert(app: App, voice: _Voice, url: str, token: str, incident: Incident) -> None:
     seen = len(app.session.turns)
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as client:  # loopback, no proxy
         await _listening(client, url)
         for status in ("firing", "resolved"):
-            answer = await client.post(url, json=notification(status),
+            answer = await client.post(url, json=notification(status, incident),
                                        headers={"Authorization": f"Bearer {token}"})
             voice.say(f"Alertmanager → POST /alertmanager ({status}, fingerprint "
                       f"{FINGERPRINT}): {answer.status_code} {answer.json()}")
