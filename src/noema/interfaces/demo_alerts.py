@@ -188,11 +188,14 @@ async def _alert(app: App, voice: _Voice, url: str, token: str, incident: Incide
                       f"{FINGERPRINT}): {answer.status_code} {answer.json()}")
     delivered = await _delivered(app, seen, "channel=alertmanager")
     block = _block(delivered, "channel=alertmanager")
+    wakes = sum(t.kind is TurnKind.EVENT and "channel=alertmanager" in t.content
+                for t in app.session.turns[seen:])
     shown = sum(line.startswith("[") for line in block.splitlines())
-    voice.say(f"the model was woken once; its pool_event showed {shown} alert value:")
+    voice.say(f"the model was woken {'once' if wakes == 1 else f'{wakes} times'}; its "
+              f"pool_event showed {shown} alert value{'s' if shown != 1 else ''}:")
     for line in block.splitlines():
         voice.say(f"  {_short(line)}")
-    fired = "FIRINGˆ" in delivered or "FIRING:" in delivered
+    fired = "FIRING:" in delivered
     replaced = re.search(r"… (\d+) older values? replaced by this one", block)
     voice.say("One state value for the alert's fingerprint: "
               + (f"the resolved one, {replaced.group(1)} older value replaced (firing, kept in "
