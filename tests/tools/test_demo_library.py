@@ -20,7 +20,8 @@ async def test_the_library_chapter_cites_the_section_and_fetches_the_local_page(
                           printer, printer.say, printer.person, 0.0)
     text = out.getvalue()
 
-    assert "$ noema docs index → 3 new, 0 changed" in text and "3 documents" in text
+    assert "$ noema docs index" in text and ": 3 new, 0 changed" in text
+    assert "The library holds 3 documents in " in text
     assert f"document_search's best section: {CITED} (doc " in text
     assert "two months' written notice to the landlord" in text  # get_partial_document's text
     assert f"The answer cites {CITED!r}, the section the search ranked first: yes." in text

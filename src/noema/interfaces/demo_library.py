@@ -16,12 +16,16 @@ agent, built by `build_app`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import io
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from rich.console import Console
 
 from ..app import App, build_app
 from ..config import Config
@@ -33,11 +37,13 @@ from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, RootSettings
 from ..web.settings import WebSettings
+from .docs_cli import index_command
 
 LOOPBACK = "127.0.0.0/8"
 PRIVATE_PAGE = "http://192.168.1.1/caretaker"
 QUESTION = "How much notice do I have to give to leave the flat, and can I send it by e-mail?"
 ANSWER_HEADING = "4.1 Notice"
+LEASE_FILE = "tenancy-agreement.docx"
 
 LEASE = [
     (1, "1 Parties", ["Landlord: Marta Ruiz. Tenant: the person named on page one. The flat is "
@@ -93,7 +99,7 @@ def write_library(folder: Path) -> list[Path]:
     """The person's documents, in three formats."""
     folder.mkdir(parents=True, exist_ok=True)
     return [
-        write_docx(folder / "tenancy-agreement.docx", "Tenancy agreement", LEASE),
+        write_docx(folder / LEASE_FILE, "Tenancy agreement", LEASE),
         write_pdf(folder / "boiler-manual.pdf", "Boiler manual", BOILER),
         write_markdown(folder / "moving-notes.md", "Moving notes", NOTES),
     ]
@@ -127,17 +133,19 @@ async def library_chapter(home: Path, base: Config, listener: AgentListener,
     site.mkdir(parents=True, exist_ok=True)
     (site / "notices.html").write_text(NOTICE_PAGE, encoding="utf-8")
     say_line("The library: " + ", ".join(p.name for p in written) + f" in {library}.")
+    paths = AgentPaths.for_agent("library", home).ensure()
+    config = library_config(base, workspace, library)
+    say_line("$ noema docs index")
+    # The command's own function; its progress bar goes nowhere.
+    _report, printed = await asyncio.to_thread(
+        index_command, config.docs, config.files, paths, console=Console(file=io.StringIO()))
+    for line in printed.splitlines():
+        say_line(f"  {line}")
     provider = ScriptedProvider([], token_delay_s=pace)
-    app = build_app(AgentPaths.for_agent("library", home), library_config(base, workspace, library),
-                    provider=provider, listener=listener)
+    app = build_app(paths, config, provider=provider, listener=listener)
     try:
-        assert app.docs is not None, "the chapter's config names a docs folder"
-        report = app.docs.library.index()
-        documents, sections = app.docs.library.store.counts()
-        say_line(f"$ noema docs index → {report.summary()}; {documents} documents, "
-                 f"{sections} sections in the index.")
-        await app.start()
-        await _question(app, provider, written[0], say_line, person)
+        await app.start()  # the library keeps its index fresh from here on
+        await _question(app, provider, library / LEASE_FILE, say_line, person)
         say_line(f"[web] allow_ranges = [{LOOPBACK!r}]: page fetches may reach this machine, "
                  "no other private address.")
         with local_site(site) as address:
@@ -148,7 +156,8 @@ async def library_chapter(home: Path, base: Config, listener: AgentListener,
 
 async def _question(app: App, provider: ScriptedProvider, lease: Path,
                     say_line: Callable[[str], None], person: Callable[[str], None]) -> None:
-    assert app.docs is not None
+    if app.docs is None:
+        raise RuntimeError("the chapter's agent has no document library")
     store = app.docs.library.store
     doc_id = store.id_of(str(lease.resolve()))
     info = store.document(doc_id) if doc_id is not None else None
