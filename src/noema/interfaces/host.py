@@ -518,12 +518,16 @@ class Host(AgentListener):
                 "approval and nobody answered, so it was not run. Tell the person what you "
                 "wanted to do.") from None
         finally:
-            self._approvals.pop(number, None)
-            self._broadcast_now(ApprovalSettled(approval=number, allowed=allowed, by=by))
+            self._settle(number, allowed, by)
         if by == _SHUTDOWN:
             raise ToolError(f"the agent stopped while {request.tool} waited for the person's "
                             "approval, so it was not run.")
         return allowed
+
+    def _settle(self, number: int, allowed: bool, by: str) -> None:
+        """Tell every client how an approval ended (once: the first word stands)."""
+        if self._approvals.pop(number, None) is not None:
+            self._broadcast_now(ApprovalSettled(approval=number, allowed=allowed, by=by))
 
     def _answer(self, client: _Client, answer: Answer) -> None:
         approval = self._approvals.get(answer.approval)
@@ -663,7 +667,8 @@ class Host(AgentListener):
     async def aclose(self) -> None:
         """Say goodbye to every client, close the server, remove the socket."""
         self._closing = True
-        for approval in list(self._approvals.values()):
+        for number, approval in list(self._approvals.items()):
+            self._settle(number, False, _SHUTDOWN)  # said now, while the clients listen
             if not approval.answer.done():
                 approval.answer.set_result((False, _SHUTDOWN))
         if self._server is not None:
