@@ -7,8 +7,8 @@ import pytest
 
 from noema.orchestrator.guards import EventRegistry, ProgressGuard, WorldBudget
 from noema.orchestrator.settings import ReflexSettings, UrgencyRuleSettings
-from noema.orchestrator.urgency import UrgencyRule, UrgencyRules, Verdict
-from noema.perception.events import Urgency
+from noema.orchestrator.urgency import UrgencyRule, UrgencyRules, Verdict, urgency_hint
+from noema.perception.events import Event, Urgency
 
 from .conftest import event
 
@@ -32,6 +32,30 @@ def test_the_first_matching_rule_wins_and_sensors_give_the_default():
     impostor = event("telegram", "hi", sender="@ana", authorised=False)
     verdict = r.classify(impostor, Urgency.NORMAL)
     assert verdict == Verdict(Urgency.NORMAL) and not verdict.from_rule
+
+
+def hinted(channel: str, hint: object, **more) -> Event:
+    plain = event(channel, "backup failed", **more)
+    return Event(id=plain.id, channel=plain.channel, sender=plain.sender,
+                 authorised=plain.authorised, occurred_at=plain.occurred_at,
+                 received_at=plain.received_at, text=plain.text,
+                 payload={"channel": "backups", "urgency_hint": hint})
+
+
+def test_an_events_hint_replaces_the_sensors_default_unless_a_rule_decides():
+    r = rules({"channel": "webhook", "sender": "noisy", "urgency": "normal"},
+              {"channel": "webhook", "text": "disk", "urgency": "urgent"})
+    assert r.classify(hinted("webhook", "urgent")) == Verdict(Urgency.URGENT, hinted=True)
+    lowered = r.classify(hinted("pager", "normal"), Urgency.URGENT)
+    assert lowered == Verdict(Urgency.NORMAL, hinted=True)  # lower than the default, too
+    ignored = r.classify(hinted("webhook", "urgent", sender="noisy"))
+    assert ignored == Verdict(Urgency.NORMAL, rule=0) and not ignored.hinted
+    for nonsense in ("panic", 3, None, {"level": "urgent"}):
+        verdict = r.classify(hinted("webhook", nonsense), Urgency.PRIORITY)
+        assert verdict == Verdict(Urgency.PRIORITY) and not verdict.hinted
+    assert urgency_hint(event("webhook")) is None
+    with pytest.raises(ValueError):
+        Verdict(Urgency.URGENT, rule=0, hinted=True)
 
 
 def test_globs_match_whole_names_and_keys():

@@ -17,8 +17,10 @@ import pexpect
 import pydantic
 import pytest
 
+from noema.orchestrator.settings import UrgencyRuleSettings
+from noema.orchestrator.urgency import UrgencyRules
 from noema.perception.archive import SensoryArchive
-from noema.perception.events import Event
+from noema.perception.events import Event, Urgency
 from noema.perception.hub import Backoff, SensorHub
 from noema.perception.items import StateValue
 from noema.perception.pipeline import Pipeline
@@ -30,13 +32,14 @@ from tests.foundation.test_cli import chat_with
 
 PERSON = "person-token-0123456789"
 OUTSIDE = "alertmanager-token-abcdef"
-SECRETS = {"NOEMA_WEBHOOK_TOKEN": PERSON, "AM_TOKEN": OUTSIDE}
+OTHER = "nightly-backup-token-42"
+SECRETS = {"NOEMA_WEBHOOK_TOKEN": PERSON, "AM_TOKEN": OUTSIDE, "NIGHTLY": OTHER}
 LIMIT = 4096
 
 
 def settings(**more) -> WebhookSettings:
-    return WebhookSettings(enabled=True, listen="127.0.0.1:0", max_body_bytes=LIMIT,
-                           sources={"alertmanager": "AM_TOKEN"}, **more)
+    more.setdefault("sources", {"alertmanager": "AM_TOKEN"})
+    return WebhookSettings(enabled=True, listen="127.0.0.1:0", max_body_bytes=LIMIT, **more)
 
 
 @contextlib.asynccontextmanager
@@ -102,7 +105,7 @@ async def test_a_request_without_the_right_token_is_refused():
                                   headers=bearer(PERSON + "x"))
         assert wrong.status_code == 403 and "not one this agent accepts" in wrong.json()["error"]
         right = await client.post(url(intake, "/events"), json=GENERIC, headers=bearer(OUTSIDE))
-        assert right.status_code == 202 and right.json() == {"accepted": 1}
+        assert right.status_code == 202 and right.json()["accepted"] == 1
     assert [e.channel for e in events].count("webhook") == 1
 
 
@@ -133,7 +136,61 @@ async def test_the_persons_token_makes_events_authorised_an_outside_one_does_not
     assert person.authorised and person.sender == "person"
     assert not outside.authorised and outside.sender == "alertmanager"
     assert outside.text == "nightly backup failed: disk full" and outside.key == "backup"
-    assert outside.payload.thaw() == {"channel": "backups", "urgency_hint": "urgent"}
+    assert outside.payload.thaw() == {"channel": "backups", "urgency_hint": "priority",
+                                      "urgency_asked": "urgent"}
+    assert person.payload.thaw() == {"channel": "backups", "urgency_hint": "urgent"}
+
+
+# -- urgency hints ---------------------------------------------------------------------
+
+async def post_events(bodies: list[tuple[dict, str]], **more) -> tuple[list[Event], list[dict]]:
+    """Post each (body, token) to /events; the events the hub received and the answers."""
+    events: list[Event] = []
+    answers = []
+    async with running(events.append, **more) as intake, httpx.AsyncClient() as client:
+        for body, token in bodies:
+            response = await client.post(url(intake, "/events"), json=body, headers=bearer(token))
+            assert response.status_code == 202
+            answers.append(response.json())
+    return [e for e in events if e.channel == "webhook"], answers
+
+
+async def test_an_outside_hint_is_held_to_the_cap_and_the_poster_is_told():
+    asks = [{**GENERIC, "urgency": level} for level in ("normal", "priority", "urgent")]
+    events, answers = await post_events([(body, OUTSIDE) for body in asks])
+    assert [e.payload["urgency_hint"] for e in events] == ["normal", "priority", "priority"]
+    assert [e.payload.get("urgency_asked") for e in events] == [None, None, "urgent"]
+    assert answers[:2] == [{"accepted": 1}, {"accepted": 1}]
+    assert answers[2]["urgency_hint"] == "priority"
+    assert "'urgent' taken as 'priority'" in answers[2]["note"]
+    assert "alertmanager may ask" in answers[2]["note"]
+
+
+async def test_the_person_sets_how_far_outside_hints_may_go():
+    urgent = {**GENERIC, "urgency": "urgent"}
+    allowed, _ = await post_events([(urgent, OUTSIDE)], outside_urgency_max="urgent")
+    assert allowed[0].payload.thaw() == {"channel": "backups", "urgency_hint": "urgent"}
+    held, _ = await post_events([(urgent, OUTSIDE), (urgent, PERSON)],
+                                outside_urgency_max="normal")
+    assert [e.payload["urgency_hint"] for e in held] == ["normal", "urgent"]  # the person's: as is
+    without = {k: v for k, v in GENERIC.items() if k != "urgency"}
+    quiet, _ = await post_events([(without, OUTSIDE)])
+    assert "urgency_hint" not in quiet[0].payload
+    with pytest.raises(pydantic.ValidationError):
+        settings(outside_urgency_max="panic")
+
+
+async def test_the_rules_take_the_hint_as_the_default_and_may_override_it():
+    """The events the real intake makes, classified as the agent classifies them."""
+    rules = UrgencyRules.from_settings([UrgencyRuleSettings(
+        channel="webhook", sender="nightly", urgency="normal")])
+    urgent = {**GENERIC, "urgency": "urgent"}
+    events, _ = await post_events([(urgent, OUTSIDE), (urgent, PERSON), (GENERIC, OTHER)],
+                                  sources={"alertmanager": "AM_TOKEN", "nightly": "NIGHTLY"})
+    verdicts = [rules.classify(e, Urgency.NORMAL) for e in events]
+    assert [v.urgency for v in verdicts] == [Urgency.PRIORITY, Urgency.URGENT, Urgency.NORMAL]
+    assert verdicts[0].hinted and verdicts[1].hinted
+    assert verdicts[2].from_rule and not verdicts[2].hinted  # the person's rule ignores it
 
 
 # -- size, content type, schema ----------------------------------------------------------

@@ -3,6 +3,11 @@
 The tokens themselves are secrets: the table names them, and their values
 come from `secrets.toml` or the environment. The intake is off by default,
 and listens only on a loopback address unless `allow_remote` says otherwise.
+
+A generic event may say how urgent it is. With the person's token that hint
+is taken as given; an outside sender's hint is held to `outside_urgency_max`
+(`priority` by default: it may ask to be seen soon, not to interrupt whatever
+the agent is doing). The person's urgency rules still decide over any hint.
 """
 
 from __future__ import annotations
@@ -10,11 +15,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .events import CHANNEL_PATTERN
+from .events import CHANNEL_PATTERN, Urgency
 
 SecretName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 SourceName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.-]{0,63}$")]
@@ -54,6 +59,9 @@ class WebhookSettings(BaseModel):
     # Outside senders: the name each is known by, and the secret holding its token.
     sources: dict[SourceName, SecretName] = {}
     max_body_bytes: int = Field(256 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # The most urgent an outside sender's hint may make its event ("urgent"
+    # lets any source with a token interrupt the agent); rules are not capped.
+    outside_urgency_max: Literal["normal", "priority", "urgent"] = "priority"
     channel: Channel = "webhook"  # generic events
     alert_channel: Channel = "alertmanager"
     rejected_channel: Channel = "webhook.rejected"
@@ -78,6 +86,11 @@ class WebhookSettings(BaseModel):
     @property
     def address(self) -> tuple[str, int]:
         return split_listen(self.listen)
+
+    def granted_urgency(self, asked: Urgency, token: Token) -> Urgency:
+        """The urgency hint an event keeps: the person's as asked, an outside
+        sender's at most `outside_urgency_max`."""
+        return asked if token.person else min(asked, Urgency(self.outside_urgency_max))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,12 @@ Two formats, each on its own path and channel:
 
 - `POST /events`: a generic event, `{"channel", "text", "key", "urgency"}`.
   `channel` names the poster's stream (it goes in the payload and the key
-  defaults to it); `urgency` is a hint kept in the payload: the urgency rules
-  decide. Discrete events on the `webhook` channel.
+  defaults to it). `urgency` is a hint, kept in the payload as
+  `urgency_hint`: it is the event's urgency unless one of the person's
+  urgency rules decides otherwise. An outside sender's hint is held to
+  `outside_urgency_max` (`priority` by default); what it asked for is kept as
+  `urgency_asked` and the answer says so. Discrete events on the `webhook`
+  channel.
 - `POST /alertmanager`: Prometheus Alertmanager's webhook notification
   (version 4). Each alert is a state event keyed by its fingerprint on the
   `alertmanager` channel: an alert that fires then resolves is one value
@@ -67,7 +71,7 @@ class GenericEvent(BaseModel):
     channel: str = Field(pattern=CHANNEL_PATTERN.pattern)
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     key: str = Field("", max_length=MAX_KEY)
-    urgency: Urgency | None = None  # a hint only: the urgency rules decide
+    urgency: Urgency | None = None  # a hint: the urgency rules come first
 
 
 class Refusal(Exception):
@@ -198,7 +202,7 @@ class WebhookIntake:
         return await self._handle(request, self._take_alerts)
 
     async def _handle(self, request: Request,
-                      take: Callable[[bytes, Token], int]) -> JSONResponse:
+                      take: Callable[[bytes, Token], dict[str, Any]]) -> JSONResponse:
         try:
             token = check_token(request.headers.get("authorization"), self._tokens)
             body = await read_body(request, self.settings.max_body_bytes)
@@ -207,7 +211,7 @@ class WebhookIntake:
             self._report_refusal(request, refusal)
             headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
             return JSONResponse({"error": refusal.reason}, refusal.status, headers=headers)
-        return JSONResponse({"accepted": accepted}, 202)
+        return JSONResponse(accepted, 202)
 
     async def _elsewhere(self, request: Request, exc: Exception) -> JSONResponse:
         """A path or method the intake does not serve (404, 405): refused and reported too."""
@@ -218,24 +222,31 @@ class WebhookIntake:
         self._report_refusal(request, refusal)
         return JSONResponse({"error": refusal.reason}, status)
 
-    def _take_event(self, body: bytes, token: Token) -> int:
+    def _take_event(self, body: bytes, token: Token) -> dict[str, Any]:
         event = parse(body, GenericEvent)
         emit = self._emitter(self.settings.channel)
         payload: dict[str, Any] = {"channel": event.channel}
+        answer: dict[str, Any] = {"accepted": 1}
         if event.urgency is not None:
-            payload["urgency_hint"] = event.urgency.value
+            granted = self.settings.granted_urgency(event.urgency, token)
+            payload["urgency_hint"] = granted.value
+            if granted is not event.urgency:
+                payload["urgency_asked"] = event.urgency.value
+                answer["urgency_hint"] = granted.value
+                answer["note"] = (f"urgency {event.urgency.value!r} taken as {granted.value!r}:"
+                                  f" {token.sender} may ask for {granted.value!r} at most")
         emit(event.text, sender=token.sender, key=event.key or event.channel,
              authorised=token.person, payload=payload)
-        return 1
+        return answer
 
-    def _take_alerts(self, body: bytes, token: Token) -> int:
+    def _take_alerts(self, body: bytes, token: Token) -> dict[str, Any]:
         notification = parse(body, Notification)
         emit = self._emitter(self.settings.alert_channel)
         found = reports(notification)
         for report in found:
             emit(report.text, sender=token.sender, key=report.key, authorised=token.person,
                  payload=report.payload)
-        return len(found)
+        return {"accepted": len(found)}
 
     def _emitter(self, channel: str) -> Emitter:
         emit = self._emitters.get(channel)
