@@ -1,0 +1,38 @@
+"""The web page's ASGI application.
+
+Starlette: a small, well-kept ASGI toolkit (routing, static files, streaming
+responses, Jinja2 templates) with no framework around it, so the security
+layers are plain middleware we can read whole: trusted hosts, the access
+token with CSRF, and the security headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.templating import Jinja2Templates
+
+from ...memory.store import TurnStore
+from .auth import Credentials, TokenGuard
+from .headers import SecurityHeaders
+from .live import Bridge
+from .routes import HERE, WebContext, routes
+
+
+def build_web_app(*, agent: str, bridge: Bridge, store: TurnStore, credentials: Credentials,
+                  hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
+    """The web page for one agent, reached through `bridge`, its history read from `store`."""
+    environment = Environment(loader=FileSystemLoader(HERE / "templates"),
+                              autoescape=select_autoescape(default=True))
+    templates = Jinja2Templates(env=environment)
+    app = Starlette(routes=routes(), middleware=[
+        Middleware(SecurityHeaders),
+        Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)),
+        Middleware(TokenGuard, credentials=credentials),
+    ])
+    app.state.web = WebContext(agent, bridge, store, credentials, templates)
+    return app

@@ -1,0 +1,170 @@
+"""The page's link to the agent: the attach protocol, carried to the browser.
+
+Each open page gets its own attachment, streamed as server-sent events whose
+`id` is the protocol's `seq`. When the browser reconnects it sends the last id
+it saw as `Last-Event-ID`; that becomes `Hello.since`, and the agent replays
+what the page missed from its backlog, in order and once. Requests (say,
+stop, answer, status) go over one shared control attachment and wait for
+their `Done` or `Status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from ..protocol import (
+    Answer,
+    AskStatus,
+    ClientMessage,
+    Connection,
+    Done,
+    Hello,
+    Say,
+    ServerMessage,
+    Status,
+    StatusView,
+    Stop,
+    TurnView,
+)
+from .render import markdown_html
+
+log = logging.getLogger(__name__)
+
+Attach = Callable[[], Awaitable[Connection]]  # a new connection, before its Hello
+REQUEST_TIMEOUT = 30.0  # seconds a request may wait for the agent's answer
+CLIENT = "web"
+
+
+class AgentUnavailable(ConnectionError):
+    """The agent does not answer (it stopped, or was never started)."""
+
+
+class Bridge:
+    """Attachments to the agent for the web server: live streams and requests."""
+
+    def __init__(self, attach: Attach) -> None:
+        self._attach = attach
+        self._control: Connection | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[ServerMessage]] = {}
+        self._numbers = itertools.count(1)
+        self._opening = asyncio.Lock()
+
+    # -- live ----------------------------------------------------------------
+
+    async def stream(self, since: int | None) -> AsyncIterator[ServerMessage]:
+        """The agent's messages for one page, from `Welcome` on; ends when the
+        attachment closes. AgentUnavailable when the agent cannot be reached."""
+        connection = await self._connect()
+        try:
+            await connection.send(Hello(client=CLIENT, since=since))
+            async for message in connection.messages():
+                yield message
+        except ConnectionError:
+            return
+        finally:
+            with contextlib.suppress(Exception):
+                await connection.aclose()
+
+    # -- requests -------------------------------------------------------------
+
+    async def say(self, text: str) -> Done:
+        """Send a message from the person; the Done says whether it was taken."""
+        return await self._request(lambda n: Say(request=n, text=text))  # type: ignore[return-value]
+
+    async def stop(self) -> Done:
+        """Stop the current cycle, as `/stop` does."""
+        return await self._request(lambda n: Stop(request=n))  # type: ignore[return-value]
+
+    async def status(self) -> StatusView:
+        """What the agent is doing now."""
+        reply = await self._request(lambda n: AskStatus(request=n))
+        if not isinstance(reply, Status):
+            raise AgentUnavailable(getattr(reply, "error", None) or "the agent gave no status")
+        return reply.status
+
+    async def answer(self, approval: int, allow: bool) -> None:
+        """The person's answer to an approval; the settlement arrives on the streams."""
+        await self._send(Answer(approval=approval, allow=allow))
+
+    async def aclose(self) -> None:
+        """Leave the control attachment (the agent goes on)."""
+        control, self._control = self._control, None
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        if control is not None:
+            with contextlib.suppress(Exception):
+                await control.aclose()
+
+    async def _request(self, make: Callable[[int], ClientMessage]) -> ServerMessage:
+        number = next(self._numbers)
+        answer: asyncio.Future[ServerMessage] = asyncio.get_running_loop().create_future()
+        self._pending[number] = answer
+        try:
+            await self._send(make(number))
+            return await asyncio.wait_for(answer, REQUEST_TIMEOUT)
+        except TimeoutError:
+            raise AgentUnavailable(f"the agent did not answer within {REQUEST_TIMEOUT:.0f} s") from None
+        finally:
+            self._pending.pop(number, None)
+
+    async def _send(self, message: ClientMessage) -> None:
+        for attempt in (1, 2):  # a control attachment the agent closed is opened once more
+            control = await self._control_connection()
+            try:
+                await control.send(message)
+                return
+            except ConnectionError:
+                if self._control is control:
+                    self._control = None
+                if attempt == 2:
+                    raise AgentUnavailable("the agent closed the connection") from None
+
+    async def _control_connection(self) -> Connection:
+        async with self._opening:
+            if self._control is None:
+                connection = await self._connect()
+                await connection.send(Hello(client=CLIENT))
+                self._control = connection
+                self._reader = asyncio.create_task(self._read(connection), name="web:control")
+            return self._control
+
+    async def _read(self, connection: Connection) -> None:
+        try:
+            async for message in connection.messages():
+                request = getattr(message, "request", None)
+                if isinstance(message, (Done, Status)) and request in self._pending:
+                    future = self._pending[request]
+                    if not future.done():
+                        future.set_result(message)
+        finally:
+            if self._control is connection:
+                self._control = None
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(AgentUnavailable("the agent closed the connection"))
+
+    async def _connect(self) -> Connection:
+        try:
+            return await self._attach()
+        except ConnectionError as exc:
+            raise AgentUnavailable(str(exc)) from exc
+
+
+def event_frame(message: ServerMessage) -> str:
+    """One server-sent event: the message as JSON, its `seq` as the event id
+    (a resume point), assistant text also as sanitised HTML."""
+    data = message.model_dump(mode="json")
+    for key in ("turn", "result"):
+        view = getattr(message, key, None)
+        if isinstance(view, TurnView) and view.kind == "assistant":
+            data[key]["html"] = markdown_html(view.content)
+    body = json.dumps(data, ensure_ascii=False)
+    return f"id: {message.seq}\ndata: {body}\n\n"

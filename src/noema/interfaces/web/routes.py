@@ -1,0 +1,177 @@
+"""The pages and the JSON and live endpoints of the web page.
+
+Every handler is `async`: the stores are read on the event loop's thread,
+where the in-process agent writes them too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ...memory.store import TurnStore
+from .auth import Credentials
+from .live import AgentUnavailable, Bridge, event_frame
+from .turns import recent_turns, turn_with_neighbours
+
+HERE = Path(__file__).parent
+HISTORY_LIMIT = 500  # turns the chat page loads at most
+RETRY_MS = 1000  # how soon a browser reconnects a dropped live stream
+MAX_MESSAGE = 100_000  # characters in one message from the page
+
+
+@dataclass
+class WebContext:
+    """What the handlers share: the agent link, the store, the secrets, the templates."""
+
+    agent: str
+    bridge: Bridge
+    store: TurnStore
+    credentials: Credentials
+    templates: Jinja2Templates
+
+
+class BadRequest(ValueError):
+    """The page sent something the server cannot use; the text says what."""
+
+
+def _context(request: Request) -> WebContext:
+    return request.app.state.web
+
+
+def _page(request: Request, template: str, **values: Any) -> Response:
+    web = _context(request)
+    return web.templates.TemplateResponse(
+        request, template, {"agent": web.agent, "csrf": web.credentials.csrf, **values},
+        headers={"cache-control": "no-store"})
+
+
+async def chat_page(request: Request) -> Response:
+    return _page(request, "chat.html", page="chat")
+
+
+async def history(request: Request) -> Response:
+    try:
+        limit = min(max(int(request.query_params.get("limit", HISTORY_LIMIT)), 1), HISTORY_LIMIT)
+    except ValueError:
+        return _error(400, "limit must be a whole number")
+    return JSONResponse({"turns": recent_turns(_context(request).store, limit)})
+
+
+async def turn(request: Request) -> Response:
+    turn_id = request.path_params["turn_id"]
+    store = _context(request).store
+    if store.get(turn_id) is None:
+        return _error(404, f"there is no turn {turn_id}")
+    return JSONResponse({"id": turn_id, "turns": turn_with_neighbours(store, turn_id)})
+
+
+async def status(request: Request) -> Response:
+    try:
+        view = await _context(request).bridge.status()
+    except AgentUnavailable as exc:
+        return _error(503, f"the agent is not reachable: {exc}")
+    return JSONResponse(view.model_dump(mode="json"))
+
+
+async def say(request: Request) -> Response:
+    try:
+        text = (await _json(request)).get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise BadRequest("write a message first")
+        if len(text) > MAX_MESSAGE:
+            raise BadRequest(f"a message holds at most {MAX_MESSAGE:,} characters")
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    try:
+        done = await _context(request).bridge.say(text)
+    except AgentUnavailable as exc:
+        return _error(503, f"your message was not sent: {exc}")
+    return JSONResponse({"ok": done.ok, "error": done.error, "turn_id": done.turn_id},
+                        status_code=200 if done.ok else 409)
+
+
+async def stop(request: Request) -> Response:
+    try:
+        done = await _context(request).bridge.stop()
+    except AgentUnavailable as exc:
+        return _error(503, f"could not reach the agent: {exc}")
+    return JSONResponse({"ok": done.ok, "error": done.error})
+
+
+async def answer(request: Request) -> Response:
+    try:
+        body = await _json(request)
+        approval, allow = body.get("approval"), body.get("allow")
+        if not isinstance(approval, int) or not isinstance(allow, bool):
+            raise BadRequest("an answer needs an approval number and allow true or false")
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    try:
+        await _context(request).bridge.answer(approval, allow)
+    except AgentUnavailable as exc:
+        return _error(503, f"your answer was not sent: {exc}")
+    return JSONResponse({"ok": True})
+
+
+async def live(request: Request) -> Response:
+    """The agent's messages as server-sent events, resumable by Last-Event-ID."""
+    raw = request.headers.get("last-event-id") or request.query_params.get("since")
+    try:
+        since = int(raw) if raw not in (None, "") else None
+    except ValueError:
+        return _error(400, "Last-Event-ID must be a protocol seq (a whole number)")
+    stream = _context(request).bridge.stream(since)
+    try:  # reach the agent before answering 200, so a page learns it is not there
+        first = await anext(stream)
+    except (AgentUnavailable, StopAsyncIteration) as exc:
+        return _error(503, f"the agent is not reachable: {exc or 'it closed the connection'}")
+
+    async def frames():
+        try:
+            yield f"retry: {RETRY_MS}\n\n"
+            yield event_frame(first)
+            async for message in stream:
+                yield event_frame(message)
+        finally:
+            await stream.aclose()
+
+    return StreamingResponse(frames(), media_type="text/event-stream",
+                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        raise BadRequest("the request body must be JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def _error(status: int, text: str) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": text}, status_code=status)
+
+
+def routes() -> list:
+    """Every route of the web page."""
+    return [
+        Route("/", chat_page),
+        Route("/api/history", history),
+        Route("/api/turn/{turn_id:int}", turn),
+        Route("/api/status", status),
+        Route("/api/say", say, methods=["POST"]),
+        Route("/api/stop", stop, methods=["POST"]),
+        Route("/api/answer", answer, methods=["POST"]),
+        Route("/live", live),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]

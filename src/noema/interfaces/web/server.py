@@ -1,0 +1,155 @@
+"""`noema ui`: the web page's server, attached to the agent.
+
+When `noema run` (or another process) already runs the agent, the server
+attaches to it over the agent's socket, as `noema chat` does, and reads the
+history from the turn store beside it. Otherwise it runs the agent itself,
+in this process, behind a `Host`, and offers the same socket to other
+interfaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import uvicorn
+
+from ...config import Config
+from ...memory.store import TurnStore
+from ...paths import AgentPaths
+from ..attach import connect_socket, reachable, socket_path
+from ..host import Host
+from .app import build_web_app
+from .auth import Credentials, keep_token
+from .live import Bridge
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8731
+
+
+class PublicAddress(ValueError):
+    """The server was asked to listen where other machines can reach it."""
+
+
+def check_address(host: str, *, allow_remote: bool) -> None:
+    """Refuse an address other machines can reach unless the person allowed it."""
+    if allow_remote or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise PublicAddress(f"{host!r} is not an IP address; use 127.0.0.1 (the default)") from None
+    if not loopback:
+        raise PublicAddress(
+            f"{host} can be reached from other machines, and the page can run commands on "
+            "this one. Use 127.0.0.1 (the default), or pass --allow-remote if you mean it "
+            "(the access token is then the only lock; put TLS in front).")
+
+
+@dataclass
+class UiServer:
+    """The web page for one agent, served on one address until `stop`."""
+
+    paths: AgentPaths
+    config: Config
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    allow_remote: bool = False
+    build_app: Callable[..., object] | None = None  # `app.build_app`, replaceable in tests
+    credentials: Credentials = field(default_factory=Credentials.fresh)
+    mode: str = ""  # "attached" or "in-process", once started
+    agent_app: object | None = None  # the in-process App
+    _agent_host: Host | None = None
+    _store: TurnStore | None = None
+    _bridge: Bridge | None = None
+    _server: uvicorn.Server | None = None
+    _task: asyncio.Task | None = None
+    _address: tuple[str, int] | None = None
+
+    @property
+    def address(self) -> str:
+        """The page's address with the access token (print it; it opens the page)."""
+        if self._address is None:
+            raise RuntimeError("the server has not started")
+        host, port = self._address
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/?token={self.credentials.token}"
+
+    async def start(self) -> str:
+        """Reach or start the agent, then listen; returns the address to open."""
+        check_address(self.host, allow_remote=self.allow_remote)
+        sock = socket.create_server((self.host, self.port), family=_family(self.host), backlog=64)
+        try:
+            bridge, store = await self._link()
+            keep_token(self.paths.root, self.credentials)
+            hosts = ["127.0.0.1", "localhost", "[::1]", self.host]
+            web = build_web_app(agent=self.paths.name, bridge=bridge, store=store,
+                                credentials=self.credentials,
+                                hosts=["*"] if self.allow_remote else hosts)
+            config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
+                                    timeout_graceful_shutdown=1, ws="none")
+            self._server = uvicorn.Server(config)
+            self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="web:server")
+        except BaseException:
+            sock.close()
+            await self.stop()
+            raise
+        self._address = sock.getsockname()[:2]
+        return self.address
+
+    async def wait(self) -> None:
+        """Until the server ends (Ctrl-C, or `stop`)."""
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def stop(self) -> None:
+        """Stop serving; the in-process agent stops too (its history repaired)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._bridge is not None:
+            await self._bridge.aclose()
+        if self._agent_host is not None:
+            await self._agent_host.aclose()
+        if self.agent_app is not None:
+            await self.agent_app.aclose()  # type: ignore[attr-defined]
+        elif self._store is not None:
+            self._store.close()
+        self._server = self._task = self._bridge = self._agent_host = None
+        self.agent_app = self._store = None
+
+    async def _link(self) -> tuple[Bridge, TurnStore]:
+        if await reachable(self.paths):
+            path = socket_path(self.paths)
+            self.mode = "attached"
+            self._store = TurnStore(self.paths.turns_db)
+            self._bridge = Bridge(lambda: connect_socket(path, client="web"))
+            return self._bridge, self._store
+        from ...app import build_app
+
+        make = self.build_app or build_app
+        host = Host(self.paths.name)
+        app = make(self.paths, self.config, listener=host)
+        self.agent_app, self._agent_host, self.mode = app, host, "in-process"
+        host.bind(app)  # type: ignore[arg-type]
+        await app.start()  # type: ignore[attr-defined]
+        await host.serve(socket_path(self.paths))
+
+        async def attach():
+            return host.connect("web")
+
+        self._bridge = Bridge(attach)
+        return self._bridge, app.store  # type: ignore[attr-defined]
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET

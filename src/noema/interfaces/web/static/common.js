@@ -1,0 +1,59 @@
+// Shared by every page: actions carry the page's CSRF token; text is set as text.
+"use strict";
+
+const noema = {
+  csrf() {
+    return document.querySelector('meta[name="csrf-token"]').content;
+  },
+
+  // POST a JSON body; resolves to {status, body} (the body's error says what went wrong).
+  async post(url, data) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": noema.csrf()},
+      body: JSON.stringify(data || {}),
+    });
+    let body;
+    try {
+      body = await response.json();
+    } catch (e) {
+      body = {ok: false, error: (await response.text().catch(() => "")) || response.statusText};
+    }
+    return {status: response.status, body};
+  },
+
+  async get(url) {
+    const response = await fetch(url, {credentials: "same-origin"});
+    const body = await response.json().catch(() => ({error: response.statusText}));
+    return {status: response.status, body};
+  },
+
+  // An element with text content only (never markup).
+  el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  },
+
+  time(ts) {
+    return new Date(ts * 1000).toLocaleString();
+  },
+
+  async showContext() {
+    const target = document.getElementById("context");
+    if (!target) return;
+    const {status, body} = await noema.get("/api/status").catch(() => ({status: 0, body: {}}));
+    if (status !== 200) {
+      target.textContent = "agent not reachable";
+      return;
+    }
+    const share = body.context_window ? Math.round(100 * body.context_tokens / body.context_window) : 0;
+    target.textContent = `context ${body.context_tokens.toLocaleString()} / ` +
+      `${body.context_window.toLocaleString()} tokens (${share}%) · ${body.phase}`;
+    target.dataset.busy = body.busy ? "yes" : "no";
+  },
+};
+
+document.addEventListener("DOMContentLoaded", () => { noema.showContext(); });

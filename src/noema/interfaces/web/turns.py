@@ -1,0 +1,41 @@
+"""Stored turns as the page shows them: JSON with their flags, assistant text
+also as sanitised Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...memory.store import TurnStore
+from ...memory.turns import Flag, Turn, TurnKind
+from .render import markdown_html
+
+_SHOWN_FLAGS = {"discarded": Flag.DISCARDED, "interrupted": Flag.INTERRUPTED,
+                "synthetic": Flag.SYNTHETIC, "error": Flag.ERROR, "compacted": Flag.COMPACTED,
+                "pruned": Flag.PRUNED}
+
+
+def turn_json(turn: Turn) -> dict[str, Any]:
+    """One turn for the page (text stays text; only `html` is markup, sanitised)."""
+    data: dict[str, Any] = {
+        "id": turn.id, "ts": turn.ts, "kind": turn.kind.value, "content": turn.content,
+        "tool_name": turn.tool_name, "arguments": turn.arguments, "channel": turn.channel,
+        "sender": turn.sender, "cycle_id": turn.cycle_id,
+        "flags": [name for name, flag in _SHOWN_FLAGS.items() if turn.has(flag)],
+        "error": turn.has(Flag.ERROR),
+    }
+    if turn.kind is TurnKind.ASSISTANT:
+        data["html"] = markdown_html(turn.content)
+    return data
+
+
+def recent_turns(store: TurnStore, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` turns, oldest first."""
+    last = store.last_id()
+    if not last:
+        return []
+    return [turn_json(t) for t in store.range(max(1, last - limit + 1), last)]
+
+
+def turn_with_neighbours(store: TurnStore, turn_id: int, around: int = 3) -> list[dict[str, Any]]:
+    """A turn and up to `around` turns on each side, oldest first."""
+    return [turn_json(t) for t in store.range(max(1, turn_id - around), turn_id + around)]

@@ -1,0 +1,128 @@
+"""The web page served for real, with an in-process agent over a scripted
+model, in a thread of its own; Debian's Chromium driven by Playwright.
+
+One server and one browser per test session (the machine is shared); each
+test gets a fresh browser context, so a fresh cookie jar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from noema.app import App, build_app
+from noema.config import Config
+from noema.paths import AgentPaths
+from noema.providers.scripted import ScriptedProvider, ScriptedResponse
+from noema.security.settings import AutonomySettings, FilesSettings, RootSettings
+
+CHROMIUM = os.environ.get("NOEMA_CHROMIUM", "/usr/bin/chromium")
+SCREENS = Path(__file__).resolve().parents[1] / "artifacts" / "screens"
+WAIT = 20.0  # seconds: generous, the machine is shared
+TOKEN_DELAY = 0.02  # seconds per scripted word: streaming is visible, Stop has time to land
+
+
+class LiveServer:
+    """`UiServer` running in its own event loop thread; calls cross over safely."""
+
+    def __init__(self, root: Path) -> None:
+        from noema.interfaces.web import UiServer
+
+        self.workspace = root / "ws"
+        self.paths = AgentPaths.for_agent("ana", root / "home")
+        self.model = ScriptedProvider([], token_delay_s=TOKEN_DELAY)
+        config = Config(
+            files=FilesSettings(roots=(RootSettings(path=self.workspace),)),
+            autonomy=AutonomySettings(tools={"file_write": "ask"}),
+        )
+        self.server = UiServer(self.paths, config, port=0,
+                               build_app=functools.partial(build_app, provider=self.model))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="web-test", daemon=True)
+        self.thread.start()
+        self.address = self.call(self.server.start())
+        self.base = self.address.split("/?", 1)[0]
+
+    @property
+    def app(self) -> App:
+        return self.server.agent_app  # type: ignore[return-value]
+
+    def call(self, coroutine, timeout: float = WAIT):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def script(self, *responses: ScriptedResponse) -> None:
+        """Queue the model's next answers (in the server's loop, where it reads them)."""
+        async def extend() -> None:
+            self.model.extend(responses)
+
+        self.call(extend())
+
+    def idle(self) -> None:
+        """Wait until the agent runs no cycle."""
+        async def settle() -> None:
+            while self.app.agent.status().busy:
+                await asyncio.sleep(0.01)
+
+        self.call(settle())
+
+    def close(self) -> None:
+        try:
+            self.call(self.server.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(WAIT)
+            self.loop.close()
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("web"))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (scripts/setup --tests installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser, live):
+    """A fresh browser context that opened the printed address (so holds the cookie)."""
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(WAIT * 1000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live.address)
+    page.wait_for_selector("body[data-page]")
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, f"the page's script failed: {errors}"
+
+
+def screenshot(page, name: str) -> Path:
+    """Save the page as a PNG under tests/artifacts/screens/."""
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    path = SCREENS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
