@@ -11,6 +11,7 @@ import pytest
 
 from noema.health.agent_files import repositories
 from noema.paths import AgentLock
+from noema.scheduling.store import ScheduleStore, schedules_path
 
 from .damage import (
     copy_agent,
@@ -25,12 +26,19 @@ from .damage import (
 )
 
 TURNS = 600
+ALARMS = 400
+NOW = 1_790_000_000.0
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("template")
-    make_agent(base / "home", base / "workspace", turns=TURNS)
+    paths = make_agent(base / "home", base / "workspace", turns=TURNS)
+    with ScheduleStore(schedules_path(paths)) as schedules:
+        for n in range(ALARMS):
+            schedules.add_alarm(f"alarm {n}: water the herons by the river " * 3,
+                                NOW + 3600 + n, rule="in an hour", zone="Europe/Madrid", now=NOW)
+        schedules.cancel(1, NOW)
     return base / "home"
 
 
@@ -56,8 +64,9 @@ def test_a_healthy_agent_is_said_healthy(agent):
     lines = result.output.splitlines()
     assert lines[0].startswith("ok") and "turns.db" in lines[0]
     assert lines[1].startswith("ok") and "archive.db" in lines[1]
-    assert lines[2].startswith("ok") and lines[2].split()[1].startswith("versions/")
-    assert lines[-1] == "all healthy" and len(lines) == 4
+    assert lines[2].startswith("ok") and "schedules.db (alarms and schedules)" in lines[2]
+    assert lines[3].startswith("ok") and lines[3].split()[1].startswith("versions/")
+    assert lines[-1] == "all healthy" and len(lines) == 5
 
 
 def test_a_new_agent_has_nothing_to_check_and_is_healthy(tmp_path):
@@ -174,3 +183,69 @@ def test_a_folder_where_the_archive_belongs_is_moved_aside(agent):
     assert repaired.exit_code == 0 and "nothing could be kept" in repaired.output
     (aside,) = agent.root.glob("archive.db.damaged-*")
     assert (aside / "kept.txt").read_text() == "whatever the person left here"
+
+
+def leaf_pages(path: Path, table: str) -> list[int]:
+    """The table's leaf pages (0-based, as offsets in pages), in file order."""
+    with sqlite3.connect(path) as db:
+        return [r[0] - 1 for r in db.execute(
+            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno",
+            (table,))]
+
+
+def schedule_ids(path: Path) -> list[int]:
+    with sqlite3.connect(path) as db:
+        return [r[0] for r in db.execute("SELECT id FROM schedules ORDER BY id")]
+
+
+def test_a_missing_schedules_file_is_not_created_yet(agent):
+    schedules_path(agent).unlink()
+    result = doctor(agent)
+    assert result.exit_code == 0
+    assert "ok       schedules.db (alarms and schedules): not created yet" in result.output
+
+
+def test_damaged_schedules_are_salvaged_and_no_id_is_given_twice(agent):
+    """The page of the newest schedules is garbled: they are lost, the rest kept,
+    and a schedule set after the repair does not take a lost one's ID."""
+    path = schedules_path(agent)
+    newest_page = max(leaf_pages(path, "schedules"))
+    garble_page(path, newest_page)
+    damaged_bytes = path.read_bytes()
+
+    found = doctor(agent)
+    assert found.exit_code == 1
+    assert "DAMAGED  schedules.db (alarms and schedules)" in found.output
+
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert "repaired schedules.db: schedules: kept" in repaired.output
+    assert "could not read the rows after id" in repaired.output
+    assert repaired.output.splitlines()[-1] == "all healthy"
+    (aside,) = agent.root.glob("schedules.db.damaged-*")
+    assert aside.read_bytes() == damaged_bytes
+    kept = schedule_ids(path)
+    assert ALARMS - 40 <= len(kept) < ALARMS and kept == list(range(1, len(kept) + 1))
+
+    with ScheduleStore(path) as schedules:
+        assert schedules.get(1).cancelled_at == NOW  # what was kept is kept whole
+        added = schedules.add_alarm("after the repair", NOW + 7200, rule="in two hours",
+                                    zone="Europe/Madrid", now=NOW)
+    assert added.id == ALARMS + 1  # not max(kept) + 1: the lost IDs stay unused
+    listed = noema(agent.root.parent.parent, "schedule", "list")
+    assert listed.exit_code == 0 and "after the repair" in listed.output
+
+
+def test_schedules_whose_numbering_is_lost_are_numbered_after_what_was_kept(agent):
+    path = schedules_path(agent)
+    with sqlite3.connect(path) as db:
+        sequence_page = db.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'sqlite_sequence'").fetchone()[0] - 1
+    garble_page(path, sequence_page)
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0 and "repaired schedules.db" in repaired.output
+    assert len(schedule_ids(path)) == ALARMS
+    with ScheduleStore(path) as schedules:
+        added = schedules.add_alarm("after the repair", NOW + 7200, rule="in two hours",
+                                    zone="Europe/Madrid", now=NOW)
+    assert added.id == ALARMS + 1

@@ -5,12 +5,20 @@ The checks read everything (`PRAGMA integrity_check`, each full-text index's
 own check, every git object), unlike the quick check made on each start. A
 repair never deletes: the damaged file or repository is moved aside under a
 timestamped name, and what still reads takes its place.
+
+Schedules keep one promise through a repair: an ID is never given to a
+second schedule (so an old list cannot cancel a new one). The salvaged file
+continues numbering after the highest ID the damaged file had ever given,
+when that still reads, not merely after the highest ID that was kept.
 """
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from contextlib import closing
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,11 +39,13 @@ from ..health.sqlite_files import (
 from ..memory.store import TurnStore
 from ..paths import AgentLock, AgentPaths
 from ..perception.archive import SensoryArchive
+from ..scheduling.store import ScheduleStore, schedules_path
 
 
 class Kind(Enum):
     TURNS = "the conversation"
     ARCHIVE = "the senses' archive"
+    SCHEDULES = "alarms and schedules"
     REPOSITORY = "file versions"
 
 
@@ -60,7 +70,8 @@ def examine(paths: AgentPaths) -> list[Finding]:
     lost = lost_history(paths)
     turns = (Finding(paths.turns_db, Kind.TURNS, (lost,), lost=True) if lost
              else _database(paths.turns_db, Kind.TURNS))
-    found = [turns, _database(paths.archive_db, Kind.ARCHIVE)]
+    found = [turns, _database(paths.archive_db, Kind.ARCHIVE),
+             _database(schedules_path(paths), Kind.SCHEDULES)]
     found += [Finding(g, Kind.REPOSITORY, tuple(repos.problems(g))) for g in repositories(paths)]
     return found
 
@@ -131,7 +142,7 @@ def _repaired(finding: Finding, paths: AgentPaths, name: str) -> str:
         return (f"repaired {name}: kept {done.kept_commits} versions, lost "
                 f"{done.lost_commits}; the damaged repository is kept as "
                 f"{_name(done.aside, paths)}. The next write records the files as they are now.")
-    new = _new_turn_store if finding.kind is Kind.TURNS else _new_archive
+    new, finish = _REBUILD[finding.kind]
     if finding.lost or not finding.path.is_file():  # nothing in it to read
         aside = damaged_name(finding.path)
         move_aside(finding.path, aside)
@@ -140,7 +151,9 @@ def _repaired(finding: Finding, paths: AgentPaths, name: str) -> str:
         after = (" The agent starts a new conversation; its archive and file versions are "
                  "untouched." if finding.kind is Kind.TURNS else "")
         return f"repaired {name}: nothing could be kept{kept}.{after}"
-    done = salvage(finding.path, new, _reindex if finding.kind is Kind.TURNS else _reindex_archive)
+    if finding.kind is Kind.SCHEDULES:
+        finish = _numbering_after(_highest_schedule_id(finding.path))
+    done = salvage(finding.path, new, finish)
     return _salvage_line(name, done, paths)
 
 
@@ -175,6 +188,52 @@ def _reindex(path: Path) -> None:
         store.rebuild_index()
     finally:
         store.close()
+
+
+def _new_schedules(path: Path) -> None:
+    ScheduleStore(path).close()
+
+
+def _highest_schedule_id(path: Path) -> int | None:
+    """The highest schedule ID the damaged file ever gave, if that still reads
+    (read from a copy: the damaged file is never opened)."""
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".doctor-") as scratch:
+        copy = Path(scratch) / path.name
+        shutil.copyfile(path, copy)
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        try:
+            with closing(sqlite3.connect(copy)) as db:
+                row = db.execute(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'schedules'").fetchone()
+        except sqlite3.Error:
+            return None
+    return int(row[0]) if row and isinstance(row[0], int) else None
+
+
+def _numbering_after(highest: int | None) -> Callable[[Path], None] | None:
+    """What makes a salvaged schedules file number new schedules after `highest`."""
+    if highest is None:
+        return None  # numbering goes on after the highest ID kept
+
+    def finish(path: Path) -> None:
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'schedules'",
+                       (highest,))
+            db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT 'schedules', ?"
+                       " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence"
+                       " WHERE name = 'schedules')", (highest,))
+
+    return finish
+
+
+_REBUILD: dict[Kind, tuple[Callable[[Path], None], Callable[[Path], None] | None]] = {
+    Kind.TURNS: (_new_turn_store, _reindex),
+    Kind.ARCHIVE: (_new_archive, _reindex_archive),
+    Kind.SCHEDULES: (_new_schedules, None),
+}
+"""How each kind of database is made anew, and what a salvaged copy needs before use."""
 
 
 def _name(path: Path, paths: AgentPaths) -> str:
