@@ -529,6 +529,53 @@ cli.add_command(status)
 cli.add_command(service)
 
 
+# -- web page ----------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; one other machines can reach needs --allow-remote.")
+@click.option("--port", default=8731, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0: any free one).")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow an address other machines can reach (the token is then the only lock).")
+@click.pass_obj
+def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
+    """The web page: chat, memory and the agent's state in a browser.
+
+    Attaches to the agent `noema run` runs; when none runs, runs it here.
+    Prints the address to open (it carries the access token).
+    """
+    from .interfaces.web import PublicAddress, UiServer
+    from .interfaces.web.auth import TOKEN_FILE
+
+    config = obj.config()
+    _setup_logging(obj.paths, verbose=False)
+
+    async def serve() -> None:
+        server = UiServer(obj.paths, config, host=host, port=port, allow_remote=allow_remote)
+        address = await server.start()
+        how = "attached to the running agent" if server.mode == "attached" else "agent runs here"
+        click.echo(f"Noema · agent {obj.paths.name} · {how}\nOpen {address}\n"
+                   f"(the token is also in {obj.paths.root / TOKEN_FILE}); Ctrl-C stops.")
+        try:
+            await server.wait()
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    except (PublicAddress, NoModelConfigured, ProviderError, AgentBusy, ConfigError) as exc:
+        raise click.ClickException(configuration.mask_secrets(str(exc))) from None
+    except UnusableDatabase as exc:
+        raise _refusal(exc) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+                                   " (pass another --port)") from None
+
+
 def main() -> None:
     cli(prog_name="noema")
 
