@@ -249,6 +249,18 @@ class FakeTelegramServer:
             self._files.data[fid] = (path, data)
         return fid
 
+    def reset(self) -> None:
+        """Forget updates, sent messages, calls and failures (between tests).
+        Update IDs keep growing, as Telegram's do."""
+        with self._changed:
+            self._updates.clear()
+            self._sent.clear()
+            self._actions.clear()
+            self._refused.clear()
+            self._calls.clear()
+            self._failures.clear()
+            self._changed.notify_all()
+
     def fail(self, method: str, times: int = 1, status: int = 502,
              description: str = "Bad Gateway") -> None:
         """The next `times` calls of `method` fail with this status."""
@@ -328,9 +340,14 @@ class FakeTelegramServer:
 
     async def _method(self, request: Request) -> Response:
         method = request.path_params["method"]
-        with self._changed:
-            self._calls.append(method)
-            self._changed.notify_all()
+        try:
+            return await self._answer(method, request)
+        finally:  # counted once answered, so a waiting test sees its effect
+            with self._changed:
+                self._calls.append(method)
+                self._changed.notify_all()
+
+    async def _answer(self, method: str, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return _error(401, "Unauthorized")
         params = await _params(request)

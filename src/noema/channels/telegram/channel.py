@@ -1,0 +1,93 @@
+"""The Telegram channel: the person's chats as a voice and a sense.
+
+It reads the person's chats with long polling (`poller.Poller`, a sensor
+the hub runs), answers where a question came from (`reply`, once per
+answer), and offers the model `telegram_send` and `telegram_save_file`.
+Its state file, `telegram.db` in the agent's folder, keeps its place in the
+update stream and what it took and sent (see `state.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from ...interfaces.protocol import ChannelView
+from ...memory.turns import Turn
+from ...perception.hub import Backoff, Sensor
+from ...tools.registry import Tool
+from ..base import ChannelContext, Desk
+from .connection import build_bot
+from .poller import CHANNEL, Poller
+from .sender import Sender
+from .settings import TelegramSettings
+from .state import TelegramState
+from .tools import telegram_tools
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "telegram.db"
+
+
+class TelegramChannel:
+    """A Telegram bot the person talks to (see the module's docstring)."""
+
+    name = CHANNEL
+
+    def __init__(self, settings: TelegramSettings, ctx: ChannelContext, *,
+                 backoff: Backoff = Backoff(initial=1.0, maximum=60.0),
+                 send_delay: float = 1.0) -> None:
+        self.settings = settings
+        self.state = TelegramState(ctx.paths.root / STATE_FILE)
+        token = ctx.secrets.get(settings.token_secret, "").strip()
+        self.bot = build_bot(settings, token) if token else None
+        self.sender = (Sender(self.bot, self.state, settings.token_secret, send_delay)
+                       if self.bot is not None else None)
+        self.poller = (Poller(settings, self.state, self.bot, self.sender, ctx.notice,
+                              backoff=backoff)
+                       if self.bot is not None and self.sender is not None else None)
+        self._tools = telegram_tools(settings, self.bot, self.sender, ctx.hands)
+        self._chats = {str(chat) for chat in settings.chat_ids}
+        if self.bot is None:
+            ctx.notice(f"Telegram is configured ([telegram] chat_ids) but its bot token is not "
+                       f"set: put it in secrets.toml or the environment as "
+                       f"{settings.token_secret}. Until then Telegram is off.")
+
+    def sensors(self) -> list[Sensor]:
+        return [self.poller] if self.poller is not None else []
+
+    def tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    async def start(self, desk: Desk) -> None:
+        if self.poller is not None:
+            self.poller.attach(desk)
+
+    async def reply(self, question: Turn, answer: Turn) -> None:
+        """Send `answer` to the chat `question` came from, once."""
+        if question.channel != CHANNEL or question.sender not in self._chats:
+            return  # not a message this channel took
+        if self.sender is None:
+            raise RuntimeError(f"Telegram has no bot token ({self.settings.token_secret})")
+        await self.sender.answer(answer.id, int(question.sender), answer.content)
+
+    def view(self) -> ChannelView:
+        ignored = self.state.ignored()
+        chats = ", ".join(map(str, self.settings.chat_ids))
+        detail = f"chats {chats}"
+        if ignored:
+            detail += (f"; ignored {sum(ignored.values())} message(s) from "
+                       f"{len(ignored)} other chat(s)")
+        if self.poller is None:
+            return ChannelView(name=self.name, state="off: no bot token", detail=detail)
+        health = self.poller.health
+        if health.problem and health.state != "connected":
+            detail += f"; {health.problem}"
+        return ChannelView(name=self.name, state=health.state, detail=detail)
+
+    async def aclose(self) -> None:
+        if self.bot is not None:
+            with contextlib.suppress(Exception):
+                await self.bot.shutdown()
+        self.state.close()
+

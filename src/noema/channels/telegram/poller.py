@@ -1,0 +1,287 @@
+"""The Telegram sensor: long polling for the person's messages.
+
+It runs under the hub like any sense (restarted with backoff if it crashes)
+but emits no events. A message from one of the person's chats is the person
+speaking: it goes through the person's path (`Desk.submit`, a turn of the
+conversation, like a typed line), not through the untrusted envelope that
+carries what the world reports. Messages from any other chat are counted and
+dropped: they never reach the model.
+
+A burst of short messages (people type in several sends) becomes one message
+to the agent: each chat's messages wait until it has been quiet for
+`quiet_window_s`, or at most `max_hold_s` while they keep coming, and are
+then joined in order. They wait in the state file, not in memory, so a
+crash while they wait loses nothing.
+
+`/stop` and `/status` act at once: whatever the chat sent before them is
+given to the agent first, then the command runs and its answer is sent. A
+command is recorded as taken before it runs: after a crash it is not run
+again (stopping a cycle the person never meant to stop would be worse).
+
+Network trouble is retried with growing pauses and told to the person once
+when it lasts; a wrong token is told once and then tried only rarely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from telegram import Bot, Update
+
+from ...perception.events import Nature, SensorInfo
+from ...perception.hub import Backoff, Emitter
+from ..base import Desk
+from .connection import trouble
+from .incoming import Incoming, incoming, utterance
+from .sender import Sender
+from .settings import TelegramSettings
+from .state import Batch, TelegramState
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "telegram"
+TOKEN_RETRY_S = 900.0  # a refused token is tried again this rarely
+TELL_AFTER = 5  # consecutive network failures before the person is told
+START_TEXT = "Noema here. Write to me; /stop stops what I am doing, /status tells what it is."
+
+
+@dataclass
+class Health:
+    """How the connection stands, for `view()`."""
+
+    state: str = "connecting"
+    problem: str = ""
+    failures: int = 0
+    told: set[str] = field(default_factory=set)  # trouble kinds already told
+
+
+class Poller:
+    """The sensor that reads the person's chats (see the module's docstring)."""
+
+    def __init__(self, settings: TelegramSettings, state: TelegramState, bot: Bot,
+                 sender: Sender, notice: Callable[[str], None], *,
+                 backoff: Backoff = Backoff(initial=1.0, maximum=60.0)) -> None:
+        self.settings = settings
+        self.state = state
+        self.bot = bot
+        self.sender = sender
+        self.notice = notice
+        self.backoff = backoff
+        self.health = Health()
+        self.desk: Desk | None = None
+        self.info = SensorInfo(
+            CHANNEL,
+            "The person's Telegram chats. Their messages arrive as the person's own turns "
+            "(a burst joined into one); messages from other chats are ignored and counted.",
+            Nature.MERGEABLE, can_silence=False,
+            parameters={"chats": len(settings.chat_ids),
+                        "quiet_window_s": settings.quiet_window_s},
+        )
+        self._chats = frozenset(settings.chat_ids)
+        self._due: dict[int, tuple[float, float]] = {}  # chat → (first, latest) arrival
+        self._wake = asyncio.Event()
+        self._retry_unsettled = False
+        self._side: set[asyncio.Task[None]] = set()
+        self._commands: dict[str, Callable[[Incoming], Awaitable[str]]] = {
+            "stop": self._stop, "status": self._status, "start": self._start,
+        }
+
+    # -- the agent's side --------------------------------------------------------
+
+    def attach(self, desk: Desk) -> None:
+        """Take the desk and settle what a crash left between the state file and
+        the conversation (called before the sensor runs)."""
+        self.desk = desk
+        self.settle()
+
+    def settle(self) -> None:
+        """Batches written but not known to be taken: find them in the
+        conversation, or submit them now."""
+        assert self.desk is not None
+        unsettled = self.state.unsettled()
+        if not unsettled:
+            self._retry_unsettled = False
+            return
+        recent = self.desk.submitted(CHANNEL)
+        for batch in unsettled:
+            taken = [t for t in recent if t.sender == str(batch.chat_id)
+                     and t.content == batch.text and t.id > batch.after_turn]
+            if taken:
+                self.state.settle(batch, taken[0].id)
+            elif not self._submit(batch):
+                return
+        self._retry_unsettled = False
+
+    def _submit(self, batch: Batch) -> bool:
+        assert self.desk is not None
+        try:
+            turn = self.desk.submit(batch.text, channel=CHANNEL, sender=str(batch.chat_id))
+        except Exception as exc:  # a full disk: the batch waits in the state file
+            log.warning("the agent could not take a Telegram message: %s", exc)
+            if "refused" not in self.health.told:
+                self.health.told.add("refused")
+                self.notice(f"a Telegram message could not be taken ({exc}); it is kept and "
+                            "tried again shortly")
+            self._retry_unsettled = True
+            return False
+        self.health.told.discard("refused")
+        self.state.settle(batch, turn.id)
+        self._side_task(self.bot.send_chat_action(batch.chat_id, "typing"))
+        return True
+
+    # -- the sensor ---------------------------------------------------------------
+
+    async def run(self, emit: Emitter) -> None:
+        """Poll and hand over until cancelled."""
+        now = asyncio.get_running_loop().time()
+        for chat in self.state.pending():  # taken before a restart: they waited enough
+            self._due[chat] = (now - self.settings.max_hold_s, now)
+        flusher = asyncio.create_task(self._flush_loop(), name="telegram:flush")
+        try:
+            await self._poll_loop()
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            for task in list(self._side):
+                task.cancel()
+
+    async def _poll_loop(self) -> None:
+        while True:
+            try:
+                await self.bot.initialize()
+                updates = await self.bot.get_updates(
+                    offset=self.state.offset or None, timeout=self.settings.poll_timeout_s,
+                    allowed_updates=["message"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._trouble(exc)
+                continue
+            self._recovered()
+            for update in updates:
+                await self._take(update)
+
+    async def _take(self, update: Update) -> None:
+        message = update.message
+        if message is None:  # an edit, a reaction…: nothing the person said anew
+            self.state.take(update.update_id, [], [])
+            return
+        if message.chat.id not in self._chats:
+            self.state.take(update.update_id, [], [message.chat.id])
+            log.info("ignored a Telegram message from chat %s (not the person's)",
+                     message.chat.id)
+            return
+        item = incoming(update.update_id, message)
+        command = self._commands.get(item.command or "")
+        if command is None and not utterance([item]).strip():
+            self.state.take(update.update_id, [], [])  # a sticker, a location: no words
+            return
+        self.state.take(update.update_id, [] if command else [item], [])
+        if command is None:
+            now = asyncio.get_running_loop().time()
+            first, _ = self._due.get(item.chat_id, (now, now))
+            self._due[item.chat_id] = (first, now)
+            self._wake.set()
+            return
+        self._flush(item.chat_id)  # what came before the command goes first
+        try:
+            reply = await command(item)
+            await self.sender.send(item.chat_id, reply)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("answering /%s on Telegram failed: %s", item.command, exc)
+
+    # -- commands -------------------------------------------------------------
+
+    async def _stop(self, item: Incoming) -> str:
+        assert self.desk is not None
+        stopped = await self.desk.stop()
+        return "Stopped." if stopped else "Nothing was running."
+
+    async def _status(self, item: Incoming) -> str:
+        assert self.desk is not None
+        return self.desk.status() or "(no status)"
+
+    async def _start(self, item: Incoming) -> str:
+        return START_TEXT
+
+    # -- the quiet window ------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wake.clear()
+            if self._retry_unsettled:
+                self.settle()
+            now = loop.time()
+            deadlines = {chat: min(latest + self.settings.quiet_window_s,
+                                   first + self.settings.max_hold_s)
+                         for chat, (first, latest) in self._due.items()}
+            for chat, deadline in deadlines.items():
+                if deadline <= now:
+                    self._flush(chat)
+            waits = [d - now for c, d in deadlines.items() if c in self._due]
+            if self._retry_unsettled:
+                waits.append(self.backoff.initial)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(waits) if waits else None)
+
+    def _flush(self, chat: int) -> None:
+        """Give the agent what `chat` sent and is still waiting (one message)."""
+        self._due.pop(chat, None)
+        if self._retry_unsettled:
+            self.settle()
+            if self._retry_unsettled:  # an older batch must go first; this one waits
+                now = asyncio.get_running_loop().time()
+                self._due[chat] = (now, now)
+                return
+        waiting = self.state.pending().get(chat)
+        if not waiting:
+            return
+        self._submit(self.state.open_batch(chat, utterance(waiting)))
+
+    # -- trouble ---------------------------------------------------------------
+
+    async def _trouble(self, exc: Exception) -> None:
+        found = trouble(exc, self.settings.token_secret, self.bot.token)
+        if found is None:
+            raise exc  # a bug: the hub reports it and restarts the sensor
+        self.health.failures += 1
+        if found.kind == "token":
+            wait = TOKEN_RETRY_S
+        elif found.kind == "wait" and found.wait_s is not None:
+            wait = found.wait_s
+        else:
+            wait = self.backoff.delay(self.health.failures)
+        self.health.state = ("wrong token" if found.kind == "token"
+                             else f"retrying in {wait:.0f} s")
+        self.health.problem = found.sentence
+        tell = found.kind in ("token", "conflict") or self.health.failures >= TELL_AFTER
+        if tell and found.kind not in self.health.told:
+            self.health.told.add(found.kind)
+            self.notice(found.sentence if found.kind != "network"
+                        else f"{found.sentence}; retrying quietly")
+            log.warning("%s", found.sentence)
+        else:
+            log.info("Telegram poll failed (%s); again in %.1f s", found.sentence, wait)
+        await asyncio.sleep(wait)
+
+    def _recovered(self) -> None:
+        if self.health.failures and "network" in self.health.told:
+            self.notice("Telegram is reachable again")
+        self.health = Health(state="connected", told=self.health.told - {"network"})
+
+    def _side_task(self, work: Awaitable[object]) -> None:
+        async def quietly() -> None:
+            with contextlib.suppress(Exception):
+                await work
+
+        task = asyncio.get_running_loop().create_task(quietly())
+        self._side.add(task)
+        task.add_done_callback(self._side.discard)
