@@ -224,7 +224,7 @@ async def test_status_beside_a_running_agent_and_a_killed_client(tmp_path, serve
         code, out, _ = await noema(tmp_path, "status")
         assert code == 0, out
         assert "agent default · pid" in out and "state: idle" in out
-        assert "3 interfaces attached" in out  # the watcher, the chat and this status
+        assert "2 other interfaces attached" in out  # the watcher and the chat
         for channel in ("log.app", "log.sys", "folder.inbox", "clock"):
             assert channel in out
         assert "channels: none" in out and "last error: none" in out

@@ -84,7 +84,7 @@ def status(obj: Context) -> None:
             click.echo(f"agent {name} is not running. Start it with `noema{option} run` "
                        f"(or as a service: `noema{option} service install`).")
         sys.exit(NOT_RUNNING_EXIT)
-    click.echo(format_status(view, now=time.time()))
+    click.echo(format_status(view, now=time.time(), asker=True))
 
 
 async def _ask_status(obj: Context) -> StatusView:

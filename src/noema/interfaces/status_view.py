@@ -10,10 +10,12 @@ from .protocol import ChannelView, SensorView, StatusView
 URGENCIES = ("urgent", "priority", "normal")
 
 
-def format_status(view: StatusView, *, now: float | None = None) -> str:
-    """The status for a terminal: the agent, its work, its queue, its senses."""
+def format_status(view: StatusView, *, now: float | None = None, asker: bool = False) -> str:
+    """The status for a terminal: the agent, its work, its queue, its senses.
+    `asker`: the client that asked is attached, and is counted apart."""
     now = time.time() if now is None else now
-    clients = f"{view.clients} interface{'s' if view.clients != 1 else ''} attached"
+    others = view.clients - 1 if asker else view.clients
+    clients = f"{others} {'other ' if asker else ''}interface{'s' if others != 1 else ''} attached"
     lines = [
         f"agent {view.agent} · pid {view.pid} · up {_duration(now - view.started_at)} · {clients}",
         f"state: {_state(view)}",
