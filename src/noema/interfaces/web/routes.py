@@ -20,6 +20,7 @@ from starlette.templating import Jinja2Templates
 from ...memory.store import TurnStore
 from .auth import Credentials
 from .live import AgentUnavailable, Bridge, event_frame
+from .memory import ROLES, save_points, search
 from .turns import recent_turns, turn_with_neighbours
 
 HERE = Path(__file__).parent
@@ -56,6 +57,29 @@ def _page(request: Request, template: str, **values: Any) -> Response:
 
 async def chat_page(request: Request) -> Response:
     return _page(request, "chat.html", page="chat")
+
+
+async def memory_page(request: Request) -> Response:
+    store = _context(request).store
+    query = request.query_params.get("q", "").strip()
+    roles = request.query_params.getlist("role")
+    found, problem = None, None
+    if query:
+        try:
+            found = search(store, query, roles)
+        except ValueError as exc:
+            problem = str(exc)
+    return _page(request, "memory.html", page="memory", save_points=save_points(store),
+                 query=query, roles=roles, all_roles=ROLES, found=found, problem=problem)
+
+
+async def turn_page(request: Request) -> Response:
+    turn_id = request.path_params["turn_id"]
+    store = _context(request).store
+    if store.get(turn_id) is None:
+        return _page(request, "turn.html", page="memory", turn_id=turn_id, turns=[])
+    return _page(request, "turn.html", page="memory", turn_id=turn_id,
+                 turns=turn_with_neighbours(store, turn_id))
 
 
 async def history(request: Request) -> Response:
@@ -166,6 +190,8 @@ def routes() -> list:
     """Every route of the web page."""
     return [
         Route("/", chat_page),
+        Route("/memory", memory_page),
+        Route("/memory/turn/{turn_id:int}", turn_page),
         Route("/api/history", history),
         Route("/api/turn/{turn_id:int}", turn),
         Route("/api/status", status),
