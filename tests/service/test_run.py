@@ -245,3 +245,29 @@ async def test_run_without_a_model_says_what_to_set(tmp_path):
     code, _, err = await noema(tmp_path, "run")
     assert code == 78 and "no reasoning model is configured" in err
     assert "noema config set models.reasoning.provider" in err and "Traceback" not in err
+
+
+async def test_after_a_kill_the_next_run_replaces_the_dead_socket(tmp_path, server):
+    paths = configure(tmp_path, server)
+    server.tokens_per_second = 40
+    server.script(FakeReply(text=STORY))
+    async with running(tmp_path) as run:
+        chat = await attach(paths, client="chat")
+        await chat.connection.send(Say(request=1, text="tell me a story"))
+        await until(chat.messages, lambda m: isinstance(m, TextDelta))
+        run.process.kill()  # -9: no goodbye, the socket file stays behind
+        await run.process.wait()
+        assert not any(isinstance(m, Goodbye) for m in [m async for m in chat.messages])
+        await chat.connection.aclose()
+    assert socket_path(paths).exists()
+    server.tokens_per_second = None
+    server.script(FakeReply(text="Back."))
+    async with running(tmp_path) as run:
+        chat = await attach(paths, client="chat")
+        await chat.connection.send(Say(request=2, text="are you back?"))
+        seen = await until(chat.messages, lambda m: isinstance(m, Idle), timeout=60)
+        assert "".join(m.delta for m in seen if isinstance(m, TextDelta)) == "Back."
+        await chat.connection.aclose()
+        code, _ = await run.stop()
+    assert code == 0
+    assert user_turns(paths) == ["tell me a story", "are you back?"]
