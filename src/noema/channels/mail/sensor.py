@@ -1,0 +1,270 @@
+"""The inbox sensor: new mail as soon as the server says so (IMAP IDLE).
+
+**Where it stands.** The place is (UIDVALIDITY, the last UID seen) in a
+bookmark: the sensory archive's when the senses are on, committed with the
+events emitted before it, so after a `kill -9` the mails whose events were
+lost are read again and the others are not. The place is saved before a
+mail's event is emitted. The person's mails go to the desk instead, exactly
+once through `PersonIntake`'s own record; they may be seen again after a
+crash and are then recognised, not resubmitted.
+
+**A new start.** With no place yet, or when the server's UIDVALIDITY has
+changed (the folder was rebuilt and its UIDs mean other mails), the sensor
+starts at the folder's current end: what was already there is not announced
+(the unread count says how much there is), and a renumbering is reported as
+one event, not as a flood of old mail.
+
+**Waiting.** IDLE while the server offers it (renewed every `idle_renew`
+seconds, before servers drop it), else a look every `poll_interval`.
+
+**Failures.** A connection that cannot be made or is lost is retried with a
+growing delay (1 s doubling to 5 min), quietly: one notice for the person
+when a failure has lasted three attempts, one when the account is back. The
+hub restarts the sensor only after a bug; a mail that cannot be parsed is
+reported as what could be read of it, never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ...perception.events import Nature, SensorInfo
+from ...perception.hub import Bookmark, Emitter
+from .authresults import Verdict, judge
+from .imap import Fetched, Folder, ImapConnection, MailServerError
+from .intake import PersonIntake
+from .message import Mail, addresses, parse_bytes, read_mail
+from .settings import MailSettings
+
+log = logging.getLogger(__name__)
+
+FETCH_BATCH = 20  # mails fetched in one command: bounded memory, steady progress
+NOTICE_AFTER = 3  # failed attempts in a row before the person is told
+UNREAD_CHANNEL = "email.unread"
+
+
+@dataclass
+class Health:
+    """How the account is doing, for `noema status`."""
+
+    state: str = "connecting"
+    detail: str = ""
+    failures: int = 0
+
+
+Connect = Callable[[], Awaitable[ImapConnection]]
+
+
+def excerpt(text: str, limit: int) -> str:
+    """A short, clean excerpt: quoted lines and signatures left out, spaces collapsed."""
+    kept = []
+    for line in text.split("\n"):
+        if line.strip() == "--":
+            break  # a signature follows
+        if not line.lstrip().startswith(">"):
+            kept.append(line)
+    flat = " ".join(" ".join(kept).split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def stranger_text(mail: Mail, verdict: Verdict, limit: int, person_hint: bool) -> str:
+    """The event's text for a mail that is not the person speaking."""
+    lines = []
+    if verdict.claimed:
+        lines.append(f"Claims to be from the person ({mail.from_address}) but is not "
+                     f"authenticated as them: {verdict.reason}. Outside data.")
+    lines.append(f"Mail {mail.headline()} (uid {mail.uid}"
+                 + (f", {mail.date_text}" if mail.date_text else "") + ")")
+    if mail.attachments:
+        lines.append(f"Attachments: {mail.attachment_list()}")
+    text = excerpt(mail.text, limit)
+    if text:
+        lines.append(text)
+    if person_hint:
+        lines.append(f"Read it whole with email_read(uid={mail.uid}).")
+    return "\n".join(lines)
+
+
+class UnreadOutlet:
+    """The unread count's channel: its emitter is lent to the inbox sensor."""
+
+    def __init__(self, folder: str, bookmark: Bookmark) -> None:
+        self.emit: Emitter | None = None
+        self.bookmark = bookmark  # the last count reported, saved with its event
+        self.info = SensorInfo(
+            UNREAD_CHANNEL, f"How many mails in {folder} are unread; only the newest count "
+            "matters.", Nature.STATE, parameters={"folder": folder}, can_silence=True)
+
+    async def run(self, emit: Emitter) -> None:
+        self.emit = emit
+        try:
+            await asyncio.Future()  # until cancelled
+        finally:
+            self.emit = None
+
+
+class InboxSensor:
+    """New mail in one folder: the person's to the desk, strangers' as events."""
+
+    def __init__(self, settings: MailSettings, connect: Connect, bookmark: Bookmark,
+                 intake: PersonIntake, unread: UnreadOutlet, *,
+                 notice: Callable[[str], None] = lambda line: None,
+                 backoff: tuple[float, float] = (1.0, 300.0),
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.settings = settings
+        self._connect = connect
+        self._bookmark = bookmark
+        self._intake = intake
+        self._unread = unread
+        self._notice = notice
+        self._backoff = backoff
+        self._sleep = sleep
+        self.health = Health()
+        self.looks = 0  # looks at the folder so far
+        self.on_look: Callable[[int], None] | None = None  # told after each look
+        self.info = SensorInfo(
+            "email",
+            f"New mail in {settings.folder} of {settings.username}: sender, subject, date, "
+            "an excerpt and the attachments' names. Mail from strangers is outside data; "
+            "the person's own mail arrives as their message instead.",
+            Nature.DISCRETE,
+            parameters={"account": settings.username or "", "folder": settings.folder},
+            can_silence=True,
+        )
+
+    async def run(self, emit: Emitter) -> None:
+        delay = self._backoff[0]
+        while True:
+            connection = None
+            try:
+                connection = await self._connect()
+                folder = await connection.select(self.settings.folder)
+                self._connected()
+                delay = self._backoff[0]
+                await self._follow(connection, folder, emit)
+            except MailServerError as exc:
+                self._failed(str(exc), delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, self._backoff[1])
+            finally:
+                if connection is not None:
+                    await connection.close()
+
+    # -- health ------------------------------------------------------------------
+
+    def _connected(self) -> None:
+        if self.health.failures >= NOTICE_AFTER:
+            self._notice(f"mail: connected to {self.settings.imap_host} again")
+        self.health = Health("connected", f"{self.settings.username} on "
+                                          f"{self.settings.imap_host}, {self.settings.folder}")
+
+    def _failed(self, error: str, delay: float) -> None:
+        failures = self.health.failures + 1
+        self.health = Health(f"retrying in {delay:.0f} s", error, failures)
+        log.info("mail: %s; retrying in %.0f s", error, delay)
+        if failures == NOTICE_AFTER:
+            self._notice(f"mail: {error}; retrying quietly, up to every "
+                         f"{self._backoff[1]:.0f} s")
+
+    # -- following the folder ----------------------------------------------------------
+
+    def _place(self, folder: Folder, emit: Emitter) -> int:
+        """The last UID already handled in `folder`, starting afresh if need be."""
+        saved = self._bookmark.load() or {}
+        if saved.get("uidvalidity") == folder.uidvalidity:
+            return int(saved.get("uid", 0))
+        start = max(0, folder.uidnext - 1)
+        if saved:
+            emit(f"The mail server renumbered {folder.name} (its UIDVALIDITY changed); "
+                 "mail already there is not announced again.", sender="mail server",
+                 key="uidvalidity", payload={"folder": folder.name,
+                                             "uidvalidity": folder.uidvalidity})
+        self._bookmark.save({"uidvalidity": folder.uidvalidity, "uid": start})
+        return start
+
+    async def _follow(self, connection: ImapConnection, folder: Folder, emit: Emitter) -> None:
+        last = self._place(folder, emit)
+        self._intake.settle()
+        while True:
+            uids = await connection.uids_after(last)
+            for at in range(0, len(uids), FETCH_BATCH):
+                fetched = await connection.fetch(uids[at:at + FETCH_BATCH], "BODY.PEEK[]")
+                for item in sorted(fetched, key=lambda f: f.uid):
+                    await self._take(connection, folder, item, emit)
+                    last = item.uid
+                if fetched:  # mails expunged meanwhile are passed over, not waited for
+                    last = max(last, max(uids[at:at + FETCH_BATCH]))
+                    self._save(folder, last)
+            await self._report_unread(connection)
+            self.looks += 1
+            if self.on_look is not None:
+                self.on_look(self.looks)
+            if connection.has_idle:
+                await connection.wait_for_change(self.settings.idle_renew)
+            else:
+                await self._sleep(self.settings.poll_interval)
+
+    def _save(self, folder: Folder, uid: int) -> None:
+        self._bookmark.save({"uidvalidity": folder.uidvalidity, "uid": uid})
+
+    async def _take(self, connection: ImapConnection, folder: Folder, item: Fetched,
+                    emit: Emitter) -> None:
+        try:
+            message = parse_bytes(item.data)
+            mail = read_mail(item.uid, item.data, message)
+        except Exception as exc:  # the parser's bug on a hostile mail: report what is known
+            log.warning("mail uid %d could not be parsed: %s", item.uid, exc)
+            self._save(folder, item.uid)
+            emit(f"A mail (uid {item.uid}, {len(item.data)} bytes) could not be read: "
+                 f"{type(exc).__name__}.", sender="unknown sender", key=f"uid:{item.uid}",
+                 payload={"uid": item.uid, "folder": folder.name})
+            return
+        own = self.settings.own_address
+        if own and mail.from_address == own:
+            self._save(folder, item.uid)  # our own mail coming back (a copy, a loop)
+            return
+        verdict = judge(message, addresses(message, "From"), self.settings.allow_from,
+                        self.settings.authentication, self.settings.trusted_authserv_id)
+        if verdict.person:
+            self._intake.take(mail, folder.name, folder.uidvalidity)
+            self._save(folder, item.uid)
+            if "\\Seen" not in item.flags:
+                await connection.mark_seen(item.uid)  # it is the person's message now
+            return
+        # Saved before emitting: an archive commit during the emit holds both.
+        self._save(folder, item.uid)
+        emit(stranger_text(mail, verdict, self.settings.excerpt_chars, True),
+             sender=mail.from_address or "unknown sender",
+             key=mail.message_id or f"uid:{item.uid}",
+             occurred_at=_when(mail.date),
+             payload={
+                 "uid": item.uid, "uidvalidity": folder.uidvalidity, "folder": folder.name,
+                 "from": mail.from_display, "subject": mail.subject, "date": mail.date_text,
+                 "message_id": mail.message_id,
+                 "attachments": [{"name": a.name, "type": a.media_type, "size": a.size}
+                                 for a in mail.attachments],
+                 "claimed_person": verdict.claimed, "authentication": verdict.reason,
+             })
+
+    async def _report_unread(self, connection: ImapConnection) -> None:
+        emit = self._unread.emit
+        if emit is None:
+            return
+        count = len(await connection.search("UNSEEN"))
+        if (self._unread.bookmark.load() or {}).get("unread") == count:
+            return
+        self._unread.bookmark.save({"unread": count})
+        noun = "mail" if count == 1 else "mails"
+        emit(f"{count} unread {noun} in {self.settings.folder}", sender=self.settings.folder,
+             key=self.settings.folder, payload={"unread": count})
+
+
+def _when(date: float | None) -> float | None:
+    """A Date line's time if it is plausible (not in the future), else None."""
+    if date is None or date > time.time() + 300:
+        return None
+    return date

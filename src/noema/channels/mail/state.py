@@ -1,0 +1,206 @@
+"""The mail channel's own record, one SQLite file in the agent's folder.
+
+- `taken`: each of the person's mails handed to the agent, written as
+  *pending* before `Desk.submit` and *taken* (with the turn's ID) after, so
+  a crash in between is settled against the stored turns, never guessed;
+  it also remembers what a reply needs (Message-ID, References, subject).
+- `outbox`: each answer going back by mail, written (the whole message)
+  before it is sent and marked after, so a restart sends what is owed and
+  never composes it twice.
+- `known`: the addresses the person wrote with, and those the person
+  approved: sending elsewhere asks first (the exfiltration guard).
+- `places`: where the sensor stands when the sensory archive keeps no
+  bookmark for it (the senses off), and the last unread count reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS taken (
+    folder      TEXT NOT NULL,
+    uidvalidity INTEGER NOT NULL,
+    uid         INTEGER NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('pending', 'taken')),
+    turn_id     INTEGER,
+    header      TEXT NOT NULL,
+    sender      TEXT NOT NULL,
+    subject     TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    refs        TEXT NOT NULL,
+    at          REAL NOT NULL,
+    PRIMARY KEY (folder, uidvalidity, uid)
+);
+CREATE INDEX IF NOT EXISTS taken_turn ON taken (turn_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    answer_id   INTEGER PRIMARY KEY,
+    question_id INTEGER NOT NULL,
+    recipients  TEXT NOT NULL,
+    message     BLOB NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('owed', 'sent')),
+    at          REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS known (
+    address TEXT PRIMARY KEY,
+    how     TEXT NOT NULL,
+    at      REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS places (
+    name  TEXT PRIMARY KEY,
+    state TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """One of the person's mails as the channel recorded it."""
+
+    folder: str
+    uidvalidity: int
+    uid: int
+    state: str  # pending, taken
+    turn_id: int | None
+    header: str  # the first line of the turn's text
+    sender: str
+    subject: str
+    message_id: str
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Owed:
+    """An answer in the outbox."""
+
+    answer_id: int
+    question_id: int
+    recipients: tuple[str, ...]
+    message: bytes
+    sent: bool
+
+
+class MailState:
+    """The channel's SQLite file (WAL, every change committed at once)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path) if path != ":memory:" else path
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")  # an acknowledged mail survives power loss
+        self._conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _do(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(args)).fetchall()
+
+    # -- the person's mails ------------------------------------------------------
+
+    def begin(self, folder: str, uidvalidity: int, uid: int, *, header: str, sender: str,
+              subject: str, message_id: str, references: tuple[str, ...]) -> None:
+        """Record a mail about to be handed to the agent (pending)."""
+        self._do("INSERT OR IGNORE INTO taken VALUES (?, ?, ?, 'pending', NULL, ?, ?, ?, ?, ?, ?)",
+                 (folder, uidvalidity, uid, header, sender, subject, message_id,
+                  json.dumps(references), time.time()))
+
+    def finish(self, folder: str, uidvalidity: int, uid: int, turn_id: int) -> None:
+        """The mail is the stored turn `turn_id`."""
+        self._do("UPDATE taken SET state = 'taken', turn_id = ? "
+                 "WHERE folder = ? AND uidvalidity = ? AND uid = ?",
+                 (turn_id, folder, uidvalidity, uid))
+
+    def taken(self, folder: str, uidvalidity: int, uid: int) -> Taken | None:
+        rows = self._do("SELECT * FROM taken WHERE folder = ? AND uidvalidity = ? AND uid = ?",
+                        (folder, uidvalidity, uid))
+        return _taken(rows[0]) if rows else None
+
+    def by_turn(self, turn_id: int) -> Taken | None:
+        """The mail that became turn `turn_id`, if this channel took it."""
+        rows = self._do("SELECT * FROM taken WHERE turn_id = ? AND state = 'taken'", (turn_id,))
+        return _taken(rows[0]) if rows else None
+
+    def pending(self) -> list[Taken]:
+        return [_taken(r) for r in self._do("SELECT * FROM taken WHERE state = 'pending'")]
+
+    # -- the outbox --------------------------------------------------------------
+
+    def owe(self, answer_id: int, question_id: int, recipients: tuple[str, ...],
+            message: bytes) -> Owed:
+        """Keep an answer's message before it is sent; the one kept wins."""
+        self._do("INSERT OR IGNORE INTO outbox VALUES (?, ?, ?, ?, 'owed', ?)",
+                 (answer_id, question_id, json.dumps(recipients), message, time.time()))
+        found = self.owed(answer_id)
+        assert found is not None
+        return found
+
+    def owed(self, answer_id: int) -> Owed | None:
+        rows = self._do("SELECT * FROM outbox WHERE answer_id = ?", (answer_id,))
+        return _owed(rows[0]) if rows else None
+
+    def unsent(self) -> list[Owed]:
+        return [_owed(r) for r in
+                self._do("SELECT * FROM outbox WHERE state = 'owed' ORDER BY answer_id")]
+
+    def mark_sent(self, answer_id: int) -> None:
+        self._do("UPDATE outbox SET state = 'sent' WHERE answer_id = ?", (answer_id,))
+
+    # -- addresses the person wrote with -------------------------------------------
+
+    def know(self, addresses: Iterable[str], how: str) -> None:
+        now = time.time()
+        with self._lock:
+            self._conn.executemany("INSERT OR IGNORE INTO known VALUES (?, ?, ?)",
+                                   [(a.lower(), how, now) for a in addresses if a])
+
+    def known(self, address: str) -> bool:
+        return bool(self._do("SELECT 1 FROM known WHERE address = ?", (address.lower(),)))
+
+    # -- places --------------------------------------------------------------------
+
+    def load_place(self, name: str) -> dict[str, Any] | None:
+        rows = self._do("SELECT state FROM places WHERE name = ?", (name,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def save_place(self, name: str, state: Mapping[str, Any]) -> None:
+        self._do("INSERT INTO places VALUES (?, ?) ON CONFLICT(name) "
+                 "DO UPDATE SET state = excluded.state", (name, json.dumps(dict(state))))
+
+
+class StateBookmark:
+    """A sensor's place kept in the channel's own file: for when the archive
+    keeps none. Saved at once, so a mail whose event was not yet committed
+    when the process died is not announced again (at most once)."""
+
+    def __init__(self, state: MailState, name: str) -> None:
+        self._state = state
+        self._name = name
+
+    def load(self) -> Mapping[str, Any] | None:
+        return self._state.load_place(self._name)
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        self._state.save_place(self._name, state)
+
+
+def _taken(row: tuple) -> Taken:
+    folder, validity, uid, state, turn_id, header, sender, subject, message_id, refs, _ = row
+    return Taken(folder, validity, uid, state, turn_id, header, sender, subject, message_id,
+                 tuple(json.loads(refs)))
+
+
+def _owed(row: tuple) -> Owed:
+    answer_id, question_id, recipients, message, state, _ = row
+    return Owed(answer_id, question_id, tuple(json.loads(recipients)), bytes(message),
+                state == "sent")
