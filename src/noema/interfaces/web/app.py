@@ -17,15 +17,19 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.templating import Jinja2Templates
 
 from ...memory.store import TurnStore
+from ...paths import AgentPaths
+from ...security.settings import FilesSettings
 from .auth import Credentials, TokenGuard
 from .headers import SecurityHeaders
 from .live import Bridge
 from .routes import HERE, WebContext, routes
 
 
-def build_web_app(*, agent: str, bridge: Bridge, store: TurnStore, credentials: Credentials,
+def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, store: TurnStore,
+                  credentials: Credentials,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
-    """The web page for one agent, reached through `bridge`, its history read from `store`."""
+    """The web page for one agent, reached through `bridge`, its history read from
+    `store`, its file versions from the workspaces `files` names."""
     environment = Environment(loader=FileSystemLoader(HERE / "templates"),
                               autoescape=select_autoescape(default=True))
     templates = Jinja2Templates(env=environment)
@@ -34,5 +38,5 @@ def build_web_app(*, agent: str, bridge: Bridge, store: TurnStore, credentials: 
         Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)),
         Middleware(TokenGuard, credentials=credentials),
     ])
-    app.state.web = WebContext(agent, bridge, store, credentials, templates)
+    app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files)
     return app

@@ -6,6 +6,7 @@ where the in-process agent writes them too.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ...memory.store import TurnStore
+from ...paths import AgentPaths
+from ...security.settings import FilesSettings
+from ..versions_cli import VersionsCommandError
+from . import files as file_versions
 from .auth import Credentials
 from .live import AgentUnavailable, Bridge, event_frame
 from .memory import ROLES, save_points, search
@@ -38,6 +43,8 @@ class WebContext:
     store: TurnStore
     credentials: Credentials
     templates: Jinja2Templates
+    paths: AgentPaths
+    files: FilesSettings
 
 
 class BadRequest(ValueError):
@@ -80,6 +87,62 @@ async def turn_page(request: Request) -> Response:
         return _page(request, "turn.html", page="memory", turn_id=turn_id, turns=[])
     return _page(request, "turn.html", page="memory", turn_id=turn_id,
                  turns=turn_with_neighbours(store, turn_id))
+
+
+async def files_page(request: Request) -> Response:
+    web = _context(request)
+    try:
+        found = await asyncio.to_thread(file_versions.workspaces, web.files, web.paths)
+        problem = None
+    except VersionsCommandError as exc:
+        found, problem = [], str(exc)
+    return _page(request, "files.html", page="files", workspaces=found, problem=problem)
+
+
+async def diff_page(request: Request) -> Response:
+    web = _context(request)
+    version = request.query_params.get("version", "").strip()
+    try:
+        if not version:
+            raise VersionsCommandError("say which version: /files/diff?version=ID")
+        text, problem = await asyncio.to_thread(file_versions.diff, web.files, web.paths,
+                                                version), None
+    except VersionsCommandError as exc:
+        text, problem = "", str(exc)
+    lines = [(_diff_class(line), line) for line in text.splitlines()]
+    return _page(request, "diff.html", page="files", version=version, lines=lines,
+                 problem=problem)
+
+
+def _diff_class(line: str) -> str:
+    if line.startswith(("+++", "---", "diff ", "index ")):
+        return "head"
+    return {"+": "added", "-": "removed", "@": "hunk"}.get(line[:1], "")
+
+
+async def restore_file(request: Request) -> Response:
+    web = _context(request)
+    try:
+        body = await _json(request)
+        folder, path, version = body.get("folder"), body.get("path"), body.get("version")
+        if not all(isinstance(v, str) and v for v in (folder, path, version)):
+            raise BadRequest("a restore needs the folder, the path and the version")
+        text = await asyncio.to_thread(file_versions.restore, web.files, web.paths, folder,
+                                       path, version)
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    except VersionsCommandError as exc:
+        return _error(409, str(exc))
+    return JSONResponse({"ok": True, "text": text})
+
+
+async def undo_write(request: Request) -> Response:
+    web = _context(request)
+    try:
+        text = await asyncio.to_thread(file_versions.undo, web.files, web.paths)
+    except VersionsCommandError as exc:
+        return _error(409, str(exc))
+    return JSONResponse({"ok": True, "text": text})
 
 
 async def history(request: Request) -> Response:
@@ -192,6 +255,10 @@ def routes() -> list:
         Route("/", chat_page),
         Route("/memory", memory_page),
         Route("/memory/turn/{turn_id:int}", turn_page),
+        Route("/files", files_page),
+        Route("/files/diff", diff_page),
+        Route("/api/files/restore", restore_file, methods=["POST"]),
+        Route("/api/files/undo", undo_write, methods=["POST"]),
         Route("/api/history", history),
         Route("/api/turn/{turn_id:int}", turn),
         Route("/api/status", status),

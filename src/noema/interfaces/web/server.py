@@ -89,7 +89,8 @@ class UiServer:
             bridge, store = await self._link()
             keep_token(self.paths.root, self.credentials)
             hosts = ["127.0.0.1", "localhost", "[::1]", self.host]
-            web = build_web_app(agent=self.paths.name, bridge=bridge, store=store,
+            web = build_web_app(paths=self.paths, files=self.config.files, bridge=bridge,
+                                store=store,
                                 credentials=self.credentials,
                                 hosts=["*"] if self.allow_remote else hosts)
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
