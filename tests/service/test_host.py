@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from noema.config import Config
-from noema.interfaces.attach import attach, socket_path
+from noema.interfaces.attach import socket_path
 from noema.interfaces.host import Host
 from noema.interfaces.protocol import (
     MAX_LINE,
@@ -379,3 +379,28 @@ async def test_the_status_says_which_sensor_is_silenced_or_crashed(served):
     assert states["scheduler.urgent"].state == "active"
     served.host.on_notice("the scheduler sensor failed (boom); retrying in 60 s")
     assert served.host.status().last_error.startswith("the scheduler sensor failed")
+
+
+async def test_a_client_dropped_for_falling_behind_resumes_from_its_goodbye():
+    host = Host("ana")
+    connection = host.connect("web")
+    await connection.send(Hello(client="web"))
+    messages = connection.messages()
+    assert isinstance(await anext(messages), Welcome)
+    total = 4200  # more than a client may fall behind
+    for n in range(total):
+        host.on_notice(f"notice {n}")  # the client reads none of them meanwhile
+    goodbye = await anext(messages)
+    assert isinstance(goodbye, Goodbye) and "fell too far behind" in goodbye.reason
+    assert [m async for m in messages] == [] and host.clients == 0
+    with pytest.raises(ConnectionError):
+        await connection.send(AskStatus(request=1))
+
+    again = host.connect("web")
+    await again.send(Hello(client="web", since=goodbye.seq))
+    resumed = again.messages()
+    assert (await anext(resumed)).complete
+    texts = [(await anext(resumed)).text for _ in range(total - goodbye.seq)]
+    assert texts == [f"notice {n}" for n in range(goodbye.seq, total)]
+    assert goodbye.seq == 0  # everything it had not read is sent again, once
+    await again.aclose()

@@ -167,7 +167,7 @@ class _Client:
             return False
         if broadcast:
             self.last_seq = message.seq
-        self._queue.append(message)
+        self._queue.append((message, broadcast))
         self._ready.set()
         return True
 
@@ -189,6 +189,10 @@ class _Client:
     def drop(self, reason: str) -> None:
         """Give up on a client that fell behind: what it had not read is
         discarded (it can resume from the backlog)."""
+        unread = [item[0].seq for item in self._queue
+                  if item is not _END and item[1]]  # type: ignore[index]
+        if unread:  # the goodbye's seq says where to resume: before the first one lost
+            self.last_seq = unread[0] - 1
         self._queue.clear()
         self.end(Goodbye(reason=reason))
         self.on_drop()
@@ -198,7 +202,7 @@ class _Client:
             self._ready.clear()
             await self._ready.wait()
         item = self._queue.popleft()
-        return None if item is _END else item  # type: ignore[return-value]
+        return None if item is _END else item[0]  # type: ignore[index]
 
 
 @dataclass(frozen=True, slots=True)
