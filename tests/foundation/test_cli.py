@@ -25,13 +25,15 @@ def env_for(home: Path) -> dict[str, str]:
 @contextmanager
 def chat_with(home: Path, config: str, **files: str) -> Iterator[pexpect.spawn]:
     """`noema chat` in a pty for the default agent under `home`, with this
-    config.toml and these extra files in the agent's folder."""
+    config.toml and these extra files in the agent's folder. TERM=dumb keeps
+    the chat in its plain line mode, whose output these tests read; the full
+    terminal interface has its own tests (tests/terminal)."""
     agent_dir = home / "agents" / "default"
     agent_dir.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (agent_dir / name).write_text(text)
     (agent_dir / "config.toml").write_text(config)
-    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env=env_for(home),
+    chat = pexpect.spawn(NOEMA[0], NOEMA[1:] + ["chat"], env={**env_for(home), "TERM": "dumb"},
                          encoding="utf-8", timeout=30)
     try:
         yield chat

@@ -93,7 +93,8 @@ def test_an_empty_turn_store_of_a_new_agent_is_a_new_conversation(tmp_path):
 def test_a_damaged_archive_leaves_the_conversation_running(agent):
     garble_page(agent.archive_db, main_table_page(agent.archive_db, "events"))
     before = agent.archive_db.read_bytes()
-    talk = pexpect.spawn(NOEMA[0], [*NOEMA[1:], "chat"], env=env_for(agent.root.parent.parent),
+    talk = pexpect.spawn(NOEMA[0], [*NOEMA[1:], "chat"],
+                         env={**env_for(agent.root.parent.parent), "TERM": "dumb"},
                          encoding="utf-8", timeout=30)
     try:
         talk.expect("senses are off: .*archive.db is damaged")

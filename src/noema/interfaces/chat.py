@@ -1,47 +1,61 @@
 """`noema chat`: talk to the agent at a terminal.
 
-Answers stream as they are written. Ctrl-C or `/stop` stops the current
-cycle; `/status` shows how full the context is; `/quit` (or Ctrl-D) leaves.
-Errors are shown as messages, never as tracebacks: whatever fails while a
-typed line is handled is logged and said in one line, and the chat goes on.
+The chat attaches to the agent `noema run` keeps running, over its socket;
+when none runs, it runs the agent here (and serves the socket too, so
+`noema status` and other interfaces can attach) until the person leaves.
+Either way the display talks to the agent only through the attach protocol,
+so what it shows does not depend on where the agent runs. Leaving an
+attached chat leaves the agent running; leaving the chat that runs the
+agent stops it cleanly.
+
+At a terminal the chat is a prompt_toolkit prompt with rich output
+(`terminal_input`, `terminal_screen`); through a pipe or on a dumb terminal
+it reads and writes plain lines. `/stop` (or Ctrl-C) stops a reply,
+`/status` shows the agent's state, `/help` lists the commands, `/quit` (or
+Ctrl-D) leaves. Errors are shown as messages, never as tracebacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import signal
+import shutil
 import sys
-import threading
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
-from ..app import App
 from ..logs import SHOWN
-from ..memory.session import StorageFull
 from ..memory.turns import Flag, Turn, TurnKind
 from ..orchestrator.agent import Agent, AgentListener
-from ..orchestrator.core import Phase
 from ..providers.base import RetryWait
-from ..security.approvals import ApprovalRequest
+from .attach import AgentNotRunning, Attached, attach, lock_holder, socket_path
+from .host import Host
+from .protocol import Connection, Hello, ServerMessage, Welcome
+from .terminal_client import HELP, HELP_KEYS, ChatClient, one_line
+from .terminal_input import (
+    history_file,
+    make_session,
+    plain_terminal,
+    run_lines,
+    run_prompt,
+)
+from .terminal_screen import PROMPT, PlainScreen, RichScreen
+from .terminal_status import StatusBar
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..paths import AgentPaths
+
+__all__ = ["HELP", "PROMPT", "TerminalListener", "call_line", "format_status", "one_line",
+           "run_chat", "Terminal", "converse", "open_chat"]
 
 log = logging.getLogger(__name__)
 
-HELP = """\
-Commands:
-  /stop    stop what the agent is doing now (Ctrl-C does the same)
-  /status  how much of the model's context is in use
-  /help    this list
-  /quit    leave (Ctrl-D does the same)
-Anything else is a message to the agent."""
-
-PROMPT = "you> "
-
-
-def one_line(text: str, width: int = 100) -> str:
-    """A text on one line of at most `width` characters (an ellipsis ends a cut one)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+CLIENT = "chat"
+HISTORY_FILE = "chat_history"
 
 
 def call_line(call: Turn, width: int) -> str:
@@ -145,153 +159,144 @@ def format_status(agent: Agent) -> str:
     return "\n".join(lines)
 
 
-def _start_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None],
-                  source: TextIO) -> None:
-    # A daemon thread: a blocked readline never keeps the process alive.
-    def read() -> None:
-        while True:
-            line = source.readline()
-            loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
-            if not line:
-                return
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """Where the person is: the streams, whether they are a real terminal,
+    and the history file (at a terminal)."""
 
-    threading.Thread(target=read, name="stdin", daemon=True).start()
+    stdin: TextIO
+    stdout: TextIO
+    plain: bool
+    history: Path | None = None
 
-
-YES = {"y", "yes", "s", "si", "sí"}
-
-
-class TerminalApprover:
-    """Asks the person at the terminal; the next line they type is the answer."""
-
-    def __init__(self, listener: TerminalListener) -> None:
-        self.listener = listener
-        self._waiting: asyncio.Future[str] | None = None
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.listener.on_notice(f"{request.tool} needs your approval: {request.arguments}")
-        self.listener.write("  allow it? [y/N] ")
-        self._waiting = asyncio.get_running_loop().create_future()
-        try:
-            answer = await self._waiting
-        finally:
-            self._waiting = None
-        return answer.strip().lower() in YES
-
-    def answer(self, line: str) -> bool:
-        """Take a typed line as the answer if a question is open."""
-        if self._waiting is None or self._waiting.done():
-            return False
-        self._waiting.set_result(line)
-        return True
+    @classmethod
+    def detect(cls, paths: AgentPaths, stdin: TextIO = sys.stdin,
+               stdout: TextIO = sys.stdout) -> Terminal:
+        """The process's own terminal; plain when it is a pipe or a dumb terminal."""
+        return cls(stdin, stdout, plain_terminal(stdin, stdout), paths.root / HISTORY_FILE)
 
 
-async def run_chat(app: App, *, banner: str, source: TextIO = sys.stdin,
-                   out: TextIO = sys.stdout,
-                   listener: TerminalListener | None = None) -> None:
-    """The chat loop; returns when the person quits."""
-    agent = app.agent
-    listener = listener or TerminalListener(out)
-    approver = TerminalApprover(listener)
-    app.attach_approver(approver)
-    loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
-    _start_reader(loop, lines, source)
-    last_interrupt = [0.0]
+async def handshake(connection: Connection, client: str = CLIENT
+                    ) -> tuple[Welcome, AsyncIterator[ServerMessage]]:
+    """Say `Hello` on a fresh connection; the welcome and the messages after it."""
+    messages = connection.messages()
+    await connection.send(Hello(client=client))
+    first = await anext(messages, None)
+    if not isinstance(first, Welcome):
+        raise ConnectionError(f"the agent did not welcome us ({getattr(first, 'type', 'closed')})")
+    return first, messages
 
-    def on_interrupt() -> None:
-        if agent.busy:
-            loop.create_task(agent.stop())
-            return
-        now = loop.time()
-        if now - last_interrupt[0] < 2:
-            lines.put_nowait(None)
+
+async def converse(connection: Connection, messages: AsyncIterator[ServerMessage], *,
+                   banner: str, terminal: Terminal,
+                   starting: Callable[[], Awaitable[None]] | None = None) -> None:
+    """The chat over an attached connection, until the person leaves or the
+    agent goes; `starting` runs once the chat listens (it starts an agent
+    run here, whose first notices must be shown)."""
+    bar = StatusBar(agent="")
+    if terminal.plain:
+        screen: PlainScreen | RichScreen = PlainScreen(terminal.stdout)
+        client = ChatClient(connection, screen, client=CLIENT)
+    else:
+        console = _console(terminal.stdout)
+        screen = RichScreen(console)
+        client = ChatClient(connection, screen, client=CLIENT, bar=bar, extra_help=HELP_KEYS)
+    pump = asyncio.create_task(client.pump(messages), name="chat:messages")
+    try:
+        screen.line(banner)
+        if starting is not None:
+            await starting()
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            view = await client.ask_status()
+            bar.agent = view.agent
+        if terminal.plain:
+            if not client.busy and client.asking is None:
+                screen.ready()
+            await run_lines(client, terminal.stdin, hint=screen.line)
         else:
-            listener.write("\n(press Ctrl-C again or type /quit to leave)\n")
-        last_interrupt[0] = now
+            assert isinstance(screen, RichScreen)
+            history = history_file(terminal.history) if terminal.history else None
+            session = make_session(client, screen, bar, history=history)
+            screen.on_change(lambda: session.app.invalidate() if session.app.is_running
+                             else None)
+            await run_prompt(client, session, bar)
+    finally:
+        await connection.aclose()
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
+
+
+def _console(stdout: TextIO):
+    from rich.console import Console
+
+    # No file: rich writes to whatever sys.stdout is when it prints, which is
+    # prompt_toolkit's "above the prompt" proxy while the prompt runs.
+    width = shutil.get_terminal_size().columns
+    return Console(file=None if stdout is sys.stdout else stdout, force_terminal=True,
+                   width=width, highlight=False, soft_wrap=False)
+
+
+async def run_chat(app: App, host: Host, *, banner: str, terminal: Terminal,
+                   serve: Path | None = None) -> None:
+    """Run the agent here and chat with it; stop it cleanly when the person leaves.
+
+    `host` must be the app's listener and bound to it; with `serve`, other
+    interfaces may attach on that socket while the chat runs.
+    """
+    say = terminal.stdout.write
+
+    async def starting() -> None:
+        await app.start()
+        if serve is not None:
+            try:
+                await host.serve(serve)
+            except (OSError, RuntimeError) as exc:  # the chat works without it
+                log.warning("other interfaces cannot attach: %s", exc)
 
     try:
-        await _converse(app, approver, listener, lines, banner, on_interrupt)
+        connection = host.connect(CLIENT)
+        _welcome, messages = await handshake(connection)
+        await converse(connection, messages, banner=banner, terminal=terminal,
+                       starting=starting)
     finally:
         try:
-            await app.aclose()
-        except Exception as exc:  # what was acknowledged is already on disk
-            log.exception("closing the agent failed", extra=SHOWN)
-            listener.write(f"! closing the agent failed ({type(exc).__name__}: "
-                           f"{one_line(str(exc))}); it is in the log\n")
-
-
-async def _converse(app: App, approver: TerminalApprover, listener: TerminalListener,
-                    lines: asyncio.Queue[str | None], banner: str,
-                    on_interrupt: Callable[[], None]) -> None:
-    agent = app.agent
-    loop = asyncio.get_running_loop()
-    with _signal_handler(loop, signal.SIGINT, on_interrupt):
-        listener.write(banner + "\n")
-        await app.start()
-        if not agent.busy:
-            listener.prompt()
-        while True:
-            line = await lines.get()
-            if line is None:
-                break
-            listener.line_read()
-            if approver.answer(line):
-                continue
+            await host.aclose()
+        finally:
             try:
-                if await _take_line(line.strip(), agent, listener) == "quit":
-                    break
-            except StorageFull as exc:  # refused whole: the person still has the text
-                log.info("a message was refused: %s", exc)
-                listener.write(f"! your message was not taken: {exc}\n")
-            except Exception as exc:  # a bug of ours: logged in full, said in one line
-                log.exception("the chat could not handle a line", extra=SHOWN)
-                listener.write(f"! that failed ({type(exc).__name__}: {one_line(str(exc))}); "
-                               "it is in the log\n")
-            if not agent.busy:
-                listener.prompt()
+                await app.aclose()
+            except Exception as exc:  # what was acknowledged is already on disk
+                log.exception("closing the agent failed", extra=SHOWN)
+                say(f"! closing the agent failed ({type(exc).__name__}: "
+                    f"{one_line(str(exc))}); it is in the log\n")
+                terminal.stdout.flush()
 
 
-async def _take_line(text: str, agent: Agent, listener: TerminalListener) -> str | None:
-    """One typed line: a command, a message, or nothing."""
-    if not text:
-        return None
-    if text.startswith("/"):
-        return await _command(text, agent, listener)
-    was_busy = agent.busy
-    agent.submit(text)
-    # A message that interrupted the thought needs no note; one that waits does.
-    if was_busy and agent.core.phase is Phase.RUNNING:
-        listener.write("(noted: the agent reads it when the current cycle ends)\n")
-    return None
+async def run_attached(attached: Attached, *, banner: str, terminal: Terminal) -> None:
+    """Chat with an agent another process runs; leaving leaves it running."""
+    await converse(attached.connection, attached.messages, banner=banner, terminal=terminal)
 
 
-async def _command(text: str, agent: Agent, listener: TerminalListener) -> str | None:
-    word = text.split()[0].lower()
-    if word in {"/quit", "/exit"}:
-        return "quit"
-    if word == "/stop":
-        stopped = await agent.stop()
-        if not stopped:
-            listener.write("(nothing to stop)\n")
-    elif word == "/status":
-        listener.write(format_status(agent) + "\n")
-    elif word == "/help":
-        listener.write(HELP + "\n")
-    else:
-        listener.write(f"unknown command {word}; /help lists them\n")
-    return None
+async def open_chat(paths: AgentPaths, *, build: Callable[[Host], App],
+                    banner: Callable[[App | None, int | None], str],
+                    terminal: Terminal | None = None) -> None:
+    """`noema chat`: attach to the running agent, or run it here.
 
-
-class _signal_handler:
-    """Install an asyncio signal handler for the duration of a block."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, sig: int,
-                 handler: Callable[[], None]) -> None:
-        self.loop, self.sig, self.handler = loop, sig, handler
-
-    def __enter__(self) -> None:
-        self.loop.add_signal_handler(self.sig, self.handler)
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.remove_signal_handler(self.sig)
+    `build(host)` makes the app with `host` as its listener (its errors, such
+    as no model configured, reach the caller before anything starts);
+    `banner(app, pid)` words the first lines: `app` when the agent runs here,
+    else the pid of the process that runs it.
+    """
+    terminal = terminal or Terminal.detect(paths)
+    try:
+        attached = await attach(paths, client=CLIENT)
+    except AgentNotRunning:
+        attached = None
+    if attached is not None:
+        await run_attached(attached, banner=banner(None, lock_holder(paths)), terminal=terminal)
+        return
+    host = Host(paths.name)
+    app = build(host)
+    host.bind(app)
+    await run_chat(app, host, banner=banner(app, None), terminal=terminal,
+                   serve=socket_path(paths))

@@ -1,0 +1,402 @@
+"""The terminal chat's logic: protocol messages in, lines on a screen out;
+typed lines in, protocol requests out.
+
+`ChatClient` knows no terminal library: it talks to the agent through a
+`Connection` (in memory or over the agent's socket) and writes through a
+`Screen`, so the plain line mode and the prompt_toolkit mode share it, and
+tests drive it with a fake connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+
+from .protocol import (
+    Answer,
+    ApprovalAsked,
+    ApprovalSettled,
+    AskStatus,
+    ClientMessage,
+    CycleEnded,
+    CycleStarted,
+    Decided,
+    Done,
+    Goodbye,
+    Idle,
+    Notice,
+    RetryWaiting,
+    Said,
+    Say,
+    ServerMessage,
+    Status,
+    StatusView,
+    Stop,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnStored,
+    TurnView,
+)
+from .terminal_screen import Screen
+from .status_view import format_status
+from .terminal_status import StatusBar
+
+log = logging.getLogger(__name__)
+
+HELP = """\
+Commands:
+  /stop    stop what the agent is doing now (Ctrl-C does the same)
+  /status  how much of the model's context is in use, what waits
+  /help    this list
+  /quit    leave (Ctrl-D does the same)
+Anything else is a message to the agent."""
+
+HELP_KEYS = """\
+Keys: Enter sends; Alt-Enter (or Esc then Enter) starts a new line, and a pasted
+text keeps its lines; Up and Down walk the history."""
+
+YES = {"y", "yes", "s", "si", "sí"}
+QUIT = {"/quit", "/exit"}
+CANCELS = {"SafeCancel", "UnsafeCancel"}  # decisions that mean a message interrupted a cycle
+REQUEST_TIMEOUT = 60.0  # seconds for the agent to answer a request before we say so
+
+
+def one_line(text: str, width: int = 100) -> str:
+    """A text on one line of at most `width` characters (an ellipsis ends a cut one)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def call_text(tool: str | None, arguments: str | None, width: int) -> str:
+    """A tool call as the terminal shows it: `  · name(arguments)`."""
+    return f"  · {tool}({one_line(arguments or '', width)})"
+
+
+class AgentGone(ConnectionError):
+    """The connection to the agent closed while a request waited."""
+
+
+class ChatClient:
+    """One person at one terminal, attached to the agent through `connection`."""
+
+    def __init__(self, connection, screen: Screen, *, client: str = "chat",
+                 bar: StatusBar | None = None, extra_help: str = "") -> None:
+        self.connection = connection
+        self.screen = screen
+        self.client = client
+        self.bar = bar  # None: no status bar to keep fresh (plain mode)
+        self.extra_help = extra_help
+        self.busy = False
+        self.closed = asyncio.Event()  # the connection ended (the agent left or we did)
+        self.goodbye: str | None = None
+        self.approvals: deque[ApprovalAsked] = deque()
+        self._requests = 0
+        self._waiting: dict[int, asyncio.Future[ServerMessage]] = {}
+        self._idles = 0  # Idle messages seen, to order them against our requests
+        self._cancels = 0  # cancellations seen, to tell whether a message interrupted
+        self._mine: deque[str] = deque(maxlen=50)  # texts we said, not yet seen as Said
+        self._streamed = False  # the current answer was shown as it streamed
+        self._handlers: dict[type, Callable[[ServerMessage], None]] = {
+            TextDelta: self._text, TurnStored: self._turn, ToolStarted: self._tool_started,
+            ToolFinished: self._tool_finished, CycleStarted: self._cycle_started,
+            CycleEnded: self._cycle_ended, RetryWaiting: self._retry, Notice: self._notice,
+            Decided: self._decided, Idle: self._idle, ApprovalAsked: self._approval_asked,
+            ApprovalSettled: self._approval_settled, Said: self._said, Status: self._reply,
+            Done: self._reply, Goodbye: self._goodbye,
+        }
+
+    # -- what the agent says ---------------------------------------------------
+
+    async def pump(self, messages: AsyncIterator[ServerMessage]) -> None:
+        """Show every message until the connection ends."""
+        try:
+            async for message in messages:
+                try:
+                    self.handle(message)
+                except Exception:  # a bug of ours must not stop the chat hearing the agent
+                    log.exception("the chat could not show a %s", type(message).__name__)
+        finally:
+            self.closed.set()
+            for future in self._waiting.values():
+                if not future.done():
+                    future.set_exception(AgentGone("the agent is gone"))
+            self._waiting.clear()
+
+    def handle(self, message: ServerMessage) -> None:
+        """Show one message; a type this chat has no use for is ignored."""
+        handler = self._handlers.get(type(message))
+        if handler is not None:
+            handler(message)
+        if self.bar is not None:
+            self.bar.changed()
+
+    def _text(self, message: TextDelta) -> None:
+        self._streamed = True
+        self._clear_retry()
+        self.screen.answer(message.delta)
+
+    def _turn(self, message: TurnStored) -> None:
+        turn = message.turn
+        if turn.kind == "tool_call":
+            self.screen.end_answer()
+            self.screen.line(call_text(turn.tool_name, turn.arguments, 80), "tool")
+        elif turn.kind == "assistant":
+            if not self._streamed and turn.content.strip():
+                self.screen.answer(turn.content)  # it never streamed: show it whole
+            self.screen.end_answer()
+            self._streamed = False
+
+    def _tool_started(self, message: ToolStarted) -> None:
+        if self.bar is not None:
+            self.bar.activity = message.call.tool_name or ""
+
+    def _tool_finished(self, message: ToolFinished) -> None:
+        if self.bar is not None:
+            self.bar.activity = ""
+        mark = "✗" if message.result.error else "→"
+        self.screen.line(f"    {mark} {one_line(message.result.content)}",
+                         "failed" if message.result.error else "result")
+
+    def _cycle_started(self, message: CycleStarted) -> None:
+        self.busy = True
+        self._streamed = False
+        if self.bar is not None:
+            self.bar.phase = "running"
+
+    def _cycle_ended(self, message: CycleEnded) -> None:
+        self._clear_retry()
+        self.screen.end_answer()
+        self._streamed = False
+        if message.error:
+            self.screen.line(f"! {message.error}", "error")
+        elif message.outcome == "stopped":
+            self.screen.line("(stopped)", "note")
+        elif message.outcome == "step_limit":
+            self.screen.line("(the agent reached its step limit for one cycle)", "note")
+        if self.bar is not None:
+            self.bar.activity = ""
+
+    def _retry(self, message: RetryWaiting) -> None:
+        if self.bar is not None:
+            self.bar.retry = message
+        self.screen.line(f"* {message.line}", "notice")
+
+    def _clear_retry(self) -> None:
+        if self.bar is not None:
+            self.bar.retry = None
+
+    def _notice(self, message: Notice) -> None:
+        self.screen.line(f"* {message.text}", "notice")
+
+    def _decided(self, message: Decided) -> None:
+        if message.kind in CANCELS:
+            self._cancels += 1
+
+    def _idle(self, message: Idle) -> None:
+        self._idles += 1
+        self.busy = False
+        self._clear_retry()
+        if self.bar is not None:
+            self.bar.phase, self.bar.activity = "idle", ""
+            self._refresh_status()
+        if not self.approvals:
+            self.screen.ready()
+
+    def _said(self, message: Said) -> None:
+        turn = message.turn
+        if turn.content in self._mine:
+            self._mine.remove(turn.content)  # our own words, already on the screen
+            return
+        self.screen.line(said_line(turn), "other")
+        if self.bar is not None:
+            self._refresh_status()
+
+    def _approval_asked(self, message: ApprovalAsked) -> None:
+        self.approvals.append(message)
+        if len(self.approvals) == 1:
+            self._show_question()
+
+    def _show_question(self) -> None:
+        asked = self.approvals[0]
+        text = f"* {asked.tool} needs your approval: {one_line(asked.arguments, 300)}"
+        if asked.reason:
+            text += f"\n  ({one_line(asked.reason, 200)})"
+        self.screen.line(text, "notice")
+        if self.bar is not None:
+            self.bar.approvals = len(self.approvals)
+        self.screen.ask()
+
+    def _approval_settled(self, message: ApprovalSettled) -> None:
+        ids = [a.approval for a in self.approvals]
+        if message.approval not in ids:
+            return
+        first = ids[0] == message.approval
+        self.approvals = deque(a for a in self.approvals if a.approval != message.approval)
+        if self.bar is not None:
+            self.bar.approvals = len(self.approvals)
+        if message.by != self.client:
+            verdict = "allowed" if message.allowed else "declined"
+            by = f" by {message.by}" if message.by else ""
+            self.screen.line(f"(the question was settled{by}: {verdict})", "note")
+        if first and self.approvals:
+            self._show_question()
+        elif not self.approvals and not self.busy:
+            self.screen.ready()
+
+    def _goodbye(self, message: Goodbye) -> None:
+        self.goodbye = message.reason or "the agent stopped"
+        self.screen.line(f"* the agent is leaving: {self.goodbye}", "notice")
+
+    def _reply(self, message: Done | Status) -> None:
+        future = self._waiting.pop(message.request, None)
+        if future is not None and not future.done():
+            future.set_result(message)
+        elif isinstance(message, Status) and self.bar is not None:
+            self._show_view(message.status)
+
+    def _show_view(self, view: StatusView) -> None:
+        if self.bar is None:
+            return
+        self.bar.view = view
+        if not self.busy and view.busy:
+            self.busy = True
+        self.bar.phase = view.phase
+
+    # -- what the person says --------------------------------------------------
+
+    @property
+    def asking(self) -> ApprovalAsked | None:
+        """The approval question the next typed line answers, if one is open."""
+        return self.approvals[0] if self.approvals else None
+
+    async def take_line(self, text: str) -> bool:
+        """One typed line: an answer, a command or a message. False means leave."""
+        self.screen.line_read()
+        if self.asking is not None:
+            await self._answer(text)
+            return True
+        text = text.strip()
+        if not text:
+            self._ready_if_idle()
+            return True
+        try:
+            if text.startswith("/"):
+                if not await self._command(text):
+                    return False
+            else:
+                await self._say(text)
+        except AgentGone:
+            return False
+        except (ConnectionError, TimeoutError) as exc:
+            self.screen.line(f"! the agent did not take that: {exc or type(exc).__name__}",
+                             "error")
+        self._ready_if_idle()
+        return True
+
+    def _ready_if_idle(self) -> None:
+        if not self.busy and not self.approvals:
+            self.screen.ready()
+
+    async def _answer(self, text: str) -> None:
+        asked = self.approvals[0]
+        allow = text.strip().lower() in YES
+        try:
+            await self.connection.send(Answer(approval=asked.approval, allow=allow))
+        except ConnectionError as exc:
+            self.screen.line(f"! the answer did not reach the agent: {exc}", "error")
+
+    async def _say(self, text: str) -> None:
+        was_busy, idles, cancels = self.busy, self._idles, self._cancels
+        self._mine.append(text)
+        done = await self.request(Say(request=self._next(), text=text))
+        assert isinstance(done, Done)
+        if not done.ok:
+            with contextlib.suppress(ValueError):
+                self._mine.remove(text)
+            self.screen.line(f"! your message was not taken: {done.error}", "error")
+            return
+        if self._idles == idles:
+            # A message to an idle agent starts a cycle; its Idle has not come yet.
+            self.busy = True
+        # A message that interrupted the thought needs no note; one that waits does.
+        if was_busy and self._cancels == cancels and self._idles == idles:
+            self.screen.line("(noted: the agent reads it when the current cycle ends)", "note")
+
+    async def _command(self, text: str) -> bool:
+        word = text.split()[0].lower()
+        if word in QUIT:
+            return False
+        if word == "/stop":
+            await self.stop(say_nothing_to_stop=True)
+        elif word == "/status":
+            view = await self.ask_status()
+            self.screen.line(format_status(view))
+        elif word == "/help":
+            self.screen.line(HELP + (("\n" + self.extra_help) if self.extra_help else ""))
+        else:
+            self.screen.line(f"unknown command {word}; /help lists them")
+        return True
+
+    async def stop(self, say_nothing_to_stop: bool = False) -> None:
+        """Stop the current cycle (also cuts a provider's retry wait short)."""
+        if not self.busy and say_nothing_to_stop:
+            self.screen.line("(nothing to stop)", "note")
+            return
+        done = await self.request(Stop(request=self._next()))
+        if isinstance(done, Done) and not done.ok and done.error:
+            self.screen.line(f"({done.error})", "note")
+
+    async def ask_status(self) -> StatusView:
+        """A fresh status snapshot (the bar is updated with it too)."""
+        reply = await self.request(AskStatus(request=self._next()))
+        if isinstance(reply, Done):  # the agent could not say: an error, not a status
+            raise ConnectionError(reply.error or "the agent gave no status")
+        assert isinstance(reply, Status)
+        self._show_view(reply.status)
+        return reply.status
+
+    def _refresh_status(self) -> None:
+        """Ask for a status in the background (the bar shows it when it comes)."""
+        if self.closed.is_set():
+            return
+        request = self._next()
+
+        async def ask() -> None:
+            with contextlib.suppress(ConnectionError):
+                await self.connection.send(AskStatus(request=request))
+
+        task = asyncio.get_running_loop().create_task(ask())
+        task.add_done_callback(lambda t: None)
+
+    def _next(self) -> int:
+        self._requests += 1
+        return self._requests
+
+    async def request(self, message: ClientMessage,
+                      timeout: float = REQUEST_TIMEOUT) -> ServerMessage:
+        """Send a request and wait for its answer (`Done`, or `Status`)."""
+        if self.closed.is_set():
+            raise AgentGone("the agent is gone")
+        number = message.request  # type: ignore[union-attr]
+        future: asyncio.Future[ServerMessage] = asyncio.get_running_loop().create_future()
+        self._waiting[number] = future
+        try:
+            await self.connection.send(message)
+            return await asyncio.wait_for(future, timeout)
+        except ConnectionError as exc:
+            if self.closed.is_set():
+                raise AgentGone(str(exc)) from exc
+            raise
+        finally:
+            self._waiting.pop(number, None)
+
+
+def said_line(turn: TurnView) -> str:
+    """A person's message from another channel: `[telegram] Ana: text`."""
+    where = turn.channel or "elsewhere"
+    who = f"{turn.sender}: " if turn.sender else ""
+    return f"[{where}] {who}{turn.content}"
