@@ -114,28 +114,38 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
 @cli.command()
 @click.pass_obj
 def chat(obj: Context) -> None:
-    """Talk with the agent at the terminal (streaming; Ctrl-C stops a reply)."""
-    from .interfaces.chat import TerminalListener, run_chat
+    """Talk with the agent at the terminal: attach to the one `noema run` keeps
+    running, or run it here (streaming; Ctrl-C stops a reply)."""
+    from .interfaces.chat import open_chat
 
     config = obj.config()
     warning = configuration.secrets_file_warning(obj.paths)
     if warning:
         click.echo(f"warning: {warning}", err=True)
-    listener = TerminalListener(sys.stdout)
-    try:
+
+    def build(listener):
         app = build_app(obj.paths, config, listener=listener)
+        damaged = _damaged_repository(obj.paths)
+        if damaged:  # the conversation can go on; file versions cannot be trusted
+            click.echo(f"warning: {damaged}. {_DOCTOR}", err=True)
+        return app
+
+    def banner(app, pid: int | None) -> str:
+        if app is not None:
+            where = (f"model {app.provider.name}/{app.provider.model} · running the agent "
+                     "here (leaving stops it)")
+        else:
+            running = f" as pid {pid}" if pid is not None else ""
+            where = f"attached to the agent running{running} (leaving leaves it running)"
+        return (f"Noema · agent {obj.paths.name} · {where}\n"
+                f"data: {obj.paths.root}\n/help lists the commands; Ctrl-C stops a reply.")
+
+    try:
+        asyncio.run(open_chat(obj.paths, build=build, banner=banner))
     except (NoModelConfigured, ProviderError, AgentBusy, ConfigError) as exc:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
         raise _refusal(exc) from None
-    damaged = _damaged_repository(obj.paths)
-    if damaged:  # the conversation can go on; file versions cannot be trusted
-        click.echo(f"warning: {damaged}. {_DOCTOR}", err=True)
-    banner = (
-        f"Noema · agent {obj.paths.name} · model {app.provider.name}/{app.provider.model}\n"
-        f"data: {obj.paths.root}\n/help lists the commands; Ctrl-C stops a reply."
-    )
-    asyncio.run(run_chat(app, banner=banner, listener=listener))
 
 
 @cli.command()
