@@ -19,6 +19,7 @@ import pytest
 from noema.app import App, build_app
 from noema.config import Config
 from noema.paths import AgentPaths
+from noema.perception.settings import LogFileSettings, PerceptionSettings
 from noema.providers.scripted import ScriptedProvider, ScriptedResponse
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings
 
@@ -35,11 +36,15 @@ class LiveServer:
         from noema.interfaces.web import UiServer
 
         self.workspace = root / "ws"
+        self.log = root / "app.log"  # a sensor's source: channel "applog"
+        self.log.write_text("")
         self.paths = AgentPaths.for_agent("ana", root / "home")
         self.model = ScriptedProvider([], token_delay_s=TOKEN_DELAY)
         config = Config(
             files=FilesSettings(roots=(RootSettings(path=self.workspace),)),
             autonomy=AutonomySettings(tools={"file_write": "ask"}),
+            perception=PerceptionSettings(logs=[LogFileSettings(path=self.log, channel="applog",
+                                                                poll_interval=0.2)]),
         )
         self.server = UiServer(self.paths, config, port=0,
                                build_app=functools.partial(build_app, provider=self.model))

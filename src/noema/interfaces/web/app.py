@@ -18,15 +18,18 @@ from starlette.templating import Jinja2Templates
 
 from ...memory.store import TurnStore
 from ...paths import AgentPaths
+from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
 from .auth import Credentials, TokenGuard
 from .headers import SecurityHeaders
 from .live import Bridge
 from .routes import HERE, WebContext, routes
+from .senses import SensesControl
 
 
 def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, store: TurnStore,
-                  credentials: Credentials,
+                  credentials: Credentials, senses: SensesControl | None = None,
+                  archive: SensoryArchive | None = None,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
     """The web page for one agent, reached through `bridge`, its history read from
     `store`, its file versions from the workspaces `files` names."""
@@ -38,5 +41,6 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
         Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)),
         Middleware(TokenGuard, credentials=credentials),
     ])
-    app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files)
+    app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files,
+                               senses, archive)
     return app

@@ -20,12 +20,14 @@ from starlette.templating import Jinja2Templates
 
 from ...memory.store import TurnStore
 from ...paths import AgentPaths
+from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
 from ..versions_cli import VersionsCommandError
 from . import files as file_versions
 from .auth import Credentials
 from .live import AgentUnavailable, Bridge, event_frame
 from .memory import ROLES, save_points, search
+from .senses import SensesControl, rates, search_archive
 from .turns import recent_turns, turn_with_neighbours
 
 HERE = Path(__file__).parent
@@ -45,6 +47,8 @@ class WebContext:
     templates: Jinja2Templates
     paths: AgentPaths
     files: FilesSettings
+    senses: SensesControl | None = None  # silence and start: only with the agent in this process
+    archive: SensoryArchive | None = None
 
 
 class BadRequest(ValueError):
@@ -143,6 +147,58 @@ async def undo_write(request: Request) -> Response:
     except VersionsCommandError as exc:
         return _error(409, str(exc))
     return JSONResponse({"ok": True, "text": text})
+
+
+async def senses_page(request: Request) -> Response:
+    web = _context(request)
+    try:
+        status, unreachable = await web.bridge.status(), None
+    except AgentUnavailable as exc:
+        status, unreachable = None, f"the agent is not reachable: {exc}"
+    plot = await asyncio.to_thread(rates, web.paths.archive_db, web.paths.turns_db)
+    query = request.query_params.get("q", "").strip()
+    channel = request.query_params.get("channel", "").strip()
+    found, problem = None, None
+    if query:
+        if web.archive is None:
+            problem = "the archive cannot be searched: the agent has none yet"
+        else:
+            try:
+                found = search_archive(web.archive, query, channel or None)
+            except ValueError as exc:
+                problem = str(exc)
+    return _page(request, "senses.html", page="senses", status=status, unreachable=unreachable,
+                 plot=plot, control=web.senses is not None, query=query, channel=channel,
+                 found=found, problem=problem)
+
+
+async def silence(request: Request) -> Response:
+    return await _sense_action(request, lambda control, body: control.silence(
+        _text(body, "channel"), _text(body, "duration")))
+
+
+async def start_sense(request: Request) -> Response:
+    return await _sense_action(request, lambda control, body: control.start(
+        _text(body, "channel")))
+
+
+async def _sense_action(request: Request, act) -> Response:
+    control = _context(request).senses
+    if control is None:
+        return _error(409, "silence and start from this page need the agent to run in this "
+                           "process; `noema run`'s agent takes them from the model's tools")
+    try:
+        text = act(control, await _json(request))
+    except (BadRequest, ValueError) as exc:
+        return _error(400, str(exc))
+    return JSONResponse({"ok": True, "text": text})
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"say which {key}")
+    return value.strip()
 
 
 async def history(request: Request) -> Response:
@@ -259,6 +315,9 @@ def routes() -> list:
         Route("/files/diff", diff_page),
         Route("/api/files/restore", restore_file, methods=["POST"]),
         Route("/api/files/undo", undo_write, methods=["POST"]),
+        Route("/senses", senses_page),
+        Route("/api/senses/silence", silence, methods=["POST"]),
+        Route("/api/senses/start", start_sense, methods=["POST"]),
         Route("/api/history", history),
         Route("/api/turn/{turn_id:int}", turn),
         Route("/api/status", status),

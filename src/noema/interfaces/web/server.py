@@ -22,11 +22,13 @@ import uvicorn
 from ...config import Config
 from ...memory.store import TurnStore
 from ...paths import AgentPaths
+from ...perception.archive import SensoryArchive
 from ..attach import connect_socket, reachable, socket_path
 from ..host import Host
 from .app import build_web_app
 from .auth import Credentials, keep_token
 from .live import Bridge
+from .senses import SensesControl
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,8 @@ class UiServer:
     agent_app: object | None = None  # the in-process App
     _agent_host: Host | None = None
     _store: TurnStore | None = None
+    _senses: SensesControl | None = None
+    _archive: SensoryArchive | None = None
     _bridge: Bridge | None = None
     _server: uvicorn.Server | None = None
     _task: asyncio.Task | None = None
@@ -90,8 +94,8 @@ class UiServer:
             keep_token(self.paths.root, self.credentials)
             hosts = ["127.0.0.1", "localhost", "[::1]", self.host]
             web = build_web_app(paths=self.paths, files=self.config.files, bridge=bridge,
-                                store=store,
-                                credentials=self.credentials,
+                                store=store, credentials=self.credentials,
+                                senses=self._senses, archive=self._archive,
                                 hosts=["*"] if self.allow_remote else hosts)
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
                                     timeout_graceful_shutdown=1, ws="none")
@@ -123,16 +127,21 @@ class UiServer:
             await self._agent_host.aclose()
         if self.agent_app is not None:
             await self.agent_app.aclose()  # type: ignore[attr-defined]
-        elif self._store is not None:
-            self._store.close()
+        else:
+            if self._store is not None:
+                self._store.close()
+            if self._archive is not None:
+                self._archive.close()
         self._server = self._task = self._bridge = self._agent_host = None
-        self.agent_app = self._store = None
+        self.agent_app = self._store = self._archive = self._senses = None
 
     async def _link(self) -> tuple[Bridge, TurnStore]:
         if await reachable(self.paths):
             path = socket_path(self.paths)
             self.mode = "attached"
             self._store = TurnStore(self.paths.turns_db)
+            if self.paths.archive_db.exists():
+                self._archive = SensoryArchive(self.paths.archive_db)
             self._bridge = Bridge(lambda: connect_socket(path, client="web"))
             return self._bridge, self._store
         from ...app import build_app
@@ -149,6 +158,8 @@ class UiServer:
             return host.connect("web")
 
         self._bridge = Bridge(attach)
+        self._senses = SensesControl(app.pipeline)  # type: ignore[attr-defined]
+        self._archive = app.pipeline.archive  # type: ignore[attr-defined]
         return self._bridge, app.store  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,63 @@
+"""The senses page: a sensor silenced from the page, its events counted and
+plotted, then started again; the archive searched."""
+
+from __future__ import annotations
+
+import asyncio
+
+from playwright.sync_api import expect
+
+from .conftest import screenshot
+
+
+def test_a_silenced_sensor_s_events_are_plotted_and_searchable(page, live):
+    page.goto(f"{live.base}/senses")
+    row = page.locator('tr[data-channel="applog"]')
+    expect(row.locator(".state")).to_have_text("active")
+    row.locator("select").select_option("15m")
+    row.get_by_role("button", name="Silence").click()
+    expect(page.locator("#outcome")).to_contain_text("applog is silenced until")
+    page.reload()
+    expect(row.locator(".state")).to_contain_text("silenced until")
+
+    with live.log.open("a") as log:
+        for n in range(5):
+            log.write(f"ERROR disk quota nearly full on volume{n}\n")
+
+    async def archived() -> None:
+        archive = live.app.pipeline.archive
+        while (counts := archive.counts().get("applog")) is None or counts.stored < 5:
+            await asyncio.sleep(0.05)
+
+    live.call(archived())
+    page.reload()
+    plot = page.locator('figure.plot[data-channel="applog"]')
+    expect(plot.locator("figcaption")).to_contain_text("5 events")
+    expect(plot.locator("rect.bar")).not_to_have_count(0)
+    expect(row.locator("td").nth(3)).to_have_text("5")
+    screenshot(page, "senses")
+
+    page.fill("#q", "quota volume3")
+    page.click("form.search button")
+    hits = page.locator(".hits li")
+    expect(hits.first).to_contain_text("ERROR disk quota nearly full on volume3")
+
+    row.get_by_role("button", name="Start").click()
+    expect(page.locator("#outcome")).to_contain_text("applog is active again.")
+    page.reload()
+    expect(row.locator(".state")).to_have_text("active")
+    assert not live.app.agent.status().busy  # nothing was delivered: no cycle ran
+
+
+def test_silencing_an_unknown_channel_is_refused_with_its_reason(live):
+    import httpx
+
+    from noema.interfaces.web.auth import COOKIE
+
+    with httpx.Client(base_url=live.base, cookies={COOKIE: live.server.credentials.token}) as c:
+        response = c.post("/api/senses/silence", json={"channel": "nope", "duration": "5m"},
+                          headers={"x-csrf-token": live.server.credentials.csrf})
+        assert response.status_code == 400 and "unknown channel" in response.json()["error"]
+        response = c.post("/api/senses/silence", json={"channel": "applog", "duration": "soon"},
+                          headers={"x-csrf-token": live.server.credentials.csrf})
+        assert response.status_code == 400 and response.json()["error"]
