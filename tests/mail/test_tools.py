@@ -1,0 +1,116 @@
+"""The mail tools over a real Dovecot and a real SMTP relay."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+
+import pytest
+
+from noema.security.policy import Access
+from noema.tools.registry import ToolContext, ToolError
+
+from .conftest import mail
+
+
+def tool(rig, name):
+    return next(t for t in rig.channel.tools() if t.name == name)
+
+
+def ctx() -> ToolContext:
+    return ToolContext(call_id="c1", turn_id=7, cycle_id=1)
+
+
+async def run(rig, tool_name, /, **arguments):
+    gated = rig.channel.ctx.hands.gate.wrap(tool(rig, tool_name))
+    return await gated.handler(ctx(), **arguments)
+
+
+async def delivered(rig, subject):
+    rig.accounts.deliver(mail("Bob <bob@outside.test>", rig.accounts.agent_address, subject,
+                              "plain part", html="<p>Hello <b>there</b></p><ul><li>one</li>"
+                              "<li>two</li></ul>",
+                              attachments=(("notes.txt", "text/plain", b"line one\n"),
+                                           ("photo.png", "image/png", b"\x89PNG" + b"0" * 99))))
+    await rig.until(lambda: any(e.payload.get("subject") == subject for e in rig.events),
+                    "the mail")
+    return next(e for e in rig.events if e.payload.get("subject") == subject).payload["uid"]
+
+
+async def test_email_read_gives_the_whole_mail_in_the_envelope(rig):
+    uid = await delivered(rig, "Report")
+    text = await run(rig, "email_read", uid=uid)
+    d = rig.channel.ctx.delimiter
+    assert f"Mail uid {uid} in" in text and "sender: not the person" in text
+    assert d.open("email", "").split(" ")[0] in text and d.close("email") in text
+    assert d.datamark("plain part") in text  # the text part is preferred to the HTML
+    assert d.datamark("notes.txt (text/plain, 9 B)") in text
+    listing = await run(rig, "email_list", unread_only=True)
+    assert f"uid {uid}" not in listing  # reading marked it as read
+    listing = await run(rig, "email_list")
+    assert f"uid {uid} · " in listing and d.datamark("Report") in listing
+
+
+async def test_an_html_only_mail_is_read_as_text(rig):
+    message = mail("bob@outside.test", rig.accounts.agent_address, "Html", "x")
+    message.set_content("<html><body><h1>Title</h1><p>First <i>para</i>.</p></body></html>",
+                        subtype="html")
+    rig.accounts.deliver(message)
+    await rig.until(lambda: any(e.payload.get("subject") == "Html" for e in rig.events), "it")
+    uid = next(e for e in rig.events if e.payload.get("subject") == "Html").payload["uid"]
+    text = await run(rig, "email_read", uid=uid)
+    d = rig.channel.ctx.delimiter
+    assert d.datamark("First para.") in text and "<p>" not in text
+
+
+async def test_reading_a_missing_mail_is_a_clear_error(rig):
+    with pytest.raises(ToolError, match="no mail with uid 999"):
+        await run(rig, "email_read", uid=999)
+
+
+async def test_an_attachment_is_saved_as_a_versioned_write(rig):
+    uid = await delivered(rig, "Files")
+    result = await run(rig, "email_save_attachment", uid=uid, name="notes.txt",
+                       path="inbox/notes.txt")
+    assert "Saved" in result and "version" in result
+    assert (rig.root / "ws" / "inbox" / "notes.txt").read_bytes() == b"line one\n"
+    hands = rig.channel.ctx.hands
+    store = hands.versions.store_for(hands.policy.check("inbox/notes.txt", Access.WRITE).root)
+    [version] = store.log("inbox/notes.txt")
+    assert version.note.tool == "email_save_attachment" and version.note.turn_id == 7
+    with pytest.raises(ToolError, match="no attachment named 'nope.txt'.*notes.txt"):
+        await run(rig, "email_save_attachment", uid=uid, name="nope.txt", path="x.txt")
+    with pytest.raises(ToolError):  # outside the workspace: the access policy refuses
+        await run(rig, "email_save_attachment", uid=uid, name="notes.txt", path="/etc/x")
+
+
+async def test_sending_to_a_new_recipient_asks_and_threads_a_reply(rig):
+    uid = await delivered(rig, "Question")
+    result = await run(rig, "email_send", to=f"Ana <{rig.accounts.person_address}>",
+                       subject="", body="Here you are.", reply_to_uid=uid)
+    assert rig.approver.asked == []  # the person's own address: no question
+    assert "in the thread" in result
+    [(_, raw)] = rig.accounts.mailbox(rig.accounts.person)
+    sent = email.message_from_bytes(raw, policy=email.policy.default)
+    original = email.message_from_bytes(dict(rig.accounts.mailbox(rig.accounts.agent))[uid])
+    assert sent["Subject"] == "Re: Question"
+    assert sent["In-Reply-To"] == original["Message-ID"]
+    assert sent["References"] == original["Message-ID"]
+
+    await run(rig, "email_send", to="bob@outside.test", subject="Hi", body="x")
+    [asked] = rig.approver.asked
+    assert "bob@outside.test" in asked.reason and asked.tool == "email_send"
+    await run(rig, "email_send", to="bob@outside.test", subject="Again", body="y")
+    assert len(rig.approver.asked) == 1  # approved once, known from then on
+
+    rig.approver.answer = False
+    with pytest.raises(ToolError, match="declined"):
+        await run(rig, "email_send", to="carol@outside.test", subject="No", body="z")
+    assert not any("carol@outside.test" in e.recipients for e in rig.accounts.smtp.envelopes)
+
+
+async def test_malformed_send_arguments_are_clear_errors(rig):
+    with pytest.raises(ToolError, match="not a mail address"):
+        await run(rig, "email_send", to="not an address", subject="s", body="b")
+    with pytest.raises(ToolError, match="body is empty"):
+        await run(rig, "email_send", to=rig.accounts.person_address, subject="s", body=" ")
