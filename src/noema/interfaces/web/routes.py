@@ -28,6 +28,9 @@ from .auth import Credentials
 from .live import AgentUnavailable, Bridge, event_frame
 from .memory import ROLES, save_points, search
 from .senses import SensesControl, rates, search_archive
+from . import settings as settings_form
+from ...config import ConfigError
+from ...providers.base import ProviderError
 from .turns import recent_turns, turn_with_neighbours
 
 HERE = Path(__file__).parent
@@ -201,6 +204,46 @@ def _text(body: dict[str, Any], key: str) -> str:
     return value.strip()
 
 
+async def settings_page(request: Request) -> Response:
+    web = _context(request)
+    try:
+        sections, problem = settings_form.form(settings_form.current(web.paths)), None
+    except ConfigError as exc:
+        sections, problem = [], str(exc)
+    return _page(request, "settings.html", page="settings", sections=sections, problem=problem,
+                 config_file=str(web.paths.config_file))
+
+
+async def save_setting(request: Request) -> Response:
+    web = _context(request)
+    try:
+        body = await _json(request)
+        key, value = _text(body, "key"), body.get("value")
+        if not isinstance(value, str):
+            raise BadRequest("the value must be text, as `noema config set` takes it")
+        await asyncio.to_thread(settings_form.save, web.paths, key, value)
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    except ConfigError as exc:
+        return _error(400, str(exc))
+    return JSONResponse({"ok": True, "text": f"{key} saved in {web.paths.config_file}; the "
+                                             "agent uses it from its next start."})
+
+
+async def test_model(request: Request) -> Response:
+    web = _context(request)
+    try:
+        role = _text(await _json(request), "role")
+        if role not in ("reasoning", "chronicler"):
+            raise BadRequest("role is reasoning or chronicler")
+        text = await settings_form.test_connection(web.paths, role)  # type: ignore[arg-type]
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    except (ConfigError, ProviderError) as exc:
+        return _error(409, f"the test failed: {exc}")
+    return JSONResponse({"ok": True, "text": text})
+
+
 async def history(request: Request) -> Response:
     try:
         limit = min(max(int(request.query_params.get("limit", HISTORY_LIMIT)), 1), HISTORY_LIMIT)
@@ -318,6 +361,9 @@ def routes() -> list:
         Route("/senses", senses_page),
         Route("/api/senses/silence", silence, methods=["POST"]),
         Route("/api/senses/start", start_sense, methods=["POST"]),
+        Route("/settings", settings_page),
+        Route("/api/settings", save_setting, methods=["POST"]),
+        Route("/api/settings/test", test_model, methods=["POST"]),
         Route("/api/history", history),
         Route("/api/turn/{turn_id:int}", turn),
         Route("/api/status", status),
