@@ -88,6 +88,7 @@ def measure(seconds: float, warmup: float) -> int:
             agent.send_signal(signal.SIGTERM)
             code = agent.wait(30)
             stop = time.monotonic() - stop_began
+            said = agent.stderr.read().strip().splitlines()
         finally:
             if agent.poll() is None:
                 agent.kill()
@@ -99,7 +100,8 @@ def measure(seconds: float, warmup: float) -> int:
           f"(target <= {TARGET_RSS_MB:.0f} MB)")
     print(f"  CPU     {used:.2f} s in {wall:.0f} s = {share:.3f} % of a core "
           f"(target <= {TARGET_CPU_PERCENT} %)")
-    print(f"  SIGTERM to exit {stop:.2f} s, exit status {code}")
+    print(f"  SIGTERM to exit {stop:.2f} s, exit status {code}"
+          f" ({said[-1] if said else 'nothing said'})")
     return 0 if code == 0 else 1
 
 

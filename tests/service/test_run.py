@@ -130,6 +130,8 @@ async def stop_in_the_middle_of_a_reply(home: Path, server: FakeOpenAIServer) ->
     assert not socket_path(paths).exists()
     assert server.disconnects == 1  # the stream in flight was closed, not finished
     assert user_turns(paths) == ["tell me a story"]
+    logged = (paths.logs_dir / "noema.log").read_text()  # the rotating log of the agent
+    assert "interface chat#1 attached" in logged and "stopped on SIGTERM" in logged
     return paths
 
 

@@ -9,6 +9,7 @@ may be imported first.
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,10 @@ def run(obj: Context) -> None:
         raise click.ClickException(str(exc)) from None
     except UnusableDatabase as exc:
         raise _refusal(exc) from None
+    # Everything is closed. The interpreter's last collections would walk every
+    # object the imports made, a second or more of a service manager's wait;
+    # frozen, they are skipped (finalizers still run).
+    gc.freeze()
 
 
 @click.command()
