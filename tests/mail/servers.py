@@ -236,3 +236,10 @@ class SmtpRelay:
     @property
     def envelopes(self) -> list[Envelope]:
         return list(self.relay.envelopes)
+
+    def wait_for(self, predicate, timeout: float) -> list[Envelope]:
+        """Block until `predicate(envelopes)` holds (run it in a thread from async code)."""
+        with self.relay.arrived:
+            if not self.relay.arrived.wait_for(lambda: predicate(self.relay.envelopes), timeout):
+                raise AssertionError(f"no such mail within {timeout} s: {self.relay.envelopes}")
+            return list(self.relay.envelopes)
