@@ -176,11 +176,12 @@ class Terminal:
         return cls(stdin, stdout, plain_terminal(stdin, stdout), paths.root / HISTORY_FILE)
 
 
-async def handshake(connection: Connection, client: str = CLIENT
+async def handshake(connection: Connection, client: str = CLIENT, since: int | None = None
                     ) -> tuple[Welcome, AsyncIterator[ServerMessage]]:
-    """Say `Hello` on a fresh connection; the welcome and the messages after it."""
+    """Say `Hello` on a fresh connection; the welcome and the messages after it
+    (from after `since`, when given)."""
     messages = connection.messages()
-    await connection.send(Hello(client=client))
+    await connection.send(Hello(client=client, since=since))
     first = await anext(messages, None)
     if not isinstance(first, Welcome):
         raise ConnectionError(f"the agent did not welcome us ({getattr(first, 'type', 'closed')})")
@@ -256,7 +257,9 @@ async def run_chat(app: App, host: Host, *, banner: str, terminal: Terminal,
 
     try:
         connection = host.connect(CLIENT)
-        _welcome, messages = await handshake(connection)
+        # From the first message: what the agent said while it was built
+        # (senses off, a sensor that cannot start) is for this person too.
+        _welcome, messages = await handshake(connection, since=0)
         await converse(connection, messages, banner=banner, terminal=terminal,
                        starting=starting)
     finally:
