@@ -46,7 +46,9 @@ def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
     link.click()
     opened = card.locator(".cited .turn.focus")
     expect(opened).to_contain_text("I want to name my boat after a lighthouse.")
-    expect(card.locator(".cited .turn")).to_have_count(2)  # the turn and the answer after it
+    expect(card.locator(".cited .turn.focus")).to_have_count(1)
+    expect(card.locator(f'.cited .turn[data-turn="{asked.id + 1}"]')).to_contain_text(
+        "A lighthouse keeper's boat, then.")  # with its neighbours
     expect(link).to_have_attribute("aria-expanded", "true")
     card.locator("summary", has_text="report").click()
     expect(card.locator("pre")).to_contain_text("coverage 100%")
