@@ -33,7 +33,7 @@ from ..orchestrator.agent import Agent, AgentListener
 from ..providers.base import RetryWait
 from .attach import AgentNotRunning, Attached, attach, lock_holder, socket_path
 from .host import Host
-from .protocol import Connection, Hello, ServerMessage, Welcome
+from .protocol import Connection, Hello, ServerMessage, StatusView, Welcome
 from .terminal_client import HELP, HELP_KEYS, ChatClient, one_line
 from .terminal_input import (
     history_file,
@@ -189,11 +189,12 @@ async def handshake(connection: Connection, client: str = CLIENT, since: int | N
 
 
 async def converse(connection: Connection, messages: AsyncIterator[ServerMessage], *,
-                   banner: str, terminal: Terminal,
+                   banner: str | Callable[[StatusView | None], str], terminal: Terminal,
                    starting: Callable[[], Awaitable[None]] | None = None) -> None:
     """The chat over an attached connection, until the person leaves or the
-    agent goes; `starting` runs once the chat listens (it starts an agent
-    run here, whose first notices must be shown)."""
+    agent goes. `banner` is the first thing shown (worded from the agent's
+    status, when a function); `starting` runs once the chat listens (it
+    starts an agent run here, whose first notices must be shown)."""
     bar = StatusBar(agent="")
     if terminal.plain:
         screen: PlainScreen | RichScreen = PlainScreen(terminal.stdout)
@@ -204,11 +205,18 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
         client = ChatClient(connection, screen, client=CLIENT, bar=bar, extra_help=HELP_KEYS)
     pump = asyncio.create_task(client.pump(messages), name="chat:messages")
     try:
-        screen.line(banner)
+        view: StatusView | None = None
+        if isinstance(banner, str):
+            screen.line(banner)
+        else:
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                view = await client.ask_status()
+            screen.line(banner(view))
         if starting is not None:
             await starting()
         with contextlib.suppress(ConnectionError, TimeoutError):
             view = await client.ask_status()
+        if view is not None:
             bar.agent = view.agent
         if terminal.plain:
             if not client.busy and client.asking is None:
@@ -275,7 +283,8 @@ async def run_chat(app: App, host: Host, *, banner: str, terminal: Terminal,
                 terminal.stdout.flush()
 
 
-async def run_attached(attached: Attached, *, banner: str, terminal: Terminal) -> None:
+async def run_attached(attached: Attached, *, banner: str | Callable[[StatusView | None], str],
+                       terminal: Terminal) -> None:
     """Chat with an agent another process runs; leaving leaves it running."""
     await converse(attached.connection, attached.messages, banner=banner, terminal=terminal)
 
@@ -296,7 +305,10 @@ async def open_chat(paths: AgentPaths, *, build: Callable[[Host], App],
     except AgentNotRunning:
         attached = None
     if attached is not None:
-        await run_attached(attached, banner=banner(None, lock_holder(paths)), terminal=terminal)
+        def attached_banner(view: StatusView | None) -> str:
+            return banner(None, view.pid if view is not None else lock_holder(paths))
+
+        await run_attached(attached, banner=attached_banner, terminal=terminal)
         return
     host = Host(paths.name)
     app = build(host)

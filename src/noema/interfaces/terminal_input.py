@@ -218,7 +218,10 @@ def _start_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | No
                 line = source.readline()
             except (OSError, ValueError):
                 line = ""
-            loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
+            except RuntimeError:  # the chat is over and its loop closed
+                return
             if not line:
                 return
 
