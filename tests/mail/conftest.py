@@ -175,7 +175,7 @@ class Rig:
         self.store.close()
 
 
-async def make_rig(accounts: Accounts, root: Path, **changes) -> Rig:
+async def make_rig(accounts: Accounts, root: Path, password: str = PASSWORD, **changes) -> Rig:
     """Build and start a channel whose state lives in `root` (a second rig over the
     same root is the agent restarted)."""
     settings = accounts.settings(**changes)
@@ -191,8 +191,9 @@ async def make_rig(accounts: Accounts, root: Path, **changes) -> Rig:
 
     def notice(line: str) -> None:
         rig_ref[0].notices.append(line)
+        rig_ref[0].changed.set()
 
-    ctx = ChannelContext(paths, {"NOEMA_MAIL_PASSWORD": PASSWORD}, hands,
+    ctx = ChannelContext(paths, {"NOEMA_MAIL_PASSWORD": password}, hands,
                          SessionDelimiter.new(), ZoneInfo("UTC"), notice)
     channel = MailChannel(settings, ctx)
 

@@ -125,3 +125,40 @@ async def test_idle_wakes_the_sensor_for_each_new_mail(rig):
         rig.accounts.deliver(mail("a@outside.test", rig.accounts.agent_address, f"n{n}", "x"))
         await rig.until(lambda: len(stranger_events(rig)) == n + 1, f"mail {n}")
     assert [e.payload["uid"] for e in stranger_events(rig)] == [1, 2, 3]
+
+
+async def test_a_changed_uidvalidity_starts_again_without_a_flood(accounts, tmp_path):
+    first = await make_rig(accounts, tmp_path)
+    await first.until(lambda: first.channel.sensor.looks >= 1, "the first look")
+    place = first.channel.state.load_place("email:INBOX")
+    await first.stop()
+    for n in range(3):  # old mail under the old numbering
+        accounts.deliver(mail("a@outside.test", accounts.agent_address, f"old {n}", "x"))
+    # The server rebuilt the folder: the UIDs the sensor kept mean other mails now.
+    from noema.channels.mail.state import MailState
+
+    state = MailState(next(tmp_path.rglob("mail.db")))
+    state.save_place("email:INBOX", {"uidvalidity": place["uidvalidity"] + 1, "uid": 0})
+    state.close()
+    second = await make_rig(accounts, tmp_path)
+    try:
+        await second.until(lambda: second.channel.sensor.looks >= 1, "the first look")
+        accounts.deliver(mail("b@outside.test", accounts.agent_address, "new", "y"))
+        await second.until(lambda: len(stranger_events(second)) == 2, "the note and the mail")
+        note, new = stranger_events(second)
+        assert "renumbered" in note.text and new.payload["subject"] == "new"
+    finally:
+        await second.stop()
+
+
+async def test_a_refused_login_is_retried_quietly_and_told_once(accounts, tmp_path):
+    rig = await make_rig(accounts, tmp_path, password="wrong")
+    try:
+        await rig.until(lambda: rig.notices, "a notice for the person")
+        [notice] = rig.notices
+        assert "refused the login" in notice and "wrong" not in notice
+        assert rig.channel.sensor.health.state.startswith("retrying in")
+        assert rig.hub.running("email")  # a failing server is not a crash of the sensor
+        assert rig.channel.view().state.startswith("retrying in")
+    finally:
+        await rig.stop()
