@@ -25,6 +25,12 @@ declarations (`perception.declarations`), and the full-text index of the
 events' words (`perception.archive_index`), so an acknowledged event can be
 found by `search`. `SensoryArchive` is the one door to all of them.
 
+**Upkeep.** An archive on disk merges its full-text index and checkpoints
+its WAL in a background thread (`perception.archive_upkeep`), started by
+its first commit and stopped by `close`, so that no group commit pays for
+either; `upkeep=False` leaves both to the commits, as SQLite and FTS5 do by
+default.
+
 Events are never edited or deleted, nor are settled deliveries (triggers
 refuse it). One process writes an archive.
 """
@@ -32,20 +38,25 @@ refuse it). One process writes an archive.
 from __future__ import annotations
 
 import json
+import logging
 import operator
 import re
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ..health import check_file, check_open, opening
-from . import archive_index, bookmarks, declarations, deliveries
+from . import archive_index, archive_upkeep, bookmarks, declarations, deliveries
+from .archive_upkeep import ArchiveUpkeep
 from .bookmarks import ArchiveBookmark, Bookmarks
 from .declarations import Declarations
 from .deliveries import DeliveryRecords, PendingDelivery, Run, complement
 from .events import Event, Payload, SensorInfo
+
+log = logging.getLogger(__name__)
 
 SILENCED_BUCKET = "silenced"
 DEFAULT_FLUSH_EVERY = 1000
@@ -188,11 +199,14 @@ def parse_batch_id(batch_id: str) -> int:
 class SensoryArchive:
     """Raw events in SQLite, in batches, immutable once written, with their fate."""
 
-    def __init__(self, path: Path | str, *, flush_every: int = DEFAULT_FLUSH_EVERY) -> None:
+    def __init__(self, path: Path | str, *, flush_every: int = DEFAULT_FLUSH_EVERY,
+                 upkeep: bool = True) -> None:
         """Open (or create) the archive at `path`; ":memory:" keeps it in memory.
 
         Opening checks the file quickly (`health.sqlite_files`): a damaged
         archive raises `health.DamagedDatabase`, a full disk `health.DiskFull`.
+        `upkeep` (on disk only) takes index merging and WAL checkpoints off
+        the commits, into a background thread (see the module docstring).
         """
         if flush_every < 1:
             raise ValueError("flush_every must be at least 1")
@@ -210,7 +224,7 @@ class SensoryArchive:
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 if on_disk:  # before anything is written into a file that may be damaged
                     check_open(self.conn, self.path)
-                _create(self.conn)
+                _create(self.conn, merge_in_commits=not upkeep if on_disk else None)
                 last = self.conn.execute("SELECT MAX(id) FROM batches").fetchone()[0]
                 latest = self.conn.execute("SELECT MAX(opened_at) FROM batches").fetchone()[0]
         except BaseException:
@@ -235,6 +249,9 @@ class SensoryArchive:
         self._parts: tuple[_Part, ...] = (self._declarations, self._bookmarks, self._deliveries)
         self.appended = 0  # events appended by this process
         self.committed = 0  # of which committed: acknowledged
+        self._wants_upkeep = on_disk and upkeep
+        self._last_write = time.monotonic()
+        self.upkeep: ArchiveUpkeep | None = None  # started by the first commit
 
     # -- writing ----------------------------------------------------------
 
@@ -276,18 +293,40 @@ class SensoryArchive:
         declarations, bookmarks and deliveries."""
         if not self.staged:
             return
+        if self.upkeep is not None:
+            self.upkeep.give_way()
         with self.conn:
             self._write(self.conn)
             for part in self._parts:
                 part.write(self.conn)
             indexed_all = not self._backfilling or archive_index.backfill_step(
                 self.conn, archive_index.COMMIT_CHUNK)
+        self._committed()
         self._backfilling = not indexed_all
         self.committed += len(self._rows)
         self._rows = []
         self._dirty = {}
         for part in self._parts:
             part.clear_staged()
+
+    def _committed(self) -> None:
+        """After each commit: tell the upkeep, starting it with the first one."""
+        self._last_write = time.monotonic()
+        if self.upkeep is None and self._wants_upkeep:
+            archive_upkeep.checkpoint_in_commits(self.conn, False)
+            self.upkeep = ArchiveUpkeep(self.path, lambda: self._last_write,
+                                        quiet_s=archive_upkeep.QUIET_S)
+            self.upkeep.start()
+        elif self.upkeep is not None and not self.upkeep.is_alive():
+            # It stopped on an error (logged): commits keep index and WAL in check again.
+            log.warning("archive upkeep is not running: commits merge and checkpoint again")
+            self.upkeep, self._wants_upkeep = None, False
+            archive_upkeep.checkpoint_in_commits(self.conn, True)
+            with self.conn:
+                archive_upkeep.merge_in_commits(self.conn, True)
+            return
+        if self.upkeep is not None:
+            self.upkeep.wrote()
 
     def _write(self, db: sqlite3.Connection) -> None:
         db.executemany(
@@ -470,8 +509,11 @@ class SensoryArchive:
         limit = max(1, min(limit, MAX_PAGE))
         self.flush()
         if self._backfilling:
+            if self.upkeep is not None:
+                self.upkeep.give_way()
             self._backfilling = not archive_index.backfill(
                 self.conn, archive_index.SEARCH_BUDGET_S)
+            self._committed()
         found = archive_index.search(self.conn, query, channel=channel, since=since, until=until)
         page = found.places[offset : offset + limit]
         infos = {n: self.batch(f"b{n}") for n in archive_index.places_by_batch(page)}
@@ -493,9 +535,12 @@ class SensoryArchive:
         """Index every event again, now, however long it takes. The full-text
         index is derived data: a salvaged archive gets a new one."""
         self.flush()
+        if self.upkeep is not None:
+            self.upkeep.give_way()
         with self.conn:
             archive_index.start_over(self.conn)
         self._backfilling = not archive_index.backfill(self.conn, float("inf"))
+        self._committed()
 
     def counts(self) -> dict[str, ChannelArchiveCounts]:
         """Per channel, events stored and how many of them were dropped at the gate."""
@@ -507,8 +552,11 @@ class SensoryArchive:
         return {c: ChannelArchiveCounts(int(s), int(d)) for c, s, d in rows}
 
     def close(self) -> None:
-        """Flush and close the database."""
+        """Flush, stop the upkeep and close the database."""
         self.flush()
+        if self.upkeep is not None:
+            self.upkeep.stop()
+            self.upkeep = None
         self.conn.close()
 
     def __enter__(self) -> SensoryArchive:
@@ -518,7 +566,9 @@ class SensoryArchive:
         self.close()
 
 
-def _create(conn: sqlite3.Connection) -> None:
+def _create(conn: sqlite3.Connection, *, merge_in_commits: bool | None) -> None:
+    """Create or migrate the archive; `merge_in_commits` (None: as it is) sets
+    whether its commits merge the full-text index."""
     # One transaction: a crash mid-creation or mid-migration leaves no half-made archive.
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -534,6 +584,8 @@ def _create(conn: sqlite3.Connection) -> None:
             for statement in _statements(script):
                 conn.execute(statement)
         archive_index.create(conn)
+        if merge_in_commits is not None:
+            archive_upkeep.merge_in_commits(conn, merge_in_commits)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")
