@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -350,7 +350,10 @@ class FakeTelegramServer:
     async def _answer(self, method: str, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return _error(401, "Unauthorized")
-        params = await _params(request)
+        try:
+            params = await _params(request)
+        except ClientDisconnect:  # a client killed mid-request
+            return Response(status_code=499)
         with self._lock:
             failure = self._failures.get(method)
             if failure is not None and failure.remaining > 0:
