@@ -211,7 +211,7 @@ def load_trials(browser, loads: int) -> tuple[list[float], list[float]]:
                 page.set_default_timeout(WAIT_S * 1000)
                 page.goto(served.address)  # signs in (cookie), then measure clean loads
                 for url, wait, into in (
-                    (served.base + "/", "document.querySelectorAll('.turn').length >= 500"
+                    (served.base + "/", "document.querySelectorAll('.turn').length >= 200"
                      " && document.getElementById('context').textContent !== ''", chat),
                     (served.base + "/memory", "document.querySelectorAll('.savepoint').length"
                      " === 50 && document.querySelector('.journey a.cite') !== null", memory),
@@ -246,7 +246,7 @@ def main() -> None:
     print(f"gui latency: Chromium, fake SSE server at {args.tokens_per_second:g} tokens/s")
     print(figures("stop→closed", stops, STOP_TARGET_MS))
     print(figures("chat load", chat, LOAD_TARGET_MS)
-          + "  (10,000 turns stored; the newest 500 shown)")
+          + "  (10,000 turns stored; the newest 200 shown)")
     print(figures("memory load", memory, LOAD_TARGET_MS) + "  (50 save points)")
 
 

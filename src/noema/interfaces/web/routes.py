@@ -34,7 +34,7 @@ from ...providers.base import ProviderError
 from .turns import recent_turns, turn_with_neighbours
 
 HERE = Path(__file__).parent
-HISTORY_LIMIT = 500  # turns the chat page loads at most
+HISTORY_LIMIT = 200  # turns the chat page loads at most; older ones are in the memory page
 RETRY_MS = 1000  # how soon a browser reconnects a dropped live stream
 MAX_MESSAGE = 100_000  # characters in one message from the page
 
