@@ -129,3 +129,14 @@ async def test_the_prompt_asks_the_approval_question_and_shows_the_answer_being_
     client.handle(ApprovalAsked(approval=1, tool="shell_execute", arguments="{}", reason=""))
     assert "".join(text for _, text in message()).endswith("allow it? [y/N] ")
     assert "an approval waits for your answer" in bar.text()
+
+
+def test_a_long_answer_being_written_keeps_to_a_few_rows_above_the_prompt():
+    from noema.interfaces.terminal_input import live_tail
+
+    assert live_tail("short\nlines", 40) == "short\nlines"
+    tail = live_tail("blah " * 3000, 40, rows=8)
+    assert len(tail) == 8 * 40 - 1 + 1 and tail.startswith("…") and tail.endswith("blah ")
+    lines = "\n".join(f"line {i}" for i in range(20))
+    assert live_tail(lines, 40, rows=3) == "line 17\nline 18\nline 19"
+    assert live_tail("a\n" + "x" * 100, 40, rows=3) == "x" * 100  # three rows: just fits

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import get_app
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
@@ -112,8 +113,7 @@ def prompt_message(client: ChatClient, screen: RichScreen) -> Callable[[], Forma
         parts: list[tuple[str, str]] = []
         live = screen.pending
         if live:
-            lines = live.splitlines()[-LIVE_LINES:]
-            parts.append(("", ANSWER + "\n".join(lines) + "\n"))
+            parts.append(("", live_tail(ANSWER + live, _columns()) + "\n"))
         if client.asking is not None:
             parts.append(("bold ansiyellow", "allow it? [y/N] "))
         else:
@@ -121,6 +121,31 @@ def prompt_message(client: ChatClient, screen: RichScreen) -> Callable[[], Forma
         return FormattedText(parts)
 
     return message
+
+
+def live_tail(text: str, columns: int, rows: int = LIVE_LINES) -> str:
+    """The end of `text` that fits in `rows` rows of `columns` characters: a
+    long paragraph still being written must not push the prompt off the screen."""
+    lines = text.splitlines()[-rows:]
+    kept: list[str] = []
+    left = rows
+    for line in reversed(lines):
+        height = max(1, -(-len(line) // max(columns, 1)))
+        if height > left:
+            room = left * columns - 1
+            if room > 0:
+                kept.append("…" + line[len(line) - room:])
+            break
+        kept.append(line)
+        left -= height
+    return "\n".join(reversed(kept))
+
+
+def _columns() -> int:
+    try:
+        return get_app().output.get_size().columns
+    except Exception:  # no running application: a sensible width
+        return 80
 
 
 def make_session(client: ChatClient, screen: RichScreen, bar: StatusBar, *,
