@@ -14,7 +14,11 @@ if TYPE_CHECKING:
     from ..base import ChannelContext
     from .channel import TelegramChannel
 
-__all__ = ["TelegramSettings", "build_telegram_channel"]
+__all__ = ["TOOL_NAMES", "TelegramSettings", "build_telegram_channel"]
+
+# The tools a configured channel offers, named without importing the library
+# (for checking `[autonomy.tools]` entries against what is offered).
+TOOL_NAMES = ("telegram_send", "telegram_save_file")
 
 
 def build_telegram_channel(settings: TelegramSettings, ctx: ChannelContext) -> TelegramChannel:

@@ -17,8 +17,8 @@ from telegram.request import HTTPXRequest
 
 from .settings import TelegramSettings
 
-_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.request", "telegram._bot",
-            *(f"{__package__}.{module}" for module in ("poller", "sender", "channel")))
+_LIBRARIES = ("httpx", "httpcore", "telegram")
+_OURS = tuple(f"{__package__}.{module}" for module in ("poller", "sender", "channel"))
 
 
 class _Redact(logging.Filter):
@@ -38,7 +38,12 @@ class _Redact(logging.Filter):
 
 def build_bot(settings: TelegramSettings, token: str) -> Bot:
     """A Bot for `token` on the configured server (not yet initialised)."""
-    for name in _LOGGERS:
+    # A filter applies to its own logger only, not to its children: each is named.
+    known = logging.root.manager.loggerDict
+    names = {*_LIBRARIES, *_OURS, "telegram.Bot", "telegram.request.BaseRequest",
+             "telegram.request.HTTPXRequest",
+             *(n for n in known if n.split(".")[0] in _LIBRARIES)}
+    for name in sorted(names):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _Redact) and f.token == token for f in logger.filters):
             logger.addFilter(_Redact(token))
