@@ -1,0 +1,77 @@
+"""`noema ui` beside a running agent: the page attaches over the agent's
+socket instead of starting a second agent."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from playwright.sync_api import expect
+
+from noema.app import build_app
+from noema.config import Config
+from noema.interfaces.attach import socket_path
+from noema.interfaces.host import Host
+from noema.interfaces.web import UiServer
+from noema.paths import AgentPaths
+from noema.providers.scripted import ScriptedProvider, say
+from noema.security.settings import FilesSettings, RootSettings
+
+from .conftest import WAIT
+
+
+@pytest.fixture
+def running_agent(tmp_path):
+    """An agent served on its socket, as `noema run` serves it, in a loop of its own."""
+    paths = AgentPaths.for_agent("bo", tmp_path / "home")
+    model = ScriptedProvider([say("Hello from the **running** agent.")], token_delay_s=0.01)
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def start():
+        host = Host(paths.name)
+        app = build_app(paths, config, provider=model, listener=host)
+        host.bind(app)
+        await app.start()
+        await host.serve(socket_path(paths))
+        return host, app
+
+    host, app = asyncio.run_coroutine_threadsafe(start(), loop).result(WAIT)
+    try:
+        yield paths, config
+    finally:
+        async def stop():
+            await host.aclose()
+            await app.aclose()
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(WAIT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
+
+
+def test_the_page_attaches_to_a_running_agent(browser, running_agent):
+    paths, config = running_agent
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = UiServer(paths, config, port=0)
+    try:
+        address = asyncio.run_coroutine_threadsafe(server.start(), loop).result(WAIT)
+        assert server.mode == "attached" and server.agent_app is None
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(address)
+            page.fill("#message", "Are you there?")
+            page.press("#message", "Enter")
+            expect(page.locator(".turn.assistant strong")).to_have_text("running")
+            expect(page.locator("#context")).to_contain_text("tokens")
+        finally:
+            context.close()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(WAIT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
