@@ -43,3 +43,16 @@ def test_back_to_back_appends_leave_segments_that_the_upkeep_merges_consistently
     found = store.conn.execute(
         "SELECT COUNT(*) FROM turns_fts WHERE turns_fts MATCH 'lighthouse'").fetchone()[0]
     assert found == CRISIS_MERGE - 1
+
+
+def test_a_long_burst_keeps_few_segments_while_upkeep_waits(store):
+    store.start_upkeep(quiet_s=60)  # the upkeep never finds a quiet moment during this test
+    burst = CRISIS_MERGE * CRISIS_MERGE + 5  # long enough for a merge of merged segments
+    for n in range(burst):
+        store.append(NewTurn(TurnKind.USER, f"turn {n} about the harbour pilot"))
+    # Appends merge each level once it holds CRISIS_MERGE segments: fewer than that per level.
+    assert segments(store) < 3 * CRISIS_MERGE
+    store.conn.execute("INSERT INTO turns_fts(turns_fts) VALUES('integrity-check')")
+    found = store.conn.execute(
+        "SELECT COUNT(*) FROM turns_fts WHERE turns_fts MATCH 'harbour'").fetchone()[0]
+    assert found == burst

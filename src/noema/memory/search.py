@@ -30,9 +30,12 @@ words does not. Each choice, and why:
   back, one bucket of about a budget's worth of postings at a time, until
   enough turns are found or the buckets allowed are spent; only then is the
   rest left unsearched, and the result says from when the search covered.
-- **Every candidate is scored with every word it was found with.** Each
-  listed or joined word adds its inverse document frequency (from the
-  store's own counts), and the sum is saturated by the turn's length as
+- **Every candidate is scored with every word it was found with, once.**
+  The plan records which words found a turn (a set, not a running sum: the
+  same word reaching a turn through two lists, the time bucket and the
+  newest stretch for instance, must not count twice). Each word adds its
+  inverse document frequency (from the store's own counts), and the sum is
+  saturated by the turn's length as
   BM25 does, from the length the store already keeps: no text is read (the
   best `scored` candidates cost one row lookup each), and a long tool result
   holding every word of the dictionary does not crowd out a short answer.
@@ -49,7 +52,20 @@ The ranking is then refined:
 - a date in the query favours turns written on that day or in that month.
 
 Snippets come from FTS5 itself, run over the few hits in a scratch
-in-memory index, so they highlight exactly what the search matched.
+in-memory index, so they highlight exactly what the search matched. The
+store is read through a memory map while searching: candidates' rows and
+index pages then come straight from the page cache instead of being copied
+into SQLite's own, about a sixth of a query's CPU time at a million turns.
+
+Measured and left out (LoCoMo placed after 0, 100k and 1M turns of
+distractor history; `bench/locomo_at_scale.py`): demoting a hit next to
+one already chosen, so that ten hits cover more moments, found a little
+more for questions spread over several turns but lost more on single
+answers, which usually sit right after the turn that shares the question's
+words; lending less to the turn before a match than to the one after it,
+weighting a word by its rarity among the candidates as well as in the
+store, and weighing names less moved recall by about one question either
+way. None is kept: none is a clear gain.
 """
 
 from __future__ import annotations
@@ -82,6 +98,7 @@ ROLE_KINDS: dict[str, frozenset[TurnKind]] = {
 
 COUNT_STALENESS = 0.01  # a kept document count serves until the store grows by this share
 MAX_KEPT_COUNTS = 20_000  # stems whose counts are kept; past this, start afresh
+MMAP_BYTES = 1 << 30  # of the store, read through memory mapping when searching
 PASSAGE_CHARS = 4_000  # of a long turn, the stretch a snippet is looked for in
 
 _WORD = re.compile(r"[^\W_]+(?:\*)?|\"[^\"]+\"", re.UNICODE)
@@ -197,17 +214,40 @@ _RECALL_KINDS = (TurnKind.TOOL_CALL.value, TurnKind.TOOL_RESULT.value)
 
 @dataclass
 class _Gathered:
-    """Candidate turns, each with the summed weight of the words it was found with."""
+    """Candidate turns, each with the set of words it was found with (a bit per term)."""
 
-    weights: dict[str, float]  # by term expression
-    found: dict[int, float] = field(default_factory=dict)
+    terms: Sequence[Term]
+    found: dict[int, int] = field(default_factory=dict)  # turn ID -> bits of its terms
     searched_from: int | None = None  # lowest ID the words alone reached, when narrowed
 
+    def __post_init__(self) -> None:
+        self._bit = {t.expression: 1 << n for n, t in enumerate(self.terms)}
+
     def add(self, turn_ids: Iterable[int], *terms: Term) -> None:
-        weight = sum(self.weights[t.expression] for t in terms)
+        mask = 0
+        for term in terms:
+            mask |= self._bit[term.expression]
         found = self.found
         for turn_id in turn_ids:
-            found[turn_id] = found.get(turn_id, 0.0) + weight
+            found[turn_id] = found.get(turn_id, 0) | mask
+
+    def weights(self, per_term: Sequence[float]) -> dict[int, float]:
+        """Each candidate's summed term weight."""
+        by_mask: dict[int, float] = {}
+        for mask in set(self.found.values()):
+            by_mask[mask] = sum(w for bit, w in enumerate(per_term) if mask >> bit & 1)
+        return {turn_id: by_mask[mask] for turn_id, mask in self.found.items()}
+
+
+def term_weights(terms: Sequence[Term], total: int, tuning: SearchTuning) -> list[float]:
+    """Each word's inverse document frequency; a name weighs no more than
+    `name_weight` times the least telling content word beside it."""
+    weights = [_idf(total, t.postings) for t in terms]
+    content = [w for t, w in zip(terms, weights, strict=True) if not t.name]
+    if content:
+        cap = min(content) * tuning.name_weight
+        weights = [min(w, cap) if t.name else w for t, w in zip(terms, weights, strict=True)]
+    return weights
 
 
 @dataclass
@@ -227,6 +267,11 @@ class HistorySearch:
             "CREATE VIRTUAL TABLE words_seen USING fts5vocab(words, instance);"
             f"CREATE VIRTUAL TABLE hits USING fts5(body, tokenize='{TOKENIZER}');"
         )
+        if str(self.store.path) != ":memory:":
+            # Candidates' rows and index pages are read straight from the page
+            # cache instead of copied into SQLite's own (measured at a million
+            # turns: about a sixth of a query's CPU time).
+            self.store.conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         with self.store.transaction() as db:
             db.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.turns_vocab"
@@ -264,8 +309,9 @@ class HistorySearch:
             if not searched:
                 return SearchResult((), (), dropped, unsearched=tuple(t.text for t in plan.unsearched))
             low, high = self._id_range(since, until)
-            gathered = self._gather(plan, low, high, self._weights(searched, total))
-            scored = self._score(gathered, kinds)
+            gathered = self._gather(plan, low, high, searched)
+            weights = term_weights(searched, total, self.tuning)
+            scored = self._score(gathered.weights(weights), kinds)
             ranked = self._refine(scored, query)
             chosen = self._filter(ranked, kinds, since, until, limit)
             turns = {t.id: t for t in self.store.get_many(i for i, _ in chosen)}
@@ -409,9 +455,9 @@ class HistorySearch:
             raise StoreError(f"cannot search for {expression!r}: {exc}") from exc
         return [int(r[0]) for r in rows]
 
-    def _gather(self, plan: Plan, low: int, high: int, weights: dict[str, float]) -> _Gathered:
-        """Candidate turns, each with the weight of the words it was found with."""
-        gathered = _Gathered(weights)
+    def _gather(self, plan: Plan, low: int, high: int, searched: Sequence[Term]) -> _Gathered:
+        """Candidate turns, each with the words it was found with."""
+        gathered = _Gathered(searched)
         for term in plan.listed:
             gathered.add(self._ids(term.expression, low, high), term)
         if plan.listed and plan.joined:
@@ -448,26 +494,13 @@ class HistorySearch:
 
     # -- scoring -----------------------------------------------------------
 
-    def _weights(self, terms: Sequence[Term], total: int) -> dict[str, float]:
-        """Each word's inverse document frequency; a name weighs no more than the
-        least telling content word beside it."""
-        idf = {t.expression: _idf(total, t.postings) for t in terms}
-        content = [idf[t.expression] for t in terms if not t.name]
-        if content:
-            cap = min(content) * self.tuning.name_weight
-            for term in terms:
-                if term.name:
-                    idf[term.expression] = min(idf[term.expression], cap)
-        return idf
-
-    def _score(self, gathered: _Gathered, kinds: frozenset[str] | None) -> dict[int, float]:
+    def _score(self, found: dict[int, float], kinds: frozenset[str] | None) -> dict[int, float]:
         """BM25 over every searched word for the most promising candidates.
 
         A candidate's words are known from how it was found, so only its
         length is read (the store's token estimate); each word counts once,
         which for conversational turns is nearly always what it occurs.
         """
-        found = gathered.found
         if not found:
             return {}
         tuning = self.tuning
@@ -548,26 +581,22 @@ class HistorySearch:
             for tid, ts, kind, sender, tool_name, tokens in rows
         }
 
-    @staticmethod
     def _filter(
+        self,
         ranked: Sequence[tuple[int, float, _Meta]],
         kinds: frozenset[str] | None,
         since: float | None,
         until: float | None,
         limit: int,
     ) -> list[tuple[int, float]]:
-        chosen = []
-        for turn_id, score, info in ranked:
-            if kinds is not None and info.kind not in kinds:
-                continue
-            if since is not None and info.ts < since:
-                continue
-            if until is not None and info.ts > until:
-                continue
-            chosen.append((turn_id, score))
-            if len(chosen) == limit:
-                break
-        return chosen
+        wanted = [
+            (turn_id, score, info.ts)
+            for turn_id, score, info in ranked
+            if (kinds is None or info.kind in kinds)
+            and (since is None or info.ts >= since)
+            and (until is None or info.ts <= until)
+        ]
+        return [(turn_id, score) for turn_id, score, _ in wanted[:limit]]
 
     def _snippets(self, expression: str, turns: Sequence[Turn], stems: Sequence[str]) -> dict[int, str]:
         if not turns:
