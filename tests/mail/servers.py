@@ -149,10 +149,13 @@ class Dovecot:
         """kill -9 every process of the server; the mail on disk stays."""
         if self.process is None:
             return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # Dovecot's children (imap, imap-login, auth) leave its process group:
+        # every descendant of the master is killed by its id.
+        for pid in [*_descendants(self.process.pid), self.process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.process.wait(timeout=30)
         self.process = None
         # Its children (imap, imap-login) may outlive the master by a moment.
@@ -192,6 +195,26 @@ class Dovecot:
         if done.returncode != 0:
             raise RuntimeError(f"dovecot-lda failed ({done.returncode}): "
                                f"{done.stderr.decode(errors='replace')}")
+
+
+def _descendants(root: int) -> list[int]:
+    """The processes below `root`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,12 +130,31 @@ class ImapConnection:
     def has_idle(self) -> bool:
         return self._client.has_capability("IDLE")
 
-    async def _run(self, what: str, command) -> aioimaplib.Response:
+    async def _unless_lost(self, command):
+        """Await `command`, or raise MailServerError as soon as the connection is
+        lost (aioimaplib would wait for an answer until the timeout)."""
         if self.lost.is_set():
+            if asyncio.iscoroutine(command):
+                command.close()  # never started
             raise MailServerError("the connection to the IMAP server was lost")
+        work = asyncio.ensure_future(command)
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not work.done():
+                work.cancel()
+        if not work.done() or work.cancelled():
+            raise MailServerError("the connection to the IMAP server was lost")
+        return work.result()
+
+    async def _run(self, what: str, command) -> aioimaplib.Response:
         try:
             async with asyncio.timeout(self._timeout):
-                response = await command
+                response = await self._unless_lost(command)
+        except MailServerError:
+            raise
         except (OSError, asyncio.TimeoutError, aioimaplib.Abort, aioimaplib.Error) as exc:
             self.lost.set()  # a half-answered command leaves the connection unusable
             raise MailServerError(f"the IMAP server failed {what} "
@@ -193,10 +212,13 @@ class ImapConnection:
         (False); MailServerError if the connection is lost meanwhile."""
         try:
             async with asyncio.timeout(self._timeout):
-                idle = await self._client.idle_start(timeout=timeout)
+                idle = await self._unless_lost(self._client.idle_start(timeout=timeout))
+        except MailServerError:
+            raise
         except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as exc:
             self.lost.set()
-            raise MailServerError(f"the IMAP server refused IDLE ({exc})") from None
+            raise MailServerError(f"the IMAP server refused IDLE ({type(exc).__name__}: {exc})"
+                                  ) from None
         _honour_cancellation()
         push = asyncio.ensure_future(self._client.wait_server_push(timeout=timeout + 5))
         lost = asyncio.ensure_future(self.lost.wait())
@@ -212,10 +234,13 @@ class ImapConnection:
         self._client.idle_done()
         try:
             async with asyncio.timeout(self._timeout):
-                await idle
+                await self._unless_lost(idle)
+        except MailServerError:
+            raise
         except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as exc:
             self.lost.set()
-            raise MailServerError(f"the IMAP server did not end IDLE ({exc})") from None
+            raise MailServerError(f"the IMAP server did not end IDLE ({type(exc).__name__}: "
+                                  f"{exc})") from None
         _honour_cancellation()
         return changed
 
