@@ -100,6 +100,8 @@ class ChatClient:
         self._cancels = 0  # cancellations seen, to tell whether a message interrupted
         self._mine: deque[str] = deque(maxlen=50)  # texts we said, not yet seen as Said
         self._streamed = False  # the current answer was shown as it streamed
+        self._asked: int | None = None  # a status asked for the bar, not yet answered
+        self._background: set[asyncio.Task[None]] = set()  # held so they are not collected
         self._handlers: dict[type, Callable[[ServerMessage], None]] = {
             TextDelta: self._text, TurnStored: self._turn, ToolStarted: self._tool_started,
             ToolFinished: self._tool_finished, CycleStarted: self._cycle_started,
@@ -179,6 +181,7 @@ class ChatClient:
             self.screen.line("(the agent reached its step limit for one cycle)", "note")
         if self.bar is not None:
             self.bar.activity = ""
+            self._refresh_status()  # the context grew; the next cycle may start at once
 
     def _retry(self, message: RetryWaiting) -> None:
         if self.bar is not None:
@@ -256,6 +259,7 @@ class ChatClient:
         if future is not None and not future.done():
             future.set_result(message)
         elif isinstance(message, Status) and self.bar is not None:
+            self._asked = None
             self._show_view(message.status)
 
     def _show_view(self, view: StatusView) -> None:
@@ -360,17 +364,20 @@ class ChatClient:
         return reply.status
 
     def _refresh_status(self) -> None:
-        """Ask for a status in the background (the bar shows it when it comes)."""
-        if self.closed.is_set():
+        """Ask for a status in the background (the bar shows it when it comes);
+        one question at a time, however many messages call for it."""
+        if self.closed.is_set() or self._asked is not None:
             return
-        request = self._next()
+        request = self._asked = self._next()
 
         async def ask() -> None:
-            with contextlib.suppress(ConnectionError):
+            try:
                 await self.connection.send(AskStatus(request=request))
+            except ConnectionError:
+                self._asked = None
 
-        task = asyncio.get_running_loop().create_task(ask())
-        task.add_done_callback(lambda t: None)
+        self._background.add(task := asyncio.get_running_loop().create_task(ask()))
+        task.add_done_callback(self._background.discard)
 
     def _next(self) -> int:
         self._requests += 1
