@@ -33,6 +33,8 @@ from .state import MailState
 log = logging.getLogger(__name__)
 
 ENVELOPE = "email"
+# The tools' names, for checks of the configuration without a connection.
+TOOL_NAMES = ("email_list", "email_read", "email_send", "email_save_attachment")
 MAX_LIST = 100
 READ_CHARS = 20_000
 
