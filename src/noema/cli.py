@@ -116,6 +116,7 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
 def chat(obj: Context) -> None:
     """Talk with the agent at the terminal: attach to the one `noema run` keeps
     running, or run it here (streaming; Ctrl-C stops a reply)."""
+    from .interfaces.attach import AttachRefused
     from .interfaces.chat import open_chat
 
     config = obj.config()
@@ -142,7 +143,7 @@ def chat(obj: Context) -> None:
 
     try:
         asyncio.run(open_chat(obj.paths, build=build, banner=banner))
-    except (NoModelConfigured, ProviderError, AgentBusy, ConfigError) as exc:
+    except (NoModelConfigured, ProviderError, AgentBusy, ConfigError, AttachRefused) as exc:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
         raise _refusal(exc) from None

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from rich.console import Console
+
 from ..logs import SHOWN
 from ..memory.turns import Flag, Turn, TurnKind
 from ..orchestrator.agent import Agent, AgentListener
@@ -236,14 +238,14 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
             await pump
 
 
-def _console(stdout: TextIO):
-    from rich.console import Console
-
+def _console(stdout: TextIO) -> Console:
+    if stdout is not sys.stdout:
+        return Console(file=stdout, force_terminal=True, highlight=False,
+                       width=shutil.get_terminal_size().columns)
     # No file: rich writes to whatever sys.stdout is when it prints, which is
-    # prompt_toolkit's "above the prompt" proxy while the prompt runs.
-    width = shutil.get_terminal_size().columns
-    return Console(file=None if stdout is sys.stdout else stdout, force_terminal=True,
-                   width=width, highlight=False, soft_wrap=False)
+    # prompt_toolkit's "above the prompt" proxy while the prompt runs; its
+    # width comes from the terminal itself, so it follows a resize.
+    return Console(force_terminal=True, highlight=False)
 
 
 async def run_chat(app: App, host: Host, *, banner: str, terminal: Terminal,
