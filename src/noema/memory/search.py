@@ -453,7 +453,7 @@ class HistorySearch:
             ).fetchall()
         except sqlite3.OperationalError as exc:
             raise StoreError(f"cannot search for {expression!r}: {exc}") from exc
-        return [int(r[0]) for r in rows]
+        return [r[0] for r in rows]  # rowids come back as ints
 
     def _gather(self, plan: Plan, low: int, high: int, searched: Sequence[Term]) -> _Gathered:
         """Candidate turns, each with the words it was found with."""
@@ -507,22 +507,32 @@ class HistorySearch:
         depth = tuning.scored * (tuning.filter_widening if kinds else 1)
         # Ties go to the newer turn: each list arrives newest first.
         rough = [i for i, _ in heapq.nlargest(depth, found.items(), key=itemgetter(1))]
-        meta = self._meta(rough)
+        sizes = self._lengths(rough, kinds)
         if kinds is not None:  # the best of the wanted kinds join the best overall
-            wanted = [i for i in rough if i in meta and meta[i].kind in kinds]
+            wanted = [i for i in rough if i in sizes and sizes[i][1] in kinds]
             rough = list(dict.fromkeys(rough[: tuning.scored] + wanted[: tuning.scored]))
-        lengths = sorted(m.tokens for m in meta.values())
+        lengths = sorted(tokens for tokens, _ in sizes.values())
         typical = max(lengths[len(lengths) // 2], 1) if lengths else 1  # a median: giants skew a mean
         k1, b = tuning.k1, tuning.b
-        scores = {}
-        for turn_id in rough:
-            info = meta.get(turn_id)
-            if info is None:
-                continue
-            saturation = (k1 + 1) / (1 + k1 * (1 - b + b * info.tokens / typical))
-            scores[turn_id] = saturation * found[turn_id]
-        best = sorted(scores, key=lambda i: (-scores[i], -i))[: tuning.candidates]
+        norm = k1 * b / typical
+        base = k1 * (1 - b) + 1
+        scores = {
+            turn_id: (k1 + 1) / (base + norm * sizes[turn_id][0]) * found[turn_id]
+            for turn_id in rough
+            if turn_id in sizes
+        }
+        best = heapq.nlargest(tuning.candidates, scores, key=lambda i: (scores[i], i))
         return {i: scores[i] for i in best}
+
+    def _lengths(self, ids: Sequence[int], kinds: frozenset[str] | None) -> dict[int, tuple[int, str]]:
+        """Each turn's token estimate, and its kind when a filter needs it: the only
+        columns scoring reads, for up to `scored` candidates per query."""
+        column = "kind" if kinds is not None else "''"
+        rows = self.store.conn.execute(
+            f"SELECT id, tokens, {column} FROM turns WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        ).fetchall()
+        return {tid: (tokens, kind) for tid, tokens, kind in rows}
 
     # -- ranking -----------------------------------------------------------
 
