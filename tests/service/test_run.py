@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from noema.interfaces.attach import attach, socket_path
-from noema.interfaces.protocol import Goodbye, Idle, Said, Say, TextDelta
+from noema.interfaces.protocol import (
+    CycleEnded,
+    CycleStarted,
+    Goodbye,
+    Idle,
+    Said,
+    Say,
+    TextDelta,
+)
 from noema.memory.store import TurnStore
 from noema.memory.turns import TurnKind
 from noema.paths import AgentPaths
@@ -99,6 +107,18 @@ async def running(home: Path) -> AsyncIterator[Running]:
             await process.wait()
 
 
+async def ask(attached, request: int, text: str) -> str:
+    """Say `text` and return the answer of the cycle that took it (another cycle,
+    one resuming a question a stop cut short, say, may run around it)."""
+    await attached.connection.send(Say(request=request, text=text))
+    await until(attached.messages, lambda m: isinstance(m, Said) and m.turn.content == text)
+    started = await until(attached.messages, lambda m: isinstance(m, CycleStarted), timeout=60)
+    cycle = started[-1].cycle_id
+    seen = await until(attached.messages,
+                       lambda m: isinstance(m, CycleEnded) and m.cycle_id == cycle, timeout=60)
+    return "".join(m.delta for m in seen if isinstance(m, TextDelta) and m.cycle_id == cycle)
+
+
 def user_turns(paths: AgentPaths) -> list[str]:
     store = TurnStore(paths.turns_db)
     try:
@@ -137,12 +157,10 @@ async def stop_in_the_middle_of_a_reply(home: Path, server: FakeOpenAIServer) ->
 
 async def test_a_signal_stops_a_reply_in_flight_within_two_seconds(tmp_path, server):
     paths = await stop_in_the_middle_of_a_reply(tmp_path, server)
-    server.script(FakeReply(text="Hello again."))
+    server.default = FakeReply(text="Hello again.")
     async with running(tmp_path) as run:  # it starts again over what the stop left
         chat = await attach(paths, client="chat")
-        await chat.connection.send(Say(request=1, text="hello?"))
-        seen = await until(chat.messages, lambda m: isinstance(m, Idle), timeout=60)
-        assert "".join(m.delta for m in seen if isinstance(m, TextDelta)) == "Hello again."
+        assert await ask(chat, 1, "hello?") == "Hello again."
         await chat.connection.aclose()
         code, _ = await run.stop()
     assert code == 0
@@ -263,12 +281,10 @@ async def test_after_a_kill_the_next_run_replaces_the_dead_socket(tmp_path, serv
         await chat.connection.aclose()
     assert socket_path(paths).exists()
     server.tokens_per_second = None
-    server.script(FakeReply(text="Back."))
+    server.default = FakeReply(text="Back.")
     async with running(tmp_path) as run:
         chat = await attach(paths, client="chat")
-        await chat.connection.send(Say(request=2, text="are you back?"))
-        seen = await until(chat.messages, lambda m: isinstance(m, Idle), timeout=60)
-        assert "".join(m.delta for m in seen if isinstance(m, TextDelta)) == "Back."
+        assert await ask(chat, 2, "are you back?") == "Back."
         await chat.connection.aclose()
         code, _ = await run.stop()
     assert code == 0
