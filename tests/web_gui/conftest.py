@@ -44,7 +44,7 @@ class LiveServer:
             files=FilesSettings(roots=(RootSettings(path=self.workspace),)),
             autonomy=AutonomySettings(tools={"file_write": "ask"}),
             perception=PerceptionSettings(logs=[LogFileSettings(path=self.log, channel="applog",
-                                                                poll_interval=0.2)]),
+                                                                poll_interval=0.2, window=1.0)]),
         )
         self.server = UiServer(self.paths, config, port=0,
                                build_app=functools.partial(build_app, provider=self.model))

@@ -41,6 +41,11 @@ def test_a_silenced_sensor_s_events_are_plotted_and_searchable(page, live):
     page.click("form.search button")
     hits = page.locator(".hits li")
     expect(hits.first).to_contain_text("ERROR disk quota nearly full on volume3")
+    hits.first.locator("a.batch").click()
+    expect(page.locator("h1")).to_contain_text("Archive batch b")
+    expect(page.locator(".muted").first).to_contain_text("arrived while the channel was silenced")
+    expect(page.locator(".events li")).to_have_count(5)
+    page.go_back()
 
     row.get_by_role("button", name="Start").click()
     expect(page.locator("#outcome")).to_contain_text("applog is active again.")
@@ -61,3 +66,24 @@ def test_silencing_an_unknown_channel_is_refused_with_its_reason(live):
         response = c.post("/api/senses/silence", json={"channel": "applog", "duration": "soon"},
                           headers={"x-csrf-token": live.server.credentials.csrf})
         assert response.status_code == 400 and response.json()["error"]
+
+
+def test_delivered_events_are_shown_apart_with_their_archive_batch(page, live):
+    from noema.providers.scripted import say
+
+    live.script(say("I see the disk warnings."))
+    with live.log.open("a") as log:
+        for n in range(12):
+            log.write(f"WARN temperature high on rack{n}\n")
+    expect(page.locator(".turn.assistant").last).to_have_text("I see the disk warnings.")
+    page.reload()  # the delivery's turns are read from the store
+    delivered = page.locator("details.turn.event")
+    expect(delivered.first).to_be_visible()
+    delivered.first.locator("summary").click()
+    expect(delivered.first.locator("pre")).to_contain_text("12 events like")
+    expect(delivered.first.locator("pre")).to_contain_text("10 more: batch b")
+    link = delivered.first.locator(".archive-links a").first
+    link.click()
+    expect(page.locator(".events li").first).to_contain_text("WARN temperature high on rack")
+    live.idle()
+    screenshot(page, "senses-batch")

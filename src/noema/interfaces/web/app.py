@@ -29,7 +29,7 @@ from .senses import SensesControl
 
 def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, store: TurnStore,
                   credentials: Credentials, senses: SensesControl | None = None,
-                  archive: SensoryArchive | None = None,
+                  archive: SensoryArchive | None = None, first_run: str | None = None,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
     """The web page for one agent, reached through `bridge`, its history read from
     `store`, its file versions from the workspaces `files` names."""
@@ -42,5 +42,5 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
         Middleware(TokenGuard, credentials=credentials),
     ])
     app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files,
-                               senses, archive)
+                               senses, archive, first_run)
     return app

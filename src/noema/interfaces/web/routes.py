@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ class WebContext:
     files: FilesSettings
     senses: SensesControl | None = None  # silence and start: only with the agent in this process
     archive: SensoryArchive | None = None
+    first_run: str | None = None  # no model is configured: what to set
 
 
 class BadRequest(ValueError):
@@ -70,7 +72,7 @@ def _page(request: Request, template: str, **values: Any) -> Response:
 
 
 async def chat_page(request: Request) -> Response:
-    return _page(request, "chat.html", page="chat")
+    return _page(request, "chat.html", page="chat", first_run=_context(request).first_run)
 
 
 async def memory_page(request: Request) -> Response:
@@ -173,6 +175,30 @@ async def senses_page(request: Request) -> Response:
     return _page(request, "senses.html", page="senses", status=status, unreachable=unreachable,
                  plot=plot, control=web.senses is not None, query=query, channel=channel,
                  found=found, problem=problem)
+
+
+async def batch_page(request: Request) -> Response:
+    """One archived batch, a page of events at a time: where a delivered gap points."""
+    web = _context(request)
+    batch_id = request.path_params["batch_id"]
+    try:
+        offset = max(int(request.query_params.get("offset", 0)), 0)
+    except ValueError:
+        offset = 0
+    page, problem = None, None
+    if web.archive is None:
+        problem = "the agent has no archive yet"
+    else:
+        try:
+            page = web.archive.lookup(batch_id, offset, limit=100)
+        except (LookupError, ValueError) as exc:
+            problem = str(exc) or f"there is no batch {batch_id}"
+    events = [] if page is None else [
+        {"seq": e.batch_seq, "when": time.strftime("%Y-%m-%d %H:%M:%S",
+                                                   time.localtime(e.received_at)),
+         "sender": e.sender, "text": e.text} for e in page.events]
+    return _page(request, "batch.html", page="senses", batch_id=batch_id, batch=page and page.batch,
+                 events=events, next_offset=page and page.next_offset, problem=problem)
 
 
 async def silence(request: Request) -> Response:
@@ -359,6 +385,7 @@ def routes() -> list:
         Route("/api/files/restore", restore_file, methods=["POST"]),
         Route("/api/files/undo", undo_write, methods=["POST"]),
         Route("/senses", senses_page),
+        Route("/senses/batch/{batch_id}", batch_page),
         Route("/api/senses/silence", silence, methods=["POST"]),
         Route("/api/senses/start", start_sense, methods=["POST"]),
         Route("/settings", settings_page),

@@ -27,7 +27,7 @@ from ..attach import connect_socket, reachable, socket_path
 from ..host import Host
 from .app import build_web_app
 from .auth import Credentials, keep_token
-from .live import Bridge
+from .live import AgentUnavailable, Bridge
 from .senses import SensesControl
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class UiServer:
     allow_remote: bool = False
     build_app: Callable[..., object] | None = None  # `app.build_app`, replaceable in tests
     credentials: Credentials = field(default_factory=Credentials.fresh)
-    mode: str = ""  # "attached" or "in-process", once started
+    mode: str = ""  # "attached", "in-process" or "first-run" (no model), once started
+    first_run: str | None = None  # why no agent runs: no model is configured
     agent_app: object | None = None  # the in-process App
     _agent_host: Host | None = None
     _store: TurnStore | None = None
@@ -96,6 +97,7 @@ class UiServer:
             web = build_web_app(paths=self.paths, files=self.config.files, bridge=bridge,
                                 store=store, credentials=self.credentials,
                                 senses=self._senses, archive=self._archive,
+                                first_run=self.first_run,
                                 hosts=["*"] if self.allow_remote else hosts)
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
                                     timeout_graceful_shutdown=1, ws="none")
@@ -144,11 +146,14 @@ class UiServer:
                 self._archive = SensoryArchive(self.paths.archive_db)
             self._bridge = Bridge(lambda: connect_socket(path, client="web"))
             return self._bridge, self._store
-        from ...app import build_app
+        from ...app import NoModelConfigured, build_app
 
         make = self.build_app or build_app
         host = Host(self.paths.name)
-        app = make(self.paths, self.config, listener=host)
+        try:
+            app = make(self.paths, self.config, listener=host)
+        except NoModelConfigured as exc:  # the page still helps: it says what to set
+            return self._first_run(str(exc))
         self.agent_app, self._agent_host, self.mode = app, host, "in-process"
         host.bind(app)  # type: ignore[arg-type]
         await app.start()  # type: ignore[attr-defined]
@@ -161,6 +166,18 @@ class UiServer:
         self._senses = SensesControl(app.pipeline)  # type: ignore[attr-defined]
         self._archive = app.pipeline.archive  # type: ignore[attr-defined]
         return self._bridge, app.store  # type: ignore[attr-defined]
+
+    def _first_run(self, why: str) -> tuple[Bridge, TurnStore]:
+        """No model yet: the pages serve the settings and what to set; nothing runs."""
+        self.mode, self.first_run = "first-run", why
+
+        async def attach():
+            raise AgentUnavailable(why)
+
+        self.paths.ensure()
+        self._store = TurnStore(self.paths.turns_db)
+        self._bridge = Bridge(attach)
+        return self._bridge, self._store
 
 
 def _family(host: str) -> socket.AddressFamily:

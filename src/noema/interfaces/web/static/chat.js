@@ -148,10 +148,11 @@ const chat = {
     if (turn.kind === "tool_call" || turn.kind === "tool_result" || turn.kind === "event") {
       node = chat.el("details", `turn ${turn.kind}`);
       const label = turn.kind === "tool_call" ? `${turn.tool_name || "tool"} called`
-        : turn.kind === "event" ? "events delivered" : `${turn.tool_name || "tool"} answered`;
+        : turn.kind === "event" ? "events from the senses, delivered" : `${turn.tool_name || "tool"} answered`;
       node.appendChild(noema.el("summary", "", turn.error ? `${label} (failed)` : label));
       const text = turn.kind === "tool_call" ? (turn.arguments || "") : turn.content;
       node.appendChild(noema.el("pre", "body", text));
+      if (turn.kind === "event") chat.archiveLinks(node, turn.content);
     } else {
       node = chat.el("div", `turn ${turn.kind}`);
       const body = chat.el("div", "body");
@@ -167,6 +168,20 @@ const chat = {
     for (const flag of flags) node.classList.add(flag);
     if (flags.includes("discarded")) node.title = "discarded by a safe cancellation";
     return node;
+  },
+
+  // A delivered gap names the archive batches holding what was left out.
+  archiveLinks(node, text) {
+    const batches = new Set();
+    for (const match of text.matchAll(/\bbatch (b\d{1,18})\b/g)) batches.add(match[1]);
+    if (!batches.size) return;
+    const line = noema.el("p", "archive-links", "In the archive: ");
+    for (const batch of batches) {
+      const link = noema.el("a", "", batch);
+      link.href = `/senses/batch/${batch}`;
+      line.append(link, " ");
+    }
+    node.appendChild(line);
   },
 
   cycleEnded(message) {
