@@ -566,7 +566,8 @@ def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
     async def serve() -> None:
         server = UiServer(obj.paths, config, host=host, port=port, allow_remote=allow_remote)
         address = await server.start()
-        how = "attached to the running agent" if server.mode == "attached" else "agent runs here"
+        how = {"attached": "attached to the running agent", "in-process": "the agent runs here",
+               "first-run": "no model configured yet: the page says what to set"}[server.mode]
         click.echo(f"Noema · agent {obj.paths.name} · {how}\nOpen {address}\n"
                    f"(the token is also in {obj.paths.root / TOKEN_FILE}); Ctrl-C stops.")
         try:
