@@ -76,3 +76,28 @@ async def test_a_refused_submission_waits_and_is_taken_once_there_is_room(
     await rig.desk.wait(lambda: len(rig.desk.turns) == 2)
     assert [t.content for t in rig.desk.turns] == ["first", "second"]
     assert len(rig.notices) == 1 and "could not be taken" in rig.notices[0]
+
+
+async def test_a_damaged_state_file_is_moved_aside_and_telegram_keeps_working(
+        rig: Rig, server: FakeTelegramServer):
+    from noema.memory.turns import ROLE_OF_KIND, Turn, TurnKind
+
+    old = []
+    for n in range(2):  # a question, then the slot its answer took in the conversation
+        old.append(rig.desk.submit(f"old {n}", channel="telegram", sender=str(PERSON)))
+        rig.desk.submit("(the answer's place)", channel="terminal")
+    damaged = b"this is not a database " * 200
+    (rig.root / "telegram.db").write_bytes(damaged)
+    channel = await rig.open()
+    # The router offers recent answers again: only the newest question's may go.
+    for question, answer_id in ((old[0], old[0].id + 1), (old[1], old[1].id + 1)):
+        answer = Turn(answer_id, 0.0, TurnKind.ASSISTANT, ROLE_OF_KIND[TurnKind.ASSISTANT],
+                      f"answer to {question.content}")
+        await channel.reply(question, answer)
+    assert [m.plain for m in server.sent] == ["answer to old 1"]
+    [notice] = rig.notices
+    assert "Telegram state file was damaged" in notice and "moved to" in notice
+    [aside] = rig.root.glob("telegram.db.damaged-*")
+    assert aside.read_bytes() == damaged  # kept, not deleted
+    server.inject_text(PERSON, "still works")
+    await rig.desk.wait(lambda: rig.desk.turns[-1].content == "still works")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
+import time
 
 from ...interfaces.protocol import ChannelView
 from ...memory.turns import Turn
@@ -38,7 +40,7 @@ class TelegramChannel:
                  backoff: Backoff = Backoff(initial=1.0, maximum=60.0),
                  send_delay: float = 1.0) -> None:
         self.settings = settings
-        self.state = TelegramState(ctx.paths.root / STATE_FILE)
+        self.state = _open_state(ctx)
         token = ctx.secrets.get(settings.token_secret, "").strip()
         self.bot = build_bot(settings, token) if token else None
         self.sender = (Sender(self.bot, self.state, settings.token_secret, send_delay)
@@ -60,6 +62,11 @@ class TelegramChannel:
         return list(self._tools)
 
     async def start(self, desk: Desk) -> None:
+        if self.state.fresh:  # a new (or replaced) file over a conversation that may be old
+            asked = [t.id for t in desk.submitted(CHANNEL)]
+            # Earlier answers are taken as sent; the newest question's may still be owed.
+            self.state.set_horizon(max(asked, default=0))
+            self.state.fresh = False
         if self.poller is not None:
             self.poller.attach(desk)
 
@@ -91,3 +98,22 @@ class TelegramChannel:
                 await self.bot.shutdown()
         self.state.close()
 
+
+
+def _open_state(ctx: ChannelContext) -> TelegramState:
+    """The state file; a damaged one is moved aside (kept, for a look by hand)
+    and a new one started, so that the person's chats keep working."""
+    path = ctx.paths.root / STATE_FILE
+    try:
+        return TelegramState(path)
+    except sqlite3.DatabaseError as exc:
+        aside = path.with_name(f"{STATE_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            moved = path.with_name(path.name + suffix)
+            if moved.exists():
+                moved.rename(aside.with_name(aside.name + suffix))
+        log.warning("Telegram state file %s unusable (%s); moved to %s", path, exc, aside)
+        ctx.notice(f"the Telegram state file was damaged ({exc}); it was moved to {aside} and "
+                   "a new one started. Messages it held back for the agent may be missing, and "
+                   "the answer to your newest Telegram message may be sent again.")
+        return TelegramState(path)

@@ -72,14 +72,23 @@ class OutboxEntry:
 
 
 class TelegramState:
-    """The channel's state file (`telegram.db` in the agent's folder)."""
+    """The channel's state file (`telegram.db` in the agent's folder).
+    Opening a damaged file raises `sqlite3.DatabaseError`."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
+        self.fresh = str(path) == ":memory:" or not Path(path).exists()  # nothing to resume
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            (verdict,) = self._db.execute("PRAGMA quick_check").fetchone()
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+        except BaseException:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         self._db.close()
@@ -147,6 +156,18 @@ class TelegramState:
         return int(row[0] or 0)
 
     # -- answers ---------------------------------------------------------------
+
+    @property
+    def horizon(self) -> int:
+        """Answers older than this turn ID are not this file's to send (0: none)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='horizon'").fetchone()
+        return int(row[0]) if row else 0
+
+    def set_horizon(self, turn_id: int) -> None:
+        """A new file over an old conversation: what was answered before it is
+        not known, and must not all be sent again."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('horizon', ?)", (str(turn_id),))
 
     def outbox(self, answer_id: int) -> OutboxEntry | None:
         row = self._db.execute(
