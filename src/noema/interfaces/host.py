@@ -6,6 +6,10 @@ that reconnects gets what it missed. Interfaces attach in the same process
 (`Host.connect`, an in-memory connection) or from another one (`Host.serve`,
 the agent's unix socket); both speak the same messages.
 
+A message for one client only (`Welcome`, `Done`, `Status`, `Refused`, its
+`Goodbye`) carries the seq of the last broadcast that client was sent, so
+the newest seq a client has seen is always the right `Hello.since`.
+
 A client never slows the agent: a broadcast only appends to each client's
 own queue, and a client whose queue grows past its bound (it stopped
 reading, or reads slower than the agent writes) is dropped; it may come back
@@ -291,7 +295,9 @@ class Host(AgentListener):
         return sum(1 for c in self._clients.values() if c.attached)
 
     def connect(self, client: str = "") -> _MemoryConnection:
-        """An in-process attachment; send `Hello` first, as over the socket."""
+        """An in-process attachment (call it inside the running event loop); the
+        client sends `Hello` first and reads `Welcome`, as over the socket.
+        `client` names it until its Hello names it."""
         self._own_loop()
         return _MemoryConnection(self, self._new_client(client))
 
