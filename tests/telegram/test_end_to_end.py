@@ -66,3 +66,30 @@ async def test_a_telegram_message_starts_a_cycle_whose_answer_reaches_the_chat(
         assert channel.state.outbox(request_answer_id(app)).done
     finally:
         await app.aclose()
+
+
+async def test_a_crash_between_submit_and_the_channels_record_takes_the_message_once(
+        tmp_path, server: FakeTelegramServer):
+    from noema.channels.telegram.state import TelegramState
+    from noema.memory.store import TurnStore
+    from noema.memory.turns import NewTurn, TurnKind
+
+    paths, config = telegram_agent(tmp_path, server)
+    build_app(paths, config, provider=ScriptedProvider([])).close()  # the agent's files
+    # What a kill -9 leaves: the batch written, the agent's turn stored, no record of it.
+    state = TelegramState(paths.root / "telegram.db")
+    state.open_batch(PERSON, "book the ferry")
+    state.open_batch(PERSON, "and a cabin")  # this one never reached the agent
+    state.close()
+    store = TurnStore(paths.turns_db)
+    store.append(NewTurn(TurnKind.USER, "book the ferry", channel="telegram", sender=str(PERSON)))
+    store.close()
+    app = build_app(paths, config, provider=ScriptedProvider([say("Booked.")]))
+    try:
+        await app.start()
+        await app.agent.idle()
+        turns = app.store.range(1, app.store.last_id())
+        asked = [t.content for t in turns if t.kind is TurnKind.USER]
+        assert asked == ["book the ferry", "and a cabin"]
+    finally:
+        await app.aclose()
