@@ -10,6 +10,11 @@ agent starts a cycle; the clock stops when the model's request holding the
 mail's text begins. The answer goes back by SMTP (aiosmtpd delivering into
 the person's mailbox), as in use; the next mail waits until the agent is idle.
 
+The figures are split: Dovecot's own delay before its IDLE push (about
+0.5 s: Dovecot waits that long after a change to the maildir before it
+notifies, so a burst is one notification), the sensor (the push to the
+person's message stored), and the agent (stored to the request).
+
 Target: p99 within 1 s with IDLE. Prints figures; asserts nothing.
 
     .venv/bin/python bench/mail_latency.py [--mails 100] [--smoke]

@@ -45,6 +45,19 @@ def dovecot():
 
 
 @pytest.fixture(scope="session")
+def dovecot_without_idle():
+    """A Dovecot whose capabilities after login leave IDLE out."""
+    problem = available()
+    if problem:
+        pytest.skip(problem)
+    server = Dovecot.create("imap_capability = IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE "
+                            "LITERAL+ UIDPLUS\n")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def smtp(dovecot):
     relay = SmtpRelay(dovecot)
     relay.start()

@@ -110,7 +110,8 @@ class Dovecot:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def create(cls) -> Dovecot:
+    def create(cls, extra: str = "") -> Dovecot:
+        """A new instance (not started); `extra` is appended to its configuration."""
         root = Path(tempfile.mkdtemp(prefix="noema-dovecot-"))
         root.chmod(0o755)  # Dovecot's unprivileged processes read the passwd file
         uid, gid, internal, login = _mail_owner()
@@ -120,7 +121,7 @@ class Dovecot:
         (root / "passwd").write_text("")
         port = free_port()
         (root / "dovecot.conf").write_text(_CONFIG.format(
-            root=root, port=port, uid=uid, gid=gid, internal=internal, login=login))
+            root=root, port=port, uid=uid, gid=gid, internal=internal, login=login) + extra)
         return cls(root, port)
 
     @property

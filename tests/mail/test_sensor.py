@@ -125,6 +125,7 @@ async def test_idle_wakes_the_sensor_for_each_new_mail(rig):
         rig.accounts.deliver(mail("a@outside.test", rig.accounts.agent_address, f"n{n}", "x"))
         await rig.until(lambda: len(stranger_events(rig)) == n + 1, f"mail {n}")
     assert [e.payload["uid"] for e in stranger_events(rig)] == [1, 2, 3]
+    assert rig.channel.view().detail.endswith(" · IDLE")
 
 
 async def test_a_changed_uidvalidity_starts_again_without_a_flood(accounts, tmp_path):
@@ -160,5 +161,22 @@ async def test_a_refused_login_is_retried_quietly_and_told_once(accounts, tmp_pa
         assert rig.channel.sensor.health.state.startswith("retrying in")
         assert rig.hub.running("email")  # a failing server is not a crash of the sensor
         assert rig.channel.view().state.startswith("retrying in")
+    finally:
+        await rig.stop()
+
+
+async def test_without_idle_the_sensor_polls(dovecot_without_idle, smtp, tmp_path):
+    from .conftest import Accounts
+
+    accounts = Accounts(dovecot_without_idle, smtp, dovecot_without_idle.new_user("agent"),
+                        dovecot_without_idle.new_user("ana"))
+    rig = await make_rig(accounts, tmp_path, poll_interval=0.05)
+    try:
+        await rig.until(lambda: rig.channel.sensor.looks >= 1, "the first look")
+        accounts.deliver(mail("a@outside.test", accounts.agent_address, "polled", "x"))
+        await rig.until(lambda: stranger_events(rig), "the mail, found by a poll")
+        assert rig.channel.sensor.looks >= 2
+        assert "polling every 0.05 s (no IDLE)" in rig.channel.view().detail
+        assert stranger_events(rig)[0].payload["subject"] == "polled"
     finally:
         await rig.stop()

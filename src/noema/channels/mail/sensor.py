@@ -189,6 +189,8 @@ class InboxSensor:
     async def _follow(self, connection: ImapConnection, folder: Folder, emit: Emitter) -> None:
         last = self._place(folder, emit)
         self._intake.settle()
+        self.health.detail += (" · IDLE" if connection.has_idle else
+                               f" · polling every {self.settings.poll_interval:g} s (no IDLE)")
         while True:
             uids = await connection.uids_after(last)
             for at in range(0, len(uids), FETCH_BATCH):
