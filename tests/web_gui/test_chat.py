@@ -105,3 +105,17 @@ def test_script_in_model_and_world_text_runs_nothing(page, live):
 
 def test_the_context_use_is_shown(page, live):
     expect(page.locator("#context")).to_have_text(re.compile(r"context [\d,]+ / [\d,]+ tokens"))
+
+
+def test_a_safe_cancellation_greys_the_discarded_answer(page, live):
+    words = " ".join(f"draft{i}" for i in range(2000))
+    live.script(say(words), say("Both questions, answered together."))
+    _send(page, "First question.")
+    expect(page.locator(".turn.streaming")).to_contain_text("draft3")
+    _send(page, "Actually, a second one.")  # nothing ran yet: the cycle is cancelled safely
+    expect(page.locator(".line.outcome.cancelled_safe")).to_contain_text("discarded")
+    expect(page.locator(".turn.discarded")).to_contain_text("draft3")
+    expect(page.locator(".turn.assistant:not(.discarded)").last).to_have_text(
+        "Both questions, answered together.")
+    live.idle()
+    screenshot(page, "chat-cancelled-safe")
