@@ -11,7 +11,7 @@ import pytest
 
 from noema.config import Config
 from noema.interfaces.attach import socket_path
-from noema.interfaces.host import Host
+from noema.interfaces.host import Host, CannotServe
 from noema.interfaces.protocol import (
     MAX_LINE,
     Answer,
@@ -85,7 +85,7 @@ async def test_a_stale_socket_is_replaced_and_a_live_one_never(tmp_path):
         attached = await served.attach()
         await attached.connection.aclose()
         intruder = Host("ana")
-        with pytest.raises(RuntimeError, match="already serves"):
+        with pytest.raises(CannotServe, match="already serves"):
             await intruder.serve(socket_path(paths))
         attached = await served.attach()  # the live socket is untouched
         await attached.connection.aclose()
@@ -404,3 +404,9 @@ async def test_a_client_dropped_for_falling_behind_resumes_from_its_goodbye():
     assert texts == [f"notice {n}" for n in range(goodbye.seq, total)]
     assert goodbye.seq == 0  # everything it had not read is sent again, once
     await again.aclose()
+
+
+async def test_a_socket_that_cannot_be_made_is_a_clear_error(tmp_path):
+    host = Host("ana")
+    with pytest.raises(CannotServe, match="cannot be made"):
+        await host.serve(tmp_path / "no such folder" / "agent.sock")

@@ -118,6 +118,11 @@ _END = object()  # closes a client's queue
 _SHUTDOWN = "stopped"  # who settled an approval the agent's stopping cut short
 
 
+class CannotServe(RuntimeError):
+    """The socket cannot be made: a live process serves its path, or the
+    folder refuses it (the text says which)."""
+
+
 def turn_view(turn: Turn) -> TurnView:
     """A stored turn as interfaces see it."""
     return TurnView(id=turn.id, ts=turn.ts, kind=turn.kind.value, content=turn.content,
@@ -626,8 +631,11 @@ class Host(AgentListener):
         self._own_loop()
         socket_path = Path(socket_path)
         if await _answers(socket_path):
-            raise RuntimeError(f"another process already serves {socket_path}")
-        folder = Path(tempfile.mkdtemp(prefix=".sock-", dir=socket_path.parent))  # mode 0700
+            raise CannotServe(f"another process already serves {socket_path}")
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=".sock-", dir=socket_path.parent))  # 0700
+        except OSError as exc:
+            raise CannotServe(f"the socket {socket_path} cannot be made: {exc}") from exc
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with unix_address(folder / "s") as address:
@@ -639,9 +647,11 @@ class Host(AgentListener):
             sock.listen(64)
             self._server = await asyncio.start_unix_server(
                 self._serve_client, sock=sock, limit=MAX_LINE + 2)
-        except BaseException:
+        except BaseException as exc:
             sock.close()
             self._remove_socket()
+            if isinstance(exc, OSError):
+                raise CannotServe(f"the socket {socket_path} cannot be made: {exc}") from exc
             raise
         finally:
             with contextlib.suppress(OSError):

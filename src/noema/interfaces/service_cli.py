@@ -46,6 +46,7 @@ def run(obj: Context) -> None:
     from ..health import UnusableDatabase
     from ..paths import AgentBusy
     from ..providers.base import ProviderError
+    from .host import CannotServe
     from .run import run_agent
 
     config = obj.config()
@@ -59,6 +60,8 @@ def run(obj: Context) -> None:
         raise ConfigurationProblem(configuration.mask_secrets(str(exc))) from None
     except AgentBusy as exc:
         raise click.ClickException(str(exc)) from None
+    except CannotServe as exc:
+        raise click.ClickException(f"interfaces could not attach: {exc}") from None
     except UnusableDatabase as exc:
         raise _refusal(exc) from None
     # Everything is closed. The interpreter's last collections would walk every
