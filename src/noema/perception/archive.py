@@ -301,13 +301,13 @@ class SensoryArchive:
                 part.write(self.conn)
             indexed_all = not self._backfilling or archive_index.backfill_step(
                 self.conn, archive_index.COMMIT_CHUNK)
-        self._committed()
         self._backfilling = not indexed_all
         self.committed += len(self._rows)
         self._rows = []
         self._dirty = {}
         for part in self._parts:
             part.clear_staged()
+        self._committed()
 
     def _committed(self) -> None:
         """After each commit: tell the upkeep, starting it with the first one."""
