@@ -14,8 +14,9 @@ store's appends do neither (see `configure`):
   percentile, and a smaller c makes each of them cheaper; a larger c (we
   had 64) makes every such merge dearer and leaves more segments, which
   every commit pays for (FTS5 rewrites its list of segments on each) and
-  every search walks. At a million turns, 3,000 appends back to back cost
-  p99 0.85 ms of CPU with 16 against 1.75 ms with 64 and 1.3 ms with 4;
+  every search walks. At a million turns, 3,000 store appends back to back
+  cost p99 0.85 ms of CPU with 16 against 1.75 ms with 64 and 1.3 ms with
+  4 (through the session, `bench/append_at_scale.py`: 2.0 ms against 2.3);
 - the WAL is never checkpointed by an append; this thread checkpoints it
   (PASSIVE, which never blocks a writer) every CHECKPOINT_EVERY_S while
   turns keep arriving, and again once they stop.
