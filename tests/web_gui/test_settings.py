@@ -46,3 +46,25 @@ def test_a_secret_is_refused_from_the_form(page, live):
     expect(form.locator(".outcome.error")).to_contain_text("secrets do not go in config.toml")
     config = live.paths.config_file
     assert not config.exists() or "sk-ant" not in config.read_text()
+
+
+def test_the_rule_tester_names_the_rule_an_event_meets(page, live):
+    config = live.paths.config_file
+    before = config.read_text() if config.exists() else ""
+    config.write_text(before + '\n[[reflexes.rules]]\nchannel = "log.*"\ntext = "ERROR"\n'
+                      'urgency = "urgent"\n')
+    try:
+        page.goto(f"{live.base}/settings")
+        page.fill("#r-channel", "log.web")
+        page.fill("#r-text", "ERROR: the disk is full")
+        page.click("#rule-test button")
+        expect(page.locator("#rule-outcome")).to_contain_text("Rule 1")
+        expect(page.locator("#rule-outcome")).to_contain_text("matches: urgent")
+        page.fill("#r-text", "all is well")
+        page.click("#rule-test button")
+        expect(page.locator("#rule-outcome")).to_contain_text("No rule of 1 matches")
+        page.fill("#r-channel", "Not A Channel!")
+        page.click("#rule-test button")
+        expect(page.locator("#rule-outcome.error")).to_contain_text("cannot be tested")
+    finally:
+        config.write_text(before)

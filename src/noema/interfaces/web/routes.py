@@ -256,6 +256,22 @@ async def save_setting(request: Request) -> Response:
                                              "agent uses it from its next start."})
 
 
+async def rule_test(request: Request) -> Response:
+    web = _context(request)
+    try:
+        body = await _json(request)
+        fields = {name: body.get(name, "") for name in ("channel", "sender", "key", "text")}
+        if not all(isinstance(v, str) for v in fields.values()):
+            raise BadRequest("the event's fields are text")
+        text = settings_form.which_rule(web.paths, authorised=body.get("authorised") is True,
+                                        **fields)
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    except (ConfigError, ValueError, TypeError) as exc:
+        return _error(400, f"that event cannot be tested: {exc}")
+    return JSONResponse({"ok": True, "text": text})
+
+
 async def test_model(request: Request) -> Response:
     web = _context(request)
     try:
@@ -391,6 +407,7 @@ def routes() -> list:
         Route("/settings", settings_page),
         Route("/api/settings", save_setting, methods=["POST"]),
         Route("/api/settings/test", test_model, methods=["POST"]),
+        Route("/api/settings/rule", rule_test, methods=["POST"]),
         Route("/api/history", history),
         Route("/api/turn/{turn_id:int}", turn),
         Route("/api/status", status),

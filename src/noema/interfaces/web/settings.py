@@ -179,3 +179,29 @@ async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronic
 
 
 __all__ = ["ConfigError", "FormField", "FormSection", "current", "form", "save", "test_connection"]
+
+
+def which_rule(paths: AgentPaths, channel: str, sender: str, key: str, text: str,
+               authorised: bool) -> str:
+    """Which configured urgency rule an event like this would meet, in words.
+    ValueError when the event itself is not valid (a bad channel name…)."""
+    import time
+    import uuid
+
+    from ...orchestrator.urgency import UrgencyRules
+    from ...perception.events import Event
+
+    rules = current(paths).reflexes.rules
+    now = time.time()
+    event = Event(id=uuid.uuid4().hex[:16], channel=channel, sender=sender or "tester",
+                  authorised=authorised, occurred_at=now, received_at=now, key=key, text=text)
+    verdict = UrgencyRules.from_settings(rules).classify(event)
+    if not verdict.from_rule:
+        how = ("its own urgency hint" if verdict.hinted
+               else "the sensor's default urgency")
+        return f"No rule of {len(rules)} matches; {how} applies."
+    rule = rules[verdict.rule]
+    shown = ", ".join(f"{name}={value!r}" for name, value in
+                      rule.model_dump(exclude_none=True, exclude_defaults=True).items())
+    bypass = "; it is delivered even while the sensor is silenced" if verdict.bypass_stopped_sensor else ""
+    return f"Rule {verdict.rule + 1} ({shown}) matches: {verdict.urgency.value}{bypass}."

@@ -30,7 +30,21 @@ const settings = {
   },
 };
 
+async function testRule(event) {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const data = {};
+  for (const name of ["channel", "sender", "key", "text"]) data[name] = form.elements[name].value;
+  data.authorised = form.elements.authorised.checked;
+  const {status, body} = await noema.post("/api/settings/rule", data);
+  const out = document.getElementById("rule-outcome");
+  out.className = status === 200 ? "outcome" : "outcome error";
+  out.textContent = status === 200 ? body.text : (body.error || "the test failed");
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const rule = document.getElementById("rule-test");
+  if (rule) rule.addEventListener("submit", testRule);
   for (const form of document.querySelectorAll("form.setting")) {
     form.addEventListener("submit", settings.save);
   }
