@@ -201,10 +201,12 @@ async def make_rig(accounts: Accounts, root: Path, password: str = PASSWORD, **c
     store = TurnStore(paths.turns_db)
     session = Session.load(store)
     rig_ref: list[Rig] = []
+    notices: list[str] = []  # the channel may speak while it is built
 
     def notice(line: str) -> None:
-        rig_ref[0].notices.append(line)
-        rig_ref[0].changed.set()
+        notices.append(line)
+        if rig_ref:
+            rig_ref[0].changed.set()
 
     ctx = ChannelContext(paths, {"NOEMA_MAIL_PASSWORD": password}, hands,
                          SessionDelimiter.new(), ZoneInfo("UTC"), notice)
@@ -215,7 +217,8 @@ async def make_rig(accounts: Accounts, root: Path, password: str = PASSWORD, **c
         rig_ref[0].changed.set()
 
     hub = SensorHub(on_event)
-    rig = Rig(accounts, root, settings, store, session, channel, hub, approver)
+    rig = Rig(accounts, root, settings, store, session, channel, hub, approver,
+              notices=notices)
     rig_ref.append(rig)
 
     def submit(text: str, *, channel: str, sender: str | None = None) -> Turn:

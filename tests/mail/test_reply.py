@@ -107,3 +107,21 @@ async def test_a_crash_between_submit_and_the_record_takes_the_mail_once(account
         assert second.channel.state.pending() == []
     finally:
         await second.stop()
+
+
+async def test_a_damaged_state_file_is_moved_aside_and_mail_keeps_working(accounts, tmp_path):
+    first = await make_rig(accounts, tmp_path)
+    await first.until(lambda: first.channel.sensor.looks >= 1, "the first look")
+    await first.stop()
+    state_file = next(tmp_path.rglob("mail.db"))
+    for leftover in state_file.parent.glob("mail.db-*"):
+        leftover.unlink()
+    state_file.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    second = await make_rig(accounts, tmp_path)
+    try:
+        assert any("mail state file was damaged" in n for n in second.notices)
+        assert list(state_file.parent.glob("mail.db.damaged-*"))
+        await second.until(lambda: second.channel.sensor.looks >= 1, "the first look")
+        await persons_mail(second, "After the damage")
+    finally:
+        await second.stop()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
+import time
 
 from ...interfaces.protocol import ChannelView
 from ...memory.turns import Turn
@@ -41,7 +43,7 @@ class MailChannel:
         self.settings = settings
         self.ctx = ctx
         self.account = Account(settings, ctx.secrets)
-        self.state = MailState(ctx.paths.root / STATE_FILE)
+        self.state = _open_state(ctx)
         self.state.know(settings.allow_from, "allow_from")
         self.intake = PersonIntake(self.state, settings.max_body_chars, self._remember)
         self.unread = UnreadOutlet(settings.folder, self._bookmark(UNREAD_CHANNEL))
@@ -117,6 +119,25 @@ class MailChannel:
     async def aclose(self) -> None:
         await self.account.aclose()
         self.state.close()
+
+
+def _open_state(ctx: ChannelContext) -> MailState:
+    """The state file; a damaged one is moved aside (kept, for a look by hand)
+    and a new one started, so the person's mail keeps working."""
+    path = ctx.paths.root / STATE_FILE
+    try:
+        return MailState(path)
+    except sqlite3.DatabaseError as exc:
+        aside = path.with_name(f"{STATE_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            moved = path.with_name(path.name + suffix)
+            if moved.exists():
+                moved.rename(aside.with_name(aside.name + suffix))
+        log.warning("mail state file %s unusable (%s); moved to %s", path, exc, aside)
+        ctx.notice(f"the mail state file was damaged ({exc}); it was moved to {aside} and a "
+                   "new one started. An answer owed by mail may not be sent, and sending to "
+                   "addresses you wrote with before asks you again.")
+        return MailState(path)
 
 
 def build_mail_channel(settings: MailSettings, ctx: ChannelContext) -> MailChannel:

@@ -88,15 +88,23 @@ class Owed:
 
 
 class MailState:
-    """The channel's SQLite file (WAL, every change committed at once)."""
+    """The channel's SQLite file (WAL, every change committed at once).
+    Opening a damaged file raises `sqlite3.DatabaseError`."""
 
     def __init__(self, path: Path | str) -> None:
-        self.path = Path(path) if path != ":memory:" else path
+        self.path = path
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")  # an acknowledged mail survives power loss
-        self._conn.executescript(SCHEMA)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")  # a taken mail survives power loss
+            self._conn.executescript(SCHEMA)
+            (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+        except BaseException:
+            self._conn.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
