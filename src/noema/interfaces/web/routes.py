@@ -289,9 +289,10 @@ async def test_model(request: Request) -> Response:
 async def history(request: Request) -> Response:
     try:
         limit = min(max(int(request.query_params.get("limit", HISTORY_LIMIT)), 1), HISTORY_LIMIT)
+        after = max(int(request.query_params.get("after", 0)), 0)
     except ValueError:
-        return _error(400, "limit must be a whole number")
-    return JSONResponse({"turns": recent_turns(_context(request).store, limit)})
+        return _error(400, "limit and after must be whole numbers")
+    return JSONResponse({"turns": recent_turns(_context(request).store, limit, after)})
 
 
 async def turn(request: Request) -> Response:

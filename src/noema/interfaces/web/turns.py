@@ -28,12 +28,12 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     return data
 
 
-def recent_turns(store: TurnStore, limit: int) -> list[dict[str, Any]]:
-    """The newest `limit` turns, oldest first."""
+def recent_turns(store: TurnStore, limit: int, after: int = 0) -> list[dict[str, Any]]:
+    """The newest `limit` turns (of those after `after`), oldest first."""
     last = store.last_id()
-    if not last:
+    if not last or last <= after:
         return []
-    return [turn_json(t) for t in store.range(max(1, last - limit + 1), last)]
+    return [turn_json(t) for t in store.range(max(1, after + 1, last - limit + 1), last)]
 
 
 def turn_with_neighbours(store: TurnStore, turn_id: int, around: int = 3) -> list[dict[str, Any]]:

@@ -8,7 +8,10 @@ const chat = {
   streaming: null,        // the element receiving the answer as it is written
   lastSeq: null,          // the newest seq seen, to resume a stream we reopen ourselves
   source: null,
-  historyLoaded: false,
+  history: null,           // the first history read, started with the stream
+  newestStored: 0,         // the newest turn id read from the store
+  firstLive: null,         // the first node the live stream added: history goes before it
+  welcomedOnce: false,
 
   start() {
     chat.log = document.getElementById("log");
@@ -20,6 +23,7 @@ const chat = {
       }
     });
     document.getElementById("stop").addEventListener("click", chat.stop);
+    chat.history = chat.loadHistory();
     chat.connect();
   },
 
@@ -50,29 +54,41 @@ const chat = {
     document.body.dataset.busy = busy ? "yes" : "no";
   },
 
-  async loadHistory() {
-    const {status, body} = await noema.get("/api/history");
+  // Stored turns: all of the newest (after = 0), or those stored after `after`.
+  // They go before whatever live messages already arrived.
+  async loadHistory(after = 0) {
+    const {status, body} = await noema.get(`/api/history${after ? "?after=" + after : ""}`);
     if (status !== 200) {
       chat.setState(body.error || "the history could not be read");
       return;
     }
-    const fresh = [];
-    for (const turn of body.turns) if (!chat.seen.has(turn.id)) fresh.push(turn);
-    // History comes before whatever live messages already arrived.
-    const anchor = chat.log.firstChild;
-    for (const turn of fresh) {
+    for (const turn of body.turns) {
+      chat.newestStored = Math.max(chat.newestStored, turn.id);
+      if (chat.seen.has(turn.id)) continue;
       const node = chat.turnNode(turn);
-      if (node) chat.log.insertBefore(node, anchor);
+      if (node) chat.log.insertBefore(node, chat.firstLive);
     }
-    chat.historyLoaded = true;
     chat.scroll();
+  },
+
+  // The first welcome: the history was read while the stream was being opened,
+  // so what was stored in between is read too; after a gap the backlog could
+  // not cover, everything is read again.
+  async welcomed(message) {
+    chat.setState("");
+    if (!message.complete) {
+      await chat.loadHistory();
+    } else if (!chat.welcomedOnce) {
+      await chat.history;
+      await chat.loadHistory(chat.newestStored);
+    }
+    chat.welcomedOnce = true;
   },
 
   handle(message) {
     switch (message.type) {
       case "welcome":
-        chat.setState("");
-        if (!chat.historyLoaded || !message.complete) chat.loadHistory();
+        chat.welcomed(message);
         break;
       case "said":
       case "turn":
@@ -118,7 +134,7 @@ const chat = {
       chat.streaming = chat.el("div", "turn assistant streaming");
       chat.streaming.dataset.cycle = cycleId ?? "";
       chat.streaming.appendChild(noema.el("div", "body"));
-      chat.log.appendChild(chat.streaming);
+      chat.addLive(chat.streaming);
     }
     chat.streaming.querySelector(".body").textContent += delta;
     chat.scroll();
@@ -130,11 +146,17 @@ const chat = {
     if (!node) return;
     if (turn.kind === "assistant" && chat.streaming) {
       chat.streaming.replaceWith(node);
+      if (chat.firstLive === chat.streaming) chat.firstLive = node;
       chat.streaming = null;
     } else {
-      chat.log.appendChild(node);
+      chat.addLive(node);
     }
     chat.scroll();
+  },
+
+  addLive(node) {
+    chat.log.appendChild(node);
+    if (!chat.firstLive) chat.firstLive = node;
   },
 
   el(tag, className) {
@@ -214,7 +236,7 @@ const chat = {
 
   line(className, text) {
     const node = noema.el("p", `line ${className}`, text);
-    chat.log.appendChild(node);
+    chat.addLive(node);
     chat.scroll();
     return node;
   },
