@@ -21,6 +21,7 @@ from .protocol import (
     ApprovalSettled,
     AskStatus,
     ClientMessage,
+    Connection,
     CycleEnded,
     CycleStarted,
     Decided,
@@ -83,7 +84,7 @@ class AgentGone(ConnectionError):
 class ChatClient:
     """One person at one terminal, attached to the agent through `connection`."""
 
-    def __init__(self, connection, screen: Screen, *, client: str = "chat",
+    def __init__(self, connection: Connection, screen: Screen, *, client: str = "chat",
                  bar: StatusBar | None = None, extra_help: str = "") -> None:
         self.connection = connection
         self.screen = screen
