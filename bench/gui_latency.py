@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fak
 from noema.app import build_app
 from noema.config import Config
 from noema.interfaces.web import UiServer
+from noema.interfaces.web.render import markdown_html
 from noema.memory import savepoints
 from noema.memory.savepoints import Report, Status
 from noema.memory.store import TurnStore
@@ -216,6 +217,7 @@ def load_trials(browser, loads: int) -> tuple[list[float], list[float]]:
                     (served.base + "/memory", "document.querySelectorAll('.savepoint').length"
                      " === 50 && document.querySelector('.journey a.cite') !== null", memory),
                 ):
+                    markdown_html.cache_clear()  # each load renders as the first one did
                     start = time.perf_counter()
                     page.goto(url)
                     page.wait_for_function(wait, polling="raf")

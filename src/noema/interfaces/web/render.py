@@ -8,6 +8,8 @@ as script, style, frames or event handlers.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import nh3
 from markdown_it import MarkdownIt
 
@@ -19,6 +21,7 @@ _TAGS = {"p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol
 _ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"align"}, "td": {"align"}}
 
 
+@lru_cache(maxsize=4096)  # stored turns never change, and a page reload asks again
 def markdown_html(text: str) -> str:
     """`text` as sanitised HTML (links open outside the page, without referrer)."""
     return nh3.clean(_markdown.render(text), tags=_TAGS, attributes=_ATTRIBUTES,
