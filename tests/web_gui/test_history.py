@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from noema.interfaces.web.auth import COOKIE
-from noema.interfaces.web.routes import HISTORY_LIMIT
+from noema.interfaces.web.chat_routes import HISTORY_LIMIT
 from noema.providers.scripted import say
 
 

@@ -23,7 +23,8 @@ from ...security.settings import FilesSettings
 from .auth import Credentials, TokenGuard
 from .headers import SecurityHeaders
 from .live import Bridge
-from .routes import HERE, WebContext, routes
+from .context import WebContext
+from .routes import HERE, routes
 from .senses import SensesControl
 
 

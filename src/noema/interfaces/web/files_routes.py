@@ -1,0 +1,68 @@
+"""The files page: versions, a diff, restore and undo."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..versions_cli import VersionsCommandError
+from . import files as file_versions
+from .context import BadRequest, context_of, error, json_body, page
+
+
+async def files_page(request: Request) -> Response:
+    web = context_of(request)
+    try:
+        found = await asyncio.to_thread(file_versions.workspaces, web.files, web.paths)
+        problem = None
+    except VersionsCommandError as exc:
+        found, problem = [], str(exc)
+    return page(request, "files.html", page="files", workspaces=found, problem=problem)
+
+
+async def diff_page(request: Request) -> Response:
+    web = context_of(request)
+    version = request.query_params.get("version", "").strip()
+    try:
+        if not version:
+            raise VersionsCommandError("say which version: /files/diff?version=ID")
+        text, problem = await asyncio.to_thread(file_versions.diff, web.files, web.paths,
+                                                version), None
+    except VersionsCommandError as exc:
+        text, problem = "", str(exc)
+    lines = [(_diff_class(line), line) for line in text.splitlines()]
+    return page(request, "diff.html", page="files", version=version, lines=lines,
+                problem=problem)
+
+
+def _diff_class(line: str) -> str:
+    if line.startswith(("+++", "---", "diff ", "index ")):
+        return "head"
+    return {"+": "added", "-": "removed", "@": "hunk"}.get(line[:1], "")
+
+
+async def restore_file(request: Request) -> Response:
+    web = context_of(request)
+    try:
+        body = await json_body(request)
+        folder, path, version = body.get("folder"), body.get("path"), body.get("version")
+        if not all(isinstance(v, str) and v for v in (folder, path, version)):
+            raise BadRequest("a restore needs the folder, the path and the version")
+        text = await asyncio.to_thread(file_versions.restore, web.files, web.paths, folder,
+                                       path, version)
+    except BadRequest as exc:
+        return error(400, str(exc))
+    except VersionsCommandError as exc:
+        return error(409, str(exc))
+    return JSONResponse({"ok": True, "text": text})
+
+
+async def undo_write(request: Request) -> Response:
+    web = context_of(request)
+    try:
+        text = await asyncio.to_thread(file_versions.undo, web.files, web.paths)
+    except VersionsCommandError as exc:
+        return error(409, str(exc))
+    return JSONResponse({"ok": True, "text": text})

@@ -1,0 +1,83 @@
+"""The senses page, archive batches, silence and start."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .context import BadRequest, context_of, error, json_body, page, text_field
+from .live import AgentUnavailable
+from .senses import rates, search_archive
+
+
+async def senses_page(request: Request) -> Response:
+    web = context_of(request)
+    try:
+        status, unreachable = await web.bridge.status(), None
+    except AgentUnavailable as exc:
+        status, unreachable = None, f"the agent is not reachable: {exc}"
+    plot = await asyncio.to_thread(rates, web.paths.archive_db, web.paths.turns_db)
+    query = request.query_params.get("q", "").strip()
+    channel = request.query_params.get("channel", "").strip()
+    found, problem = None, None
+    if query:
+        if web.archive is None:
+            problem = "the archive cannot be searched: the agent has none yet"
+        else:
+            try:
+                found = search_archive(web.archive, query, channel or None)
+            except ValueError as exc:
+                problem = str(exc)
+    return page(request, "senses.html", page="senses", status=status,
+                unreachable=unreachable, plot=plot, control=web.senses is not None,
+                query=query, channel=channel, found=found, problem=problem)
+
+
+async def batch_page(request: Request) -> Response:
+    """One archived batch, a page of events at a time: where a delivered gap points."""
+    web = context_of(request)
+    batch_id = request.path_params["batch_id"]
+    try:
+        offset = max(int(request.query_params.get("offset", 0)), 0)
+    except ValueError:
+        offset = 0
+    found, problem = None, None
+    if web.archive is None:
+        problem = "the agent has no archive yet"
+    else:
+        try:
+            found = web.archive.lookup(batch_id, offset, limit=100)
+        except (LookupError, ValueError) as exc:
+            problem = str(exc) or f"there is no batch {batch_id}"
+    events = [] if found is None else [
+        {"seq": e.batch_seq, "when": time.strftime("%Y-%m-%d %H:%M:%S",
+                                                   time.localtime(e.received_at)),
+         "sender": e.sender, "text": e.text} for e in found.events]
+    return page(request, "batch.html", page="senses", batch_id=batch_id,
+                batch=found and found.batch, events=events,
+                next_offset=found and found.next_offset, problem=problem)
+
+
+async def silence(request: Request) -> Response:
+    return await _sense_action(request, lambda control, body: control.silence(
+        text_field(body, "channel"), text_field(body, "duration")))
+
+
+async def start_sense(request: Request) -> Response:
+    return await _sense_action(request, lambda control, body: control.start(
+        text_field(body, "channel")))
+
+
+async def _sense_action(request: Request, act) -> Response:
+    control = context_of(request).senses
+    if control is None:
+        return error(409, "silence and start from this page need the agent to run in this "
+                          "process; `noema run`'s agent takes them from the model's tools")
+    try:
+        text = act(control, await json_body(request))
+    except (BadRequest, ValueError) as exc:
+        return error(400, str(exc))
+    return JSONResponse({"ok": True, "text": text})
