@@ -33,6 +33,9 @@ def test_a_setting_is_saved_and_a_bad_value_shows_the_validation_message(page, l
     expect(error).to_contain_text("greater than or equal to 1")
     assert "max_steps = 30" in config.read_text()  # the bad value was not written
 
+    provider = page.locator('form[data-key="models.reasoning.provider"] select')
+    expect(provider).to_have_value("scripted")  # chosen from the provider table
+    expect(provider.locator("option[value=ollama]")).to_have_count(1)
     page.locator("button.test-model[data-role=reasoning]").click()
     expect(page.locator(".test-outcome")).to_contain_text("scripted/probe answered: ready")
     screenshot(page, "settings")

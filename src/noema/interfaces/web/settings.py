@@ -26,6 +26,7 @@ from ...paths import AgentPaths
 from ...providers.base import Message, MessageRole, ModelRequest, ProviderError, TextDelta
 
 TEST_TIMEOUT = 30.0  # seconds a connection test may take
+MODEL_PROVIDER_KEYS = frozenset({"models.reasoning.provider", "models.chronicler.provider"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,11 @@ def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
 def _field(key: str, name: str, annotation: Any, current: Any, help: str) -> FormField:
     label = name.replace("_", " ")
     inner = _without_none(annotation)
+    if key in MODEL_PROVIDER_KEYS:  # a key of the provider table: offered as a choice
+        from ...providers.catalog import PROVIDERS
+
+        return FormField(key, label, "select", "" if current is None else str(current),
+                         tuple(PROVIDERS), help)
     if inner is bool:
         return FormField(key, label, "checkbox", "true", help=help, checked=bool(current))
     if typing.get_origin(inner) is Literal:
