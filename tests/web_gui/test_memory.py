@@ -39,6 +39,13 @@ def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
             report=_report([asked.id]))
 
     accepted = live.call(write())
+
+    async def pin_one():
+        from noema.memory.observations import pin
+
+        pin(store, asked.id, "the boat talk", "The person wants a <b>lighthouse</b> name.")
+
+    live.call(pin_one())
     page.goto(f"{live.base}/memory")
     card = page.locator(f"#save-point-{accepted.id}")
     expect(card.locator(".journey strong")).to_have_text("lighthouse")
@@ -57,6 +64,9 @@ def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
     expect(rejected).to_contain_text("[unknown_citation] turn 999999 does not exist")
     expect(rejected).to_contain_text("<script>window.pwned=1</script>")
     assert page.evaluate("window.pwned") is None
+    pinned = page.locator(".pinned li").last
+    expect(pinned).to_contain_text("The person wants a <b>lighthouse</b> name.")  # as text
+    expect(pinned.locator("a")).to_have_attribute("href", f"/memory/turn/{asked.id}")
     screenshot(page, "memory")
 
 

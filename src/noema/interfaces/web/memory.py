@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...memory import savepoints
+from ...memory.observations import pinned
 from ...memory.recall import kind_label, when
 from ...memory.render import compact_ranges
 from ...memory.search import ROLE_KINDS, HistorySearch
@@ -16,6 +17,7 @@ from ..memory_cli import format_report
 from .render import markdown_html
 
 SEARCH_LIMIT = 30
+PINNED_LIMIT = 100  # pinned observations shown, newest
 ROLES = tuple(ROLE_KINDS)
 
 
@@ -91,3 +93,17 @@ def search(store: TurnStore, query: str, roles: list[str]) -> Found:
     hits = [Hit(h.turn.id, kind_label(h.turn), when(h.turn.ts), h.snippet, h.score)
             for h in result.hits]
     return Found(hits, list(result.terms), notes)
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedView:
+    turn_id: int
+    written: str
+    source: str
+    note: str
+
+
+def observations(store: TurnStore) -> list[PinnedView]:
+    """The pinned observations still standing, oldest first, each with the call that pinned it."""
+    return [PinnedView(o.turn_id, when(o.created), o.source, o.note)
+            for o in pinned(store, PINNED_LIMIT)]

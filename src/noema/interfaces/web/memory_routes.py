@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .context import context_of, page
-from .memory import ROLES, save_points, search
+from .memory import ROLES, observations, save_points, search
 from .turns import turn_with_neighbours
 
 
@@ -21,6 +21,7 @@ async def memory_page(request: Request) -> Response:
         except ValueError as exc:
             problem = str(exc)
     return page(request, "memory.html", page="memory", save_points=save_points(store),
+                pinned=observations(store),
                 query=query, roles=roles, all_roles=ROLES, found=found, problem=problem)
 
 
