@@ -179,7 +179,7 @@ class Rig:
         try:
             await asyncio.wait_for(wait(), WAIT)
         except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}; events: "
+            raise AssertionError(f"timed out waiting for {what}; events: {len(self.events)} "
                                  f"{[e.text[:80] for e in self.events]}") from None
 
     async def stop(self) -> None:

@@ -180,3 +180,40 @@ async def test_without_idle_the_sensor_polls(dovecot_without_idle, smtp, tmp_pat
         assert stranger_events(rig)[0].payload["subject"] == "polled"
     finally:
         await rig.stop()
+
+
+BROKEN = [
+    b"no headers at all, just text\r\n",
+    b"From: \xff\xfe <\x00@\x01>\r\nSubject: =?utf-8?q?=FF=FE?=\r\n\r\n\xff\xfe\xfd\r\n",
+    b"From: a@outside.test\r\nContent-Type: multipart/mixed; boundary=\"nope\"\r\n\r\n"
+    b"--other\r\nContent-Type: text/plain\r\n\r\nlost\r\n",
+    b"From: a@outside.test\r\nX-Long: " + b"y" * 20000 + b"\r\n\r\nbody\r\n",
+    b"From: a@outside.test\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"
+    + b"<div>" * 5000 + b"deep" + b"</div>" * 5000 + b"\r\n",
+]
+
+
+async def test_broken_mails_are_reported_and_the_next_mail_still_arrives(rig):
+    for raw in BROKEN:
+        rig.accounts.dovecot.deliver(rig.accounts.agent, raw)
+    rig.accounts.deliver(mail("b@outside.test", rig.accounts.agent_address, "fine", "ok"))
+    await rig.until(lambda: len(stranger_events(rig)) == len(BROKEN) + 1, "every mail")
+    assert stranger_events(rig)[-1].payload["subject"] == "fine"
+    assert rig.hub.running("email")
+
+
+async def test_news_heard_with_another_answer_is_not_lost_before_idle(accounts):
+    from noema.channels.mail.imap import ImapConnection
+
+    connection = await ImapConnection.open(accounts.settings(), "secret")
+    try:
+        await connection.select("INBOX")
+        connection.begin_look()
+        accounts.deliver(mail("a@outside.test", accounts.agent_address, "between", "x"))
+        # The server tells of the new mail along with the answer to this search…
+        await connection.search("UNSEEN")
+        # …and IDLE would not tell it again: the connection remembers it.
+        assert connection.news.is_set()
+        assert await connection.wait_for_change(timeout=600) is True
+    finally:
+        await connection.close()

@@ -149,7 +149,10 @@ def judge(message: Message, senders: tuple[str, ...], allow_from: tuple[str, ...
     address = senders[0]
     if mode == "off":
         return Verdict(True, True, "the From line is trusted ([mail] authentication = off)")
-    results = trusted_results(message, authserv_id)
+    try:
+        results = trusted_results(message, authserv_id)
+    except Exception:  # a header the parser chokes on proves nothing
+        return Verdict(False, True, "its Authentication-Results could not be read")
     if results is None:
         if mode == "require":
             return Verdict(False, True, f"no Authentication-Results from {authserv_id}")

@@ -97,24 +97,61 @@ def _one(meta: bytes, data: bytes) -> list[Fetched]:
     return [Fetched(int(uid.group(1)), names, data)]
 
 
+class _Protocol(aioimaplib.IMAP4ClientProtocol):
+    """aioimaplib's protocol, telling when the server reports new mail.
+
+    An untagged EXISTS that arrives with the answer to another command
+    (Dovecot sends one at the end of any command after a delivery) is
+    dropped by aioimaplib, and IDLE will not repeat it: without this, a
+    mail arriving while the sensor works would wait for the next one."""
+
+    def __init__(self, loop, conn_lost_cb, on_exists) -> None:
+        super().__init__(loop, conn_lost_cb)
+        self._on_exists = on_exists
+
+    def _untagged_response(self, line: bytes):
+        if _EXISTS.match(line[2:] if line.startswith(b"* ") else line):
+            self._on_exists()
+        return super()._untagged_response(line)
+
+
+class _Client(aioimaplib.IMAP4):
+    def __init__(self, *, on_exists, **options) -> None:
+        self._on_exists = on_exists
+        super().__init__(**options)
+
+    def create_client(self, host, port, loop, conn_lost_cb=None, ssl_context=None) -> None:
+        local_loop = loop if loop is not None else asyncio.get_running_loop()
+        self.protocol = _Protocol(local_loop, conn_lost_cb, self._on_exists)
+        self._client_task = local_loop.create_task(local_loop.create_connection(
+            lambda: self.protocol, host, port, ssl=ssl_context))
+
+
 class ImapConnection:
     """A logged-in IMAP connection with one folder selected."""
 
-    def __init__(self, client: aioimaplib.IMAP4, lost: asyncio.Event, timeout: float) -> None:
+    def __init__(self, client: aioimaplib.IMAP4, lost: asyncio.Event, timeout: float,
+                 news: asyncio.Event) -> None:
         self._client = client
         self.lost = lost  # set when the server closes the connection or it breaks
         self._timeout = timeout
         self.folder: Folder | None = None
+        self.news = news  # set when the server reports a new message count
+
+    def begin_look(self) -> None:
+        """Forget the news heard so far: the look about to start reads them."""
+        self.news.clear()
 
     @classmethod
     async def open(cls, settings: MailSettings, password: str) -> ImapConnection:
         """Connect, log in (the password is never logged) and return the connection."""
         host, port = settings.imap_address
-        lost = asyncio.Event()
+        lost, news = asyncio.Event(), asyncio.Event()
         context = ssl.create_default_context() if settings.imap_security == "tls" else None
         try:
-            client = aioimaplib.IMAP4(host=host, port=port, timeout=settings.timeout,
-                                      conn_lost_cb=lambda exc: lost.set(), ssl_context=context)
+            client = _Client(host=host, port=port, timeout=settings.timeout,
+                             conn_lost_cb=lambda exc: lost.set(), ssl_context=context,
+                             on_exists=news.set)
             await client.wait_hello_from_server()
             _honour_cancellation()
             _check(await client.login(settings.username or "", password), "the login")
@@ -124,7 +161,7 @@ class ImapConnection:
         except (OSError, asyncio.TimeoutError, aioimaplib.Abort, aioimaplib.Error) as exc:
             raise MailServerError(f"cannot reach the IMAP server {host}:{port} "
                                   f"({type(exc).__name__}: {exc})") from None
-        return cls(client, lost, settings.timeout)
+        return cls(client, lost, settings.timeout, news)
 
     @property
     def has_idle(self) -> bool:
@@ -209,7 +246,10 @@ class ImapConnection:
 
     async def wait_for_change(self, timeout: float) -> bool:
         """IDLE until the server reports something (True) or `timeout` passes
-        (False); MailServerError if the connection is lost meanwhile."""
+        (False); MailServerError if the connection is lost meanwhile. True at
+        once if new mail was reported since `begin_look`."""
+        if self.news.is_set():
+            return True
         try:
             async with asyncio.timeout(self._timeout):
                 idle = await self._unless_lost(self._client.idle_start(timeout=timeout))

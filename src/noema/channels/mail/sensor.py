@@ -192,6 +192,7 @@ class InboxSensor:
         self.health.detail += (" · IDLE" if connection.has_idle else
                                f" · polling every {self.settings.poll_interval:g} s (no IDLE)")
         while True:
+            connection.begin_look()
             uids = await connection.uids_after(last)
             for at in range(0, len(uids), FETCH_BATCH):
                 fetched = await connection.fetch(uids[at:at + FETCH_BATCH], "BODY.PEEK[]")
@@ -207,7 +208,7 @@ class InboxSensor:
                 self.on_look(self.looks)
             if connection.has_idle:
                 await connection.wait_for_change(self.settings.idle_renew)
-            else:
+            elif not connection.news.is_set():
                 await self._sleep(self.settings.poll_interval)
 
     def _save(self, folder: Folder, uid: int) -> None:
