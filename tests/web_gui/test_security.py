@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from noema.interfaces.web import PublicAddress, check_address
-from noema.interfaces.web.auth import COOKIE, TOKEN_FILE
+from noema.interfaces.web.auth import TOKEN_FILE, Credentials
 from noema.memory.turns import TurnKind
 from noema.providers.scripted import say
 
@@ -25,7 +25,7 @@ def client(live):
 
 @pytest.fixture
 def signed_in(live, client):
-    client.cookies.set(COOKIE, live.server.credentials.token)
+    client.cookies.set(live.server.credentials.cookie, live.server.credentials.token)
     return client
 
 
@@ -44,7 +44,7 @@ def test_without_the_token_every_page_and_the_stream_are_refused(client):
 
 def test_a_wrong_token_is_refused(live, client):
     assert client.get("/?token=not-the-token").status_code == 403
-    client.cookies.set(COOKIE, "not-the-token")
+    client.cookies.set(live.server.credentials.cookie, "not-the-token")
     assert client.get("/").status_code == 403
     assert client.get("/live").status_code == 403
 
@@ -54,8 +54,16 @@ def test_the_token_becomes_a_strict_http_only_cookie(live, client):
     assert response.status_code == 303
     assert response.headers["location"] == "/memory"  # the token leaves the address
     cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE}={live.server.credentials.token};")
+    credentials = live.server.credentials
+    assert cookie.startswith(f"{credentials.cookie}={credentials.token};")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+
+
+def test_each_agent_s_page_has_its_own_cookie():
+    # Cookies ignore the port: two agents' pages on one machine must not evict each other.
+    ana, bo = Credentials.fresh(scope="/home/x/agents/ana"), Credentials.fresh(scope="/x/bo")
+    assert ana.cookie != bo.cookie and ana.cookie.startswith("noema_ui_")
+    assert Credentials.fresh(scope="/x/bo").cookie == bo.cookie  # stable across runs
 
 
 def test_the_token_is_kept_for_the_owner_only(live):

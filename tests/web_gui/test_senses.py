@@ -57,9 +57,8 @@ def test_a_silenced_sensor_s_events_are_plotted_and_searchable(page, live):
 def test_silencing_an_unknown_channel_is_refused_with_its_reason(live):
     import httpx
 
-    from noema.interfaces.web.auth import COOKIE
 
-    with httpx.Client(base_url=live.base, cookies={COOKIE: live.server.credentials.token}) as c:
+    with httpx.Client(base_url=live.base, cookies={live.server.credentials.cookie: live.server.credentials.token}) as c:
         response = c.post("/api/senses/silence", json={"channel": "nope", "duration": "5m"},
                           headers={"x-csrf-token": live.server.credentials.csrf})
         assert response.status_code == 400 and "unknown channel" in response.json()["error"]

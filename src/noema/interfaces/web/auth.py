@@ -38,10 +38,13 @@ class Credentials:
     """The access token of this run and the CSRF token derived from it."""
 
     token: str
+    cookie: str = COOKIE  # the cookie's name: one per agent, so two agents' pages coexist
 
     @classmethod
-    def fresh(cls) -> Credentials:
-        return cls(secrets.token_urlsafe(32))
+    def fresh(cls, scope: str = "") -> Credentials:
+        """A new token; `scope` (the agent's folder) names the cookie."""
+        name = COOKIE + ("_" + hashlib.sha256(scope.encode()).hexdigest()[:12] if scope else "")
+        return cls(secrets.token_urlsafe(32), name)
 
     @property
     def csrf(self) -> str:
@@ -95,7 +98,7 @@ class TokenGuard:
             if scope["method"] in SAFE_METHODS:
                 await self._welcome(scope, send, [(k, v) for k, v in query if k != "token"])
                 return
-        cookie = _cookie(headers.get("cookie", ""))
+        cookie = _cookie(headers.get("cookie", ""), self.credentials.cookie)
         if offered is None and cookie is None:
             await _refuse(send, 401, "This page needs its access token: open the address "
                                      "`noema ui` printed (it ends in ?token=…).")
@@ -125,7 +128,8 @@ class TokenGuard:
     async def _welcome(self, scope: Scope, send: Send, rest: list[tuple[str, str]]) -> None:
         """The first visit: the cookie, and the same page without the token in the address."""
         target = scope.get("root_path", "") + scope["path"] + (f"?{urlencode(rest)}" if rest else "")
-        cookie = (f"{COOKIE}={self.credentials.token}; HttpOnly; SameSite=Strict; Path=/")
+        cookie = (f"{self.credentials.cookie}={self.credentials.token}; HttpOnly; "
+                  "SameSite=Strict; Path=/")
         await send({"type": "http.response.start", "status": 303, "headers": [
             (b"location", target.encode("latin-1")),
             (b"set-cookie", cookie.encode("latin-1")),
@@ -136,13 +140,13 @@ class TokenGuard:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _cookie(header: str) -> str | None:
+def _cookie(header: str, name: str) -> str | None:
     jar: SimpleCookie = SimpleCookie()
     try:
         jar.load(header)
     except Exception:  # a malformed cookie header is the same as none
         return None
-    morsel = jar.get(COOKIE)
+    morsel = jar.get(name)
     return morsel.value if morsel is not None else None
 
 

@@ -15,7 +15,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import uvicorn
 
@@ -64,7 +64,7 @@ class UiServer:
     port: int = DEFAULT_PORT
     allow_remote: bool = False
     build_app: Callable[..., object] | None = None  # `app.build_app`, replaceable in tests
-    credentials: Credentials = field(default_factory=Credentials.fresh)
+    credentials: Credentials | None = None  # drawn at start unless given
     mode: str = ""  # "attached", "in-process" or "first-run" (no model), once started
     first_run: str | None = None  # why no agent runs: no model is configured
     agent_app: object | None = None  # the in-process App
@@ -80,7 +80,7 @@ class UiServer:
     @property
     def address(self) -> str:
         """The page's address with the access token (print it; it opens the page)."""
-        if self._address is None:
+        if self._address is None or self.credentials is None:
             raise RuntimeError("the server has not started")
         host, port = self._address
         shown = f"[{host}]" if ":" in host else host
@@ -89,6 +89,8 @@ class UiServer:
     async def start(self) -> str:
         """Reach or start the agent, then listen; returns the address to open."""
         check_address(self.host, allow_remote=self.allow_remote)
+        if self.credentials is None:
+            self.credentials = Credentials.fresh(scope=str(self.paths.root))
         sock = socket.create_server((self.host, self.port), family=_family(self.host), backlog=64)
         try:
             bridge, store = await self._link()
