@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-import time
 
 from ...interfaces.protocol import ChannelView
 from ...memory.turns import Turn
 from ...perception.hub import Bookmark, Sensor
 from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
+from ..state_file import open_state
 from .access import Account
 from .compose import Thread, compose
 from .intake import CHANNEL, PersonIntake
@@ -124,20 +123,9 @@ class MailChannel:
 def _open_state(ctx: ChannelContext) -> MailState:
     """The state file; a damaged one is moved aside (kept, for a look by hand)
     and a new one started, so the person's mail keeps working."""
-    path = ctx.paths.root / STATE_FILE
-    try:
-        return MailState(path)
-    except sqlite3.DatabaseError as exc:
-        aside = path.with_name(f"{STATE_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            moved = path.with_name(path.name + suffix)
-            if moved.exists():
-                moved.rename(aside.with_name(aside.name + suffix))
-        log.warning("mail state file %s unusable (%s); moved to %s", path, exc, aside)
-        ctx.notice(f"the mail state file was damaged ({exc}); it was moved to {aside} and a "
-                   "new one started. An answer owed by mail may not be sent, and sending to "
-                   "addresses you wrote with before asks you again.")
-        return MailState(path)
+    return open_state(ctx.paths.root / STATE_FILE, MailState, what="mail", notice=ctx.notice,
+                      lost="An answer owed by mail may not be sent, and sending to "
+                           "addresses you wrote with before asks you again.")
 
 
 def build_mail_channel(settings: MailSettings, ctx: ChannelContext) -> MailChannel:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
-import time
 
 from ...interfaces.protocol import ChannelView
 from ...memory.turns import Turn
 from ...perception.hub import Backoff, Sensor
 from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
+from ..state_file import open_state
 from .connection import build_bot
 from .poller import CHANNEL, Poller
 from .sender import Sender
@@ -103,17 +102,6 @@ class TelegramChannel:
 def _open_state(ctx: ChannelContext) -> TelegramState:
     """The state file; a damaged one is moved aside (kept, for a look by hand)
     and a new one started, so that the person's chats keep working."""
-    path = ctx.paths.root / STATE_FILE
-    try:
-        return TelegramState(path)
-    except sqlite3.DatabaseError as exc:
-        aside = path.with_name(f"{STATE_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            moved = path.with_name(path.name + suffix)
-            if moved.exists():
-                moved.rename(aside.with_name(aside.name + suffix))
-        log.warning("Telegram state file %s unusable (%s); moved to %s", path, exc, aside)
-        ctx.notice(f"the Telegram state file was damaged ({exc}); it was moved to {aside} and "
-                   "a new one started. Messages it held back for the agent may be missing, and "
-                   "the answer to your newest Telegram message may be sent again.")
-        return TelegramState(path)
+    return open_state(ctx.paths.root / STATE_FILE, TelegramState, what="Telegram", notice=ctx.notice,
+                      lost="Messages it held back for the agent may be missing, and the answer "
+                           "to your newest Telegram message may be sent again.")
