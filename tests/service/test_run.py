@@ -167,8 +167,6 @@ async def test_a_signal_stops_a_reply_in_flight_within_two_seconds(tmp_path, ser
     assert user_turns(paths) == ["tell me a story", "hello?"]
 
 
-@pytest.mark.xfail(strict=True, reason="the agent does not yet resume a cycle a stop cut short: "
-                   "it waits for the person's next message (an orchestrator change)")
 async def test_a_restart_answers_the_question_a_stop_cut_short(tmp_path, server):
     paths = await stop_in_the_middle_of_a_reply(tmp_path, server)
     server.tokens_per_second = None

@@ -145,6 +145,18 @@ class SearchHit:
     score: float  # BM25; lower is better, as SQLite reports it
 
 
+@dataclass(frozen=True, slots=True)
+class StoredCycle:
+    """A reasoning cycle as the store recorded it: who it answered ("person" or
+    "world") and how it ended ("open" while it runs or if its process died;
+    then "answered", "step_limit", "failed", "stopped", "cancelled_safe",
+    "cancelled_unsafe", "shutdown" or "crashed")."""
+
+    id: int
+    origin: str
+    status: str
+
+
 def own_text(turn: NewTurn | Turn) -> str:
     """A turn's own text: its content, or for a call the tool's name and arguments."""
     if turn.kind is TurnKind.TOOL_CALL:
@@ -451,6 +463,12 @@ class TurnStore:
                 "UPDATE cycles SET ended = ?, status = ? WHERE id = ?",
                 (time.time(), status, cycle_id),
             )
+
+    def last_cycle(self) -> StoredCycle | None:
+        """The most recent cycle, whatever its state; None before the first."""
+        row = self.conn.execute(
+            "SELECT id, origin, status FROM cycles ORDER BY id DESC LIMIT 1").fetchone()
+        return None if row is None else StoredCycle(int(row[0]), str(row[1]), str(row[2]))
 
     def open_cycles(self) -> list[int]:
         """Cycles that started and never ended (the process died in them)."""

@@ -71,6 +71,7 @@ from .inputs import (
     Polled,
     RestoreBegun,
     RestoreDone,
+    Resume,
     StepStarted,
     Tick,
     ToolFinished,
@@ -153,6 +154,10 @@ class AgentStatus:
 
 Abort = SafeCancel | UnsafeCancel | StopCycle
 
+# How a cycle ends when the process stops under it ("shutdown", by `close`)
+# or dies in it ("crashed", closed on the next start): nobody chose to end it.
+_CUT_SHORT = frozenset({"shutdown", "crashed"})
+
 # How a cancelled cycle is recorded in the store and told to the interface.
 _ABORT_STATUS: dict[type, str] = {
     SafeCancel: "cancelled_safe",
@@ -214,7 +219,8 @@ class Agent:
 
     def start(self) -> None:
         """Repair what a previous process left, deliver the events it still owed,
-        and pick up unanswered messages.
+        pick up unanswered messages, and answer the question a shutdown or a
+        crash cut short (`Resume`; never one already answered).
 
         Call it inside the event loop, before the sensor hub starts: the
         events owed are fed again (with their own IDs and times, their urgency
@@ -237,6 +243,27 @@ class Agent:
             self.listener.on_notice(
                 f"{restored} event(s) received before the restart had not reached the model; "
                 "they are delivered now")
+        # A cycle started above (a message written since, restored events) runs
+        # over the unanswered question as well; with a repair left unwritten the
+        # history is not fit to send until the next delivery writes it.
+        if self.core.phase is Phase.IDLE and not self._leftovers and self._owes_an_answer():
+            if any(isinstance(d, StartCycle) for d in self._feed(Resume(self._clock()))):
+                self.listener.on_notice("the agent stopped before it answered your last "
+                                        "message; it answers it now")
+
+    def _owes_an_answer(self) -> bool:
+        """Whether the person's last question is still unanswered because the
+        process stopped or died in the cycle answering it. An answer stored
+        since (any assistant text after the question) settles it: never twice."""
+        last = self.session.store.last_cycle()
+        if last is None or last.origin != Origin.PERSON.value or last.status not in _CUT_SHORT:
+            return False
+        for turn in reversed(self.session.turns):
+            if turn.kind is TurnKind.ASSISTANT and turn.content.strip():
+                return False
+            if turn.kind is TurnKind.USER:
+                return True
+        return False
 
     def _restore(self) -> int:
         """Feed again (between RestoreBegun and the caller's RestoreDone) every

@@ -15,7 +15,9 @@ current phase is a bug of ours and raises `OrchestratorBug`.
 After a restart the shell feeds the events the archive still owes the model
 between `RestoreBegun` and `RestoreDone`, while idle: in between nothing
 starts a cycle, so the restored events and the waiting messages make one
-package, as if they had all just arrived.
+package, as if they had all just arrived. Then, if the person's last question
+was cut short by a shutdown or a crash, the shell feeds `Resume`: a cycle over
+the history as it stands, unless one already started.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from .inputs import (
     Polled,
     RestoreBegun,
     RestoreDone,
+    Resume,
     StepStarted,
     Tick,
     ToolFinished,
@@ -296,6 +299,10 @@ class Reflexes:
         if package.person_turns:
             origin = Origin.PERSON
         out.append(Deliver(package, notice))
+        self._open(now, out, origin)
+
+    def _open(self, now: float, out: list[Decision], origin: Origin) -> None:
+        """Start a cycle over the history as it stands (after its delivery, if any)."""
         self._runs += 1
         self._record = CycleRecord(self._runs, origin, now)
         self._phase = Phase.RUNNING
@@ -440,6 +447,15 @@ def _restore_done(core: Reflexes, signal: RestoreDone, out: list[Decision], now:
     core._restoring = False  # handle() then starts what is due and schedules the rest
 
 
+def _resume(core: Reflexes, signal: Resume, out: list[Decision], now: float) -> None:
+    # The question is in the history already: the cycle starts with nothing
+    # delivered. While a restore runs, or when a message of the person waits,
+    # the cycle those start answers it too (it is in the history before them).
+    if core._restoring or core._queue.has_person():
+        return
+    core._open(now, out, Origin.PERSON)
+
+
 def _tick(core: Reflexes, signal: Tick, out: list[Decision], now: float) -> None:
     pass  # handle() itself starts a due cycle and schedules the next wake-up
 
@@ -532,6 +548,7 @@ TRANSITIONS: Mapping[tuple[Phase, type], Handler] = {
     (Phase.IDLE, Tick): _tick,
     (Phase.IDLE, RestoreBegun): _restore_begun,
     (Phase.IDLE, RestoreDone): _restore_done,
+    (Phase.IDLE, Resume): _resume,
     (Phase.RUNNING, PersonMessage): _message_running,
     (Phase.RUNNING, PersonStop): _stop_running,
     (Phase.RUNNING, Perceived): _perceived_running,

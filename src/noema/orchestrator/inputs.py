@@ -104,6 +104,18 @@ class RestoreDone:
 
 
 @dataclass(frozen=True, slots=True)
+class Resume:
+    """On start: the person's last question was cut short by a shutdown or a
+    crash and never answered. A cycle answers it over the history as it
+    stands, unless something the person wrote since starts one anyway."""
+
+    at: float
+
+    def __post_init__(self) -> None:
+        _check_at(self.at)
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Time passed: the wake-up the core asked for with `WakeAt`, or any later one."""
 
@@ -223,6 +235,6 @@ class CycleAborted:
 
 
 Input = (
-    PersonMessage | PersonStop | Perceived | RestoreBegun | RestoreDone | Tick | StepStarted
-    | ModelChunk | ToolStarted | ToolFinished | Polled | CycleEnded | CycleAborted
+    PersonMessage | PersonStop | Perceived | RestoreBegun | RestoreDone | Resume | Tick
+    | StepStarted | ModelChunk | ToolStarted | ToolFinished | Polled | CycleEnded | CycleAborted
 )
