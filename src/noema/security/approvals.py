@@ -94,35 +94,46 @@ class ApprovalGate:
                 "'deny'), so it was not run. Do not retry it; do the task another way or ask "
                 "the person to do this step."
             )
-        if self._approver is None:
+        await self.ask(
+            ApprovalRequest(tool.name, summarize(arguments),
+                            f"the autonomy level of {tool.name} is 'ask'", ctx.call_id,
+                            ctx.turn_id),
+            ctx)
+
+    async def ask(self, request: ApprovalRequest, ctx: ToolContext | None = None) -> None:
+        """Ask the person about one call; returns only if they approve it.
+
+        Otherwise raises ToolError, with what the model should do next: when
+        nobody can be asked (no approver attached), when asking failed (an
+        interface's failure counts as a refusal: nothing runs unasked), and
+        when the person declines. An approver may raise ToolError itself, to
+        say why it cannot ask; that message stands. Cancelled while waiting,
+        the call is recorded in `ctx` as never run.
+        """
+        approver = self._approver
+        if approver is None:
             raise ToolError(
-                f"{tool.name} needs the person's approval ([autonomy] sets it to 'ask'), but "
-                "nobody can be asked in this session, so it was not run. Tell the person what "
-                "you wanted to do, or do the task without this tool."
+                f"{request.tool} needs the person's approval ({request.reason}), but nobody "
+                "can be asked in this session, so it was not run. Tell the person what you "
+                "wanted to do, or do the task without this tool."
             )
-        request = ApprovalRequest(
-            tool.name,
-            summarize(arguments),
-            f"the autonomy level of {tool.name} is 'ask'",
-            ctx.call_id,
-            ctx.turn_id,
-        )
         try:
-            approved = await self._approver(request)
+            approved = await approver(request)
         except asyncio.CancelledError:
-            ctx.interruption.append(
-                "It never ran: it was still waiting for the person's approval, so it had no effect."
-            )
+            if ctx is not None:
+                ctx.interruption.append("It never ran: it was still waiting for the person's "
+                                        "approval, so it had no effect.")
             raise
         except ToolError:
             raise
         except Exception as exc:  # the interface failed; the call must not run unasked
-            log.warning("asking for approval of %s failed: %s", tool.name, exc)
+            log.warning("asking for approval of %s failed: %s", request.tool, exc)
             raise ToolError(
-                f"the person could not be asked to approve {tool.name} ({exc}); it was not run"
+                f"the person could not be asked to approve {request.tool} ({exc}); it was "
+                "not run"
             ) from exc
         if not approved:
             raise ToolError(
-                f"the person declined this {tool.name} call; it was not run. Do not repeat "
-                "it unchanged: ask them what they would prefer."
+                f"the person declined this {request.tool} call ({request.reason}); it was not "
+                "run. Do not repeat it unchanged: ask them what they would prefer."
             )

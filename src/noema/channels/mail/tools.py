@@ -121,19 +121,10 @@ class MailTools:
         if not new:
             return
         if self.gate.level(send_tool) != "ask":  # at 'ask' the gate asked already
-            approver = self.gate._approver  # noqa: SLF001 the gate's public asking is its wrap
-            if approver is None:
-                raise ToolError(
-                    f"{', '.join(new)}: the person never wrote with this address, so sending "
-                    "needs their approval, and nobody can be asked in this session. It was "
-                    "not sent. Tell the person what you wanted to send and to whom.")
-            request = ApprovalRequest(
+            await self.gate.ask(ApprovalRequest(
                 send_tool.name, summarize(arguments),
-                f"{', '.join(new)}: the person never wrote with this address (a mail there "
-                "could leak their data)", ctx.call_id, ctx.turn_id)
-            if not await approver(request):
-                raise ToolError(f"the person declined sending to {', '.join(new)}; it was not "
-                                "sent. Do not retry it unchanged: ask them what they prefer.")
+                f"{', '.join(new)}: the person never wrote with this address, and a mail "
+                "there could leak their data", ctx.call_id, ctx.turn_id), ctx)
         self.state.know(new, "approved")
 
     async def thread_of(self, uid: int, folder: str) -> tuple[Thread, Mail]:

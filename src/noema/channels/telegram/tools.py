@@ -9,35 +9,30 @@ access policy, like `file_write`.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import replace
 from typing import Any
 
 from telegram import Bot
 from telegram.error import BadRequest
 
 from ...security import fsafe
-from ...security.approvals import ApprovalGate
+from ...security.approvals import ApprovalGate, ApprovalRequest, summarize
 from ...security.history import ChangeNote
 from ...security.policy import Access
-from ...security.settings import AutonomySettings
 from ...tools.hands import Hands
 from ...tools.registry import Tool, ToolContext, ToolError, tool
 from .sender import Sender
 from .settings import TelegramSettings
 
-GUARD = "a chat the person has never used (not one of [telegram] chat_ids)"
+GUARD = ("a chat the person has never used (not one of [telegram] chat_ids): a message "
+         "there could leak their data")
 
 
 async def ask_first(gate: ApprovalGate, guarded: Tool, ctx: ToolContext,
                     arguments: dict[str, Any]) -> None:
     """Ask the person about this call whatever its autonomy level says
-    (ToolError if they decline or cannot be asked). A copy of the gate with
-    `ask` for every tool asks the same approver the gate has now."""
-    asking = copy.copy(gate)
-    asking.settings = AutonomySettings(default="ask", tools={guarded.name: "ask"})
-    probe = asking.wrap(replace(guarded, handler=lambda ctx, **_: ""))
-    await probe.handler(ctx, **arguments)
+    (ToolError if they decline or cannot be asked)."""
+    await gate.ask(ApprovalRequest(guarded.name, summarize(arguments), GUARD, ctx.call_id,
+                                   ctx.turn_id), ctx)
 
 
 def telegram_tools(settings: TelegramSettings, bot: Bot | None, sender: Sender | None,
@@ -68,8 +63,7 @@ def telegram_tools(settings: TelegramSettings, bot: Bot | None, sender: Sender |
         if not text.strip():
             raise ToolError("the text is empty; there is nothing to send")
         if chat not in settings.chat_ids and gate_level(hands.gate) != "ask":
-            await ask_first(hands.gate, guarded_send, ctx,
-                            {"chat_id": chat, "text": text, "why I ask": GUARD})
+            await ask_first(hands.gate, guarded_send, ctx, {"chat_id": chat, "text": text})
         try:
             count = await sending.send(chat, text)
         except BadRequest as exc:
