@@ -297,6 +297,7 @@ def _wire(
         listener.on_notice(
             f"the {crash.channel} sensor failed ({crash.error}); retrying in {crash.retry_in:.0f} s"
         )
+        listener.on_sensor_crash(crash.channel, crash.retry_in)  # for the status, until then
 
     hub = SensorHub(agent.perceive, on_crash=sensor_crashed, clock=wall_clock)
     for sensor in sensors:

@@ -375,7 +375,7 @@ async def test_the_status_says_which_sensor_is_silenced_or_crashed(served):
     served.host.on_sensor_crash("scheduler", retry_in=60)  # as the hub reports a crash
     states = {s.channel: s for s in served.host.status().sensors}
     assert states["clock"].state == "silenced" and states["clock"].silenced_until >= now + 599
-    assert states["scheduler"].state == "crashed"
+    assert states["scheduler"].state == "crashed, restarting in 60 s"
     assert states["scheduler.urgent"].state == "active"
     served.host.on_notice("the scheduler sensor failed (boom); retrying in 60 s")
     assert served.host.status().last_error.startswith("the scheduler sensor failed")

@@ -30,6 +30,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import os
 import socket
 import tempfile
@@ -379,8 +380,10 @@ class Host(AgentListener):
             self._broadcast(shown)
 
     def on_sensor_crash(self, channel: str, retry_in: float) -> None:
-        """A sensor crashed and restarts in `retry_in` seconds (for the status)."""
-        self._sensor_crashes[channel] = time.time() + retry_in
+        """A sensor crashed and restarts in `retry_in` seconds: until then the
+        status shows it "crashed, restarting in N s". (The notice that says why
+        reaches the clients as a `Notice`.)"""
+        self._sensor_crashes[channel] = time.time() + max(0.0, retry_in)
 
     # -- one client's conversation ---------------------------------------------------
 
@@ -593,8 +596,8 @@ class Host(AgentListener):
                 state = "gone"  # known from the archive: its events are still delivered
             elif not gate.open:
                 state = "silenced"
-            elif self._sensor_crashes.get(channel, 0) > now:
-                state = "crashed"
+            elif (restarts := self._sensor_crashes.get(channel, 0.0)) > now:
+                state = f"crashed, restarting in {math.ceil(restarts - now)} s"
             elif not hub.running(channel):
                 state = "stopped"
             else:

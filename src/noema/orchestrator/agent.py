@@ -115,6 +115,8 @@ class AgentListener(CycleListener):
         """A message from the person was stored, from whatever channel."""
     def on_decision(self, decision: Decision) -> None:
         """Every decision of the reflexes, as it is performed (for displays and logs)."""
+    def on_sensor_crash(self, channel: str, retry_in: float) -> None:
+        """The sensor of `channel` failed; it is started again in `retry_in` seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +431,7 @@ class Agent:
             # Pending in the archive before the turns exist, settled once they do:
             # whichever commit a crash falls between, the turn store decides.
             with self._ledger.recording(steps, now) if self._ledger else nullcontext():
-                write_package(
+                written = write_package(
                     self.session, steps, notice=d.notice, staged=self._staged,
                     render=self.senses.render if self.senses else None, now=now,
                 )
@@ -443,6 +445,11 @@ class Agent:
             return
         for turn_id in d.package.person_turns:
             self._staged.pop(turn_id, None)
+        # The interfaces see the delivery as it is stored, not at the next reload.
+        # The person's own messages were shown when submitted (`on_submitted`).
+        for turn in written:
+            if turn.kind is not TurnKind.USER:
+                self.listener.on_turn(turn)
 
     def _hand_over(self, d: HandOver) -> None:
         if self._ledger is None or not d.items:
