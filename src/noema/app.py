@@ -242,8 +242,14 @@ def _wire(
     channels = build_channels(config, ChannelContext(
         paths, load_secrets(paths), hands, delimiter, zone, listener.on_notice,
         bookmark=archive.bookmark if senses_on else None))
-    if senses_on:  # what strangers write is a sense: off with the others
-        sensors += [sensor for channel in channels for sensor in channel.sensors()]
+    # Channels run with the senses off too: they are the person's voice, and a
+    # mail or a chat message from the person must reach the agent. That is
+    # safe: the person's messages go to the turn store (the desk), never through
+    # the archive, and each channel keeps its place in its own state file when
+    # there is no archive bookmark. What strangers write (mail only: Telegram
+    # ignores other chats) is then an event in the archive in memory, delivered
+    # while the process lives; the mail itself stays in the mailbox.
+    sensors += [sensor for channel in channels for sensor in channel.sensors()]
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     toolservers = None if not config.mcp.servers else ToolServers(
         config.mcp, Surroundings.of_agent(config.files, config.shell, paths, load_secrets(paths)),
@@ -346,11 +352,25 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
                            *web_tools(config.web, load_secrets(paths), SessionDelimiter.new()),
                            *schedule_tools(ScheduleStore(":memory:"), ZoneInfo("UTC"))],
                           pending=lambda: "")
-        return tools.names()
+        return [*tools.names(), *_channel_tool_names(config)]
     finally:
         search.close()
         archive.close()
         store.close()
+
+
+def _channel_tool_names(config: Config) -> list[str]:
+    """The tools of the configured channels, named without connecting anywhere."""
+    names: list[str] = []
+    if config.mail.configured:
+        from .channels.mail.tools import TOOL_NAMES as MAIL_TOOLS
+
+        names += MAIL_TOOLS
+    if config.telegram.configured:
+        from .channels.telegram import TOOL_NAMES as TELEGRAM_TOOLS
+
+        names += TELEGRAM_TOOLS
+    return names
 
 
 def _open_archive(paths: AgentPaths, flush_every: int,
