@@ -75,3 +75,41 @@ def test_the_page_attaches_to_a_running_agent(browser, running_agent):
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(WAIT)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(WAIT)
+
+
+def test_a_sense_is_silenced_and_started_from_the_page_beside_a_running_agent(
+        browser, running_agent):
+    """Silence and start travel over the agent's socket, as `noema run` serves it."""
+    paths, config = running_agent
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = UiServer(paths, config, port=0)
+    try:
+        address = asyncio.run_coroutine_threadsafe(server.start(), loop).result(WAIT)
+        assert server.mode == "attached"
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(address)
+            page.goto(address.split("/?", 1)[0] + "/senses")
+            row = page.locator('tr[data-channel="clock"]')
+            expect(row.locator(".state")).to_have_text("active")
+            row.locator("select").select_option("1h")
+            row.get_by_role("button", name="Silence").click()
+            expect(page.locator("#outcome")).to_contain_text("clock is silenced until")
+            page.reload()
+            expect(row.locator(".state")).to_contain_text("silenced until")
+            row.get_by_role("button", name="Start").click()
+            expect(page.locator("#outcome")).to_have_text("clock is active again.")
+            page.reload()
+            expect(row.locator(".state")).to_have_text("active")
+            refused = page.locator('tr[data-channel="scheduler.urgent"]')
+            refused.get_by_role("button", name="Silence").click()
+            expect(page.locator("#outcome")).to_contain_text("cannot be silenced")
+        finally:
+            context.close()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(WAIT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)

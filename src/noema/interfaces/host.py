@@ -55,6 +55,7 @@ from ..orchestrator.decisions import (
     StopCycle,
     UnsafeCancel,
 )
+from ..perception.treatments import UnknownChannel
 from ..providers.base import RetryWait
 from ..security.approvals import ApprovalRequest
 from ..tools.errors import ToolError
@@ -83,6 +84,8 @@ from .protocol import (
     Say,
     SensorView,
     ServerMessage,
+    Silence,
+    StartSense,
     Status,
     StatusView,
     Stop,
@@ -489,6 +492,8 @@ class Host(AgentListener):
                                   error=None if stopped else "nothing was running"))
             elif isinstance(message, AskStatus):
                 client.reply(Status(request=message.request, status=self.status()))
+            elif isinstance(message, (Silence, StartSense)):
+                client.reply(self._sense(client, message))
         except Exception as exc:  # the request fails; the connection and the agent go on
             log.exception("request %s of %s failed", message.type, client.label, extra=SHOWN)
             client.reply(Done(request=message.request, ok=False,
@@ -505,6 +510,23 @@ class Host(AgentListener):
             log.info("a message was refused: %s", exc)
             return Done(request=say.request, ok=False, error=f"your message was not taken: {exc}")
         return Done(request=say.request, turn_id=turn.id)
+
+    def _sense(self, client: _Client, message: Silence | StartSense) -> Done:
+        """Silence or reopen a channel for the person; a refusal says why (an
+        unknown channel names the known ones; some channels cannot be silenced)."""
+        self._agent()  # the same error as the other requests when nothing is bound
+        pipeline = self._app.pipeline  # type: ignore[union-attr]
+        now = time.time()
+        try:
+            if isinstance(message, Silence):
+                until = pipeline.stop([message.channel], message.seconds, now)
+                log.info("%s silenced %s for %.0f s", client.label, message.channel, until - now)
+            else:
+                pipeline.start([message.channel], now)
+                log.info("%s reopened %s", client.label, message.channel)
+        except (UnknownChannel, ValueError) as exc:  # CannotSilence is a ValueError
+            return Done(request=message.request, ok=False, error=str(exc))
+        return Done(request=message.request)
 
     def _agent(self):
         if self._app is None:

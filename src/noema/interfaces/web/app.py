@@ -25,11 +25,10 @@ from .headers import SecurityHeaders
 from .live import Bridge
 from .context import WebContext
 from .routes import HERE, routes
-from .senses import SensesControl
 
 
 def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, store: TurnStore,
-                  credentials: Credentials, senses: SensesControl | None = None,
+                  credentials: Credentials,
                   archive: SensoryArchive | None = None, first_run: str | None = None,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
     """The web page for one agent, reached through `bridge`, its history read from
@@ -43,5 +42,5 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
         Middleware(TokenGuard, credentials=credentials),
     ])
     app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files,
-                               senses, archive, first_run)
+                               archive, first_run)
     return app

@@ -21,7 +21,6 @@ from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
 from .auth import Credentials
 from .live import Bridge
-from .senses import SensesControl
 
 
 @dataclass
@@ -35,7 +34,6 @@ class WebContext:
     templates: Jinja2Templates
     paths: AgentPaths
     files: FilesSettings
-    senses: SensesControl | None = None  # silence and start: only with the agent in this process
     archive: SensoryArchive | None = None
     first_run: str | None = None  # no model is configured: what to set
 

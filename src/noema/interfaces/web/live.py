@@ -26,6 +26,8 @@ from ..protocol import (
     Hello,
     Say,
     ServerMessage,
+    Silence,
+    StartSense,
     Status,
     StatusView,
     Stop,
@@ -87,6 +89,16 @@ class Bridge:
         if not isinstance(reply, Status):
             raise AgentUnavailable(getattr(reply, "error", None) or "the agent gave no status")
         return reply.status
+
+    async def silence(self, channel: str, seconds: float) -> Done:
+        """Silence a channel for `seconds` (the agent caps it); the Done says why not."""
+        return await self._request(  # type: ignore[return-value]
+            lambda n: Silence(request=n, channel=channel, seconds=seconds))
+
+    async def start_sense(self, channel: str) -> Done:
+        """Reopen a silenced channel now."""
+        return await self._request(  # type: ignore[return-value]
+            lambda n: StartSense(request=n, channel=channel))
 
     async def answer(self, approval: int, allow: bool) -> None:
         """The person's answer to an approval; the settlement arrives on the streams."""

@@ -1,5 +1,6 @@
 """The senses page's data: each channel's event rate over time with the
-moments of delivery and of cancellation, silence and start, archive search.
+moments of delivery and of cancellation, silence and start (asked of the agent
+over the attach protocol, wherever it runs), archive search.
 
 The rates are read from the archive and turn store files through read-only
 connections (both are SQLite in WAL mode, so a reader never blocks the agent).
@@ -9,14 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...perception.archive import SensoryArchive
-from ...perception.gate import CannotSilence, UnknownChannel
-from ...perception.pipeline import Pipeline
 from ...perception.timefmt import parse_duration
+from ..protocol import SensorView, StatusView
+from .live import Bridge
 
 WINDOW_S = 3600.0  # the plot shows the last hour
 BUCKETS = 60  # one bar a minute
@@ -107,31 +107,35 @@ def rates(archive_db: Path, turns_db: Path, now: float | None = None) -> Plot:
     return Plot(start, end, plots, deliveries, cancellations)
 
 
-@dataclass(frozen=True, slots=True)
-class SensesControl:
-    """Silence and start, on the pipeline of an agent running in this process."""
+class SenseRefused(ValueError):
+    """The agent would not silence or start the channel; the text says why."""
 
-    pipeline: Pipeline
-    clock: Callable[[], float] = time.time
 
-    def silence(self, channel: str, duration: str) -> str:
-        """Close `channel` for `duration` ("30m", "90s", seconds); ValueError says why not."""
-        seconds = parse_duration(duration)
-        now = self.clock()
-        try:
-            until = self.pipeline.stop([channel], seconds, now)
-        except (UnknownChannel, CannotSilence) as exc:
-            raise ValueError(str(exc)) from None
-        return (f"{channel} is silenced until {time.strftime('%H:%M:%S', time.localtime(until))}; "
-                "its events are counted and archived, not delivered.")
+async def silence(bridge: Bridge, channel: str, duration: str) -> str:
+    """Close `channel` for `duration` ("30m", "90s", seconds) through the attach
+    protocol, so it works beside `noema run` as in process; says until when."""
+    seconds = parse_duration(duration)
+    done = await bridge.silence(channel, seconds)
+    if not done.ok:
+        raise SenseRefused(done.error or f"{channel} was not silenced")
+    until = _sensor(await bridge.status(), channel)
+    when = (time.strftime("%H:%M:%S", time.localtime(until.silenced_until))
+            if until is not None and until.silenced_until else "later")
+    return f"{channel} is silenced until {when}; its events are counted and archived, not delivered."
 
-    def start(self, channel: str) -> str:
-        """Reopen `channel` now."""
-        try:
-            reopened = self.pipeline.start([channel], self.clock())
-        except UnknownChannel as exc:
-            raise ValueError(str(exc)) from None
-        return f"{channel} is active again." if reopened else f"{channel} was already active."
+
+async def start(bridge: Bridge, channel: str) -> str:
+    """Reopen `channel` now, through the attach protocol."""
+    before = _sensor(await bridge.status(), channel)
+    done = await bridge.start_sense(channel)
+    if not done.ok:
+        raise SenseRefused(done.error or f"{channel} was not started")
+    was_silenced = before is not None and before.state == "silenced"
+    return f"{channel} is active again." if was_silenced else f"{channel} was already active."
+
+
+def _sensor(status: StatusView, channel: str) -> SensorView | None:
+    return next((s for s in status.sensors if s.channel == channel), None)
 
 
 def search_archive(archive: SensoryArchive, query: str, channel: str | None) -> list[dict]:

@@ -10,7 +10,8 @@ from starlette.responses import JSONResponse, Response
 
 from .context import BadRequest, context_of, error, json_body, page, text_field
 from .live import AgentUnavailable
-from .senses import rates, search_archive
+from . import senses
+from .senses import SenseRefused, rates, search_archive
 
 
 async def senses_page(request: Request) -> Response:
@@ -32,7 +33,7 @@ async def senses_page(request: Request) -> Response:
             except ValueError as exc:
                 problem = str(exc)
     return page(request, "senses.html", page="senses", status=status,
-                unreachable=unreachable, plot=plot, control=web.senses is not None,
+                unreachable=unreachable, plot=plot, control=status is not None,
                 query=query, channel=channel, found=found, problem=problem)
 
 
@@ -62,22 +63,20 @@ async def batch_page(request: Request) -> Response:
 
 
 async def silence(request: Request) -> Response:
-    return await _sense_action(request, lambda control, body: control.silence(
-        text_field(body, "channel"), text_field(body, "duration")))
+    return await _sense_action(request, lambda bridge, body: senses.silence(
+        bridge, text_field(body, "channel"), text_field(body, "duration")))
 
 
 async def start_sense(request: Request) -> Response:
-    return await _sense_action(request, lambda control, body: control.start(
-        text_field(body, "channel")))
+    return await _sense_action(request, lambda bridge, body: senses.start(
+        bridge, text_field(body, "channel")))
 
 
 async def _sense_action(request: Request, act) -> Response:
-    control = context_of(request).senses
-    if control is None:
-        return error(409, "silence and start from this page need the agent to run in this "
-                          "process; `noema run`'s agent takes them from the model's tools")
     try:
-        text = act(control, await json_body(request))
-    except (BadRequest, ValueError) as exc:
+        text = await act(context_of(request).bridge, await json_body(request))
+    except (BadRequest, SenseRefused, ValueError) as exc:
         return error(400, str(exc))
+    except AgentUnavailable as exc:
+        return error(503, f"could not reach the agent: {exc}")
     return JSONResponse({"ok": True, "text": text})

@@ -28,7 +28,6 @@ from ..host import Host
 from .app import build_web_app
 from .auth import Credentials, keep_token
 from .live import AgentUnavailable, Bridge
-from .senses import SensesControl
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,6 @@ class UiServer:
     agent_app: object | None = None  # the in-process App
     _agent_host: Host | None = None
     _store: TurnStore | None = None
-    _senses: SensesControl | None = None
     _archive: SensoryArchive | None = None
     _bridge: Bridge | None = None
     _server: uvicorn.Server | None = None
@@ -98,7 +96,7 @@ class UiServer:
             hosts = ["127.0.0.1", "localhost", "[::1]", self.host]
             web = build_web_app(paths=self.paths, files=self.config.files, bridge=bridge,
                                 store=store, credentials=self.credentials,
-                                senses=self._senses, archive=self._archive,
+                                archive=self._archive,
                                 first_run=self.first_run,
                                 hosts=["*"] if self.allow_remote else hosts)
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
@@ -137,7 +135,7 @@ class UiServer:
             if self._archive is not None:
                 self._archive.close()
         self._server = self._task = self._bridge = self._agent_host = None
-        self.agent_app = self._store = self._archive = self._senses = None
+        self.agent_app = self._store = self._archive = None
 
     async def _link(self) -> tuple[Bridge, TurnStore]:
         if await reachable(self.paths):
@@ -165,7 +163,6 @@ class UiServer:
             return host.connect("web")
 
         self._bridge = Bridge(attach)
-        self._senses = SensesControl(app.pipeline)  # type: ignore[attr-defined]
         self._archive = app.pipeline.archive  # type: ignore[attr-defined]
         return self._bridge, app.store  # type: ignore[attr-defined]
 
