@@ -61,8 +61,8 @@ FORK_LOOP = (
 )
 
 
-def descendants(pid: int) -> int:
-    """How many processes descend from `pid`, now."""
+def descendant_pids(pid: int) -> set[int]:
+    """The processes that descend from `pid`, now."""
     children: dict[int, list[int]] = defaultdict(list)
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -72,12 +72,30 @@ def descendants(pid: int) -> int:
         except OSError:
             continue
         children[int(text.rsplit(")", 1)[1].split()[1])].append(int(entry.name))
-    count, todo = 0, list(children[pid])
+    found: set[int] = set()
+    todo = list(children[pid])
     while todo:
         child = todo.pop()
-        count += 1
+        found.add(child)
         todo += children[child]
-    return count
+    return found
+
+
+# Servers that other tests started once for the whole session (a mail server,
+# say) are descendants too; only processes born after this module began count.
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _servers_already_running():
+    _BEFORE.clear()
+    _BEFORE.update(descendant_pids(os.getpid()))
+
+
+def descendants(pid: int) -> int:
+    """How many processes descend from `pid`, now, leaving out those that
+    were already running when the test began."""
+    return len(descendant_pids(pid) - _BEFORE)
 
 
 async def peak_while(call) -> tuple[object, int]:

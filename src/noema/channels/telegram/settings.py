@@ -3,7 +3,7 @@
     [telegram]
     chat_ids = [123456789]                  # the person's chats; empty = off
     token_secret = "TELEGRAM_BOT_TOKEN"     # the secret holding the bot token
-    quiet_window_s = 1.5                    # a burst of messages becomes one
+    quiet_window_s = 0.6                    # a burst of messages becomes one
     max_hold_s = 10.0                       # ...but a steady stream still goes on
     # base_url = "http://127.0.0.1:8081"    # another Bot API server (local or a test's)
 
@@ -29,8 +29,11 @@ class TelegramSettings(BaseModel):
     base_url: str = Field(
         "https://api.telegram.org", pattern=r"^https?://[^\s/]+(/[^\s]*)?$",
         description="The Bot API server: Telegram's, or a local Bot API server.")
+    # Short, so that an answer starts within a second; a piece of the burst
+    # that comes later is a message while busy, which by default restarts a
+    # thought that has done nothing yet with both (a safe cancellation).
     quiet_window_s: float = Field(
-        1.5, ge=0, le=60,
+        0.6, ge=0, le=60,
         description="Messages closer together than this become one message to the agent.")
     max_hold_s: float = Field(
         10.0, gt=0, le=600,
