@@ -4,6 +4,7 @@ plotted, then started again; the archive searched."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 from playwright.sync_api import expect
 
@@ -67,22 +68,42 @@ def test_silencing_an_unknown_channel_is_refused_with_its_reason(live):
         assert response.status_code == 400 and response.json()["error"]
 
 
-def test_delivered_events_are_shown_apart_with_their_archive_batch(page, live):
+def test_delivered_events_are_shown_live_apart_with_their_gap_and_archive_batch(page, live):
     from noema.providers.scripted import say
 
-    live.script(say("I see the disk warnings."))
+    live.script(say("Listening."), say("I see the temperature warnings."))
+    page.fill("#message", "Tell me what the logs say.")
+    page.press("#message", "Enter")
+    expect(page.locator(".turn.assistant").last).to_have_text("Listening.")  # the stream is live
+    live.idle()
     with live.log.open("a") as log:
         for n in range(12):
             log.write(f"WARN temperature high on rack{n}\n")
-    expect(page.locator(".turn.assistant").last).to_have_text("I see the disk warnings.")
-    page.reload()  # the delivery's turns are read from the store
-    delivered = page.locator("details.turn.event")
-    expect(delivered.first).to_be_visible()
-    delivered.first.locator("summary").click()
-    expect(delivered.first.locator("pre")).to_contain_text("12 events like")
-    expect(delivered.first.locator("pre")).to_contain_text("10 more: batch b")
-    link = delivered.first.locator(".archive-links a").first
-    link.click()
-    expect(page.locator(".events li").first).to_contain_text("WARN temperature high on rack")
+
+    # Shown as it is delivered: no reload, the history was read once at the start.
+    delivered = page.locator("details.turn.event.delivery")
+    expect(delivered).to_have_count(1)
+    summary = delivered.locator("summary").first
+    expect(summary).to_contain_text("Events delivered from applog")
+    expect(summary).to_contain_text("10 left in the archive")
+    expect(page.locator(".turn.tool_call")).to_have_count(0)  # the carrying call is not shown
+    summary.click()
+    package = delivered.locator('.package[data-channel="applog"]')
+    expect(package.locator(".package-head")).to_contain_text("applog · aggregatable")
+    expect(package.locator("pre.head")).to_contain_text("12 events like")
+    expect(package.locator("pre.head")).to_contain_text("temperature high on rack")  # spaces
+    expect(package.locator(".gap")).to_contain_text("… 10 more: batch b")
+    expect(page.locator(".turn.assistant").last).to_have_text("I see the temperature warnings.")
     live.idle()
+    screenshot(page, "chat-delivery")
+
+    page.reload()  # the same delivery, read from the store, once
+    expect(page.locator(".turn.assistant").last).to_have_text("I see the temperature warnings.")
+    expect(page.locator("details.turn.event.delivery")).to_have_count(1)
+    link = page.locator("details.turn.event.delivery .gap a.batch").first
+    expect(link).to_have_attribute("href", re.compile(r"^/senses/batch/b\d+\?offset=\d+$"))
+    page.locator("details.turn.event.delivery summary").first.click()
+    link.click()
+    expect(page.locator("h1")).to_contain_text("Archive batch b")
+    expect(page.locator(".events li").first).to_contain_text("WARN temperature high on rack")
     screenshot(page, "senses-batch")

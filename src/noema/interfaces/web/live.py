@@ -33,6 +33,7 @@ from ..protocol import (
     Stop,
     TurnView,
 )
+from .deliveries import delivery_json
 from .render import markdown_html
 
 log = logging.getLogger(__name__)
@@ -172,11 +173,14 @@ class Bridge:
 
 def event_frame(message: ServerMessage) -> str:
     """One server-sent event: the message as JSON, its `seq` as the event id
-    (a resume point), assistant text also as sanitised HTML."""
+    (a resume point), assistant text also as sanitised HTML, a delivery of
+    events also read into its parts."""
     data = message.model_dump(mode="json")
     for key in ("turn", "result"):
         view = getattr(message, key, None)
         if isinstance(view, TurnView) and view.kind == "assistant":
             data[key]["html"] = markdown_html(view.content)
+        elif isinstance(view, TurnView) and view.kind == "event":
+            data[key]["delivery"] = delivery_json(view.content)
     body = json.dumps(data, ensure_ascii=False)
     return f"id: {message.seq}\ndata: {body}\n\n"

@@ -7,6 +7,7 @@ from typing import Any
 
 from ...memory.store import TurnStore
 from ...memory.turns import Flag, Turn, TurnKind
+from .deliveries import delivery_json
 from .render import markdown_html
 
 _SHOWN_FLAGS = {"discarded": Flag.DISCARDED, "interrupted": Flag.INTERRUPTED,
@@ -25,6 +26,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     }
     if turn.kind is TurnKind.ASSISTANT:
         data["html"] = markdown_html(turn.content)
+    elif turn.kind is TurnKind.EVENT:
+        data["delivery"] = delivery_json(turn.content)
     return data
 
 

@@ -167,7 +167,12 @@ const chat = {
     chat.seen.add(turn.id);
     const flags = turn.flags || [];
     let node;
-    if (turn.kind === "tool_call" || turn.kind === "tool_result" || turn.kind === "event") {
+    if (turn.kind === "tool_call" && turn.tool_name === "pool_event") {
+      return null;  // the call that carries a delivery: its result shows what came
+    }
+    if (turn.kind === "event" && turn.delivery) {
+      node = chat.deliveryNode(turn, turn.delivery);
+    } else if (turn.kind === "tool_call" || turn.kind === "tool_result" || turn.kind === "event") {
       node = chat.el("details", `turn ${turn.kind}`);
       const label = turn.kind === "tool_call" ? `${turn.tool_name || "tool"} called`
         : turn.kind === "event" ? "events from the senses, delivered" : `${turn.tool_name || "tool"} answered`;
@@ -190,6 +195,52 @@ const chat = {
     for (const flag of flags) node.classList.add(flag);
     if (flags.includes("discarded")) node.title = "discarded by a safe cancellation";
     return node;
+  },
+
+  // Events delivered to the model, apart from the conversation: which channels
+  // spoke, each package's first and last events around its gap, and the gap's
+  // place in the archive as a link. Every piece is set as text.
+  deliveryNode(turn, delivery) {
+    const node = chat.el("details", "turn event delivery");
+    const left = delivery.packages.reduce((n, p) => n + (p.gap ? p.gap.count : 0), 0);
+    const count = delivery.packages.length;
+    let label = `Events delivered from ${delivery.channels.join(", ")}` +
+      ` · ${count} package${count === 1 ? "" : "s"}`;
+    if (left) label += ` · ${left} left in the archive`;
+    node.appendChild(noema.el("summary", "", label));
+    for (const p of delivery.packages) {
+      const box = chat.el("section", "package");
+      box.dataset.channel = p.channel;
+      const who = [p.channel, p.nature, p.sender ? `from ${p.sender}` : "",
+        p.authorised ? "authorised" : "not authorised"].filter(Boolean).join(" · ");
+      box.appendChild(noema.el("p", "package-head", who));
+      if (p.head.length) box.appendChild(noema.el("pre", "head", p.head.join("\n")));
+      if (p.gap) box.appendChild(chat.gapNode(p.gap));
+      if (p.tail.length) box.appendChild(noema.el("pre", "tail", p.tail.join("\n")));
+      node.appendChild(box);
+    }
+    const raw = chat.el("details", "raw");
+    raw.appendChild(noema.el("summary", "", "As the model read it"));
+    raw.appendChild(noema.el("pre", "body", turn.content));
+    node.appendChild(raw);
+    node.dataset.channels = delivery.channels.join(" ");
+    return node;
+  },
+
+  // The sandwich's middle: how many events were left out, and where each run is.
+  gapNode(gap) {
+    const line = noema.el("p", "gap", `… ${gap.count} ${gap.what}: `);
+    gap.places.forEach((place, i) => {
+      if (i) line.append("; ");
+      if (!place.batch) {
+        line.append("not archived");
+        return;
+      }
+      const link = noema.el("a", "batch", `batch ${place.batch} offsets ${place.first}–${place.last}`);
+      link.href = `/senses/batch/${encodeURIComponent(place.batch)}?offset=${place.first}`;
+      line.appendChild(link);
+    });
+    return line;
   },
 
   // A delivered gap names the archive batches holding what was left out.
