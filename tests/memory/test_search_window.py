@@ -63,3 +63,32 @@ def test_the_best_by_their_own_words_keep_their_places_beside_the_window(store):
     found = HistorySearch(store, replace(ALL_WORDS, candidates=4, window_candidates=2)).search(
         "status report")
     assert found.hits[0].turn.id == old.id
+
+
+def test_the_stretch_around_a_turn_covers_the_words_found_within_reach_itself_included():
+    keeper, light, ferry = word("keeper", 10), word("lighthouse", 10), word("ferry", 10)
+    gathered = _Gathered((keeper, light, ferry))
+    gathered.add([100, 200], keeper)
+    gathered.add([110], light)
+    gathered.add([125, 300], ferry)
+    covered = gathered.covered([1.0, 1.0, 2.0], reach=20, wanted=[110, 200, 300])
+    assert covered == {110: 1.0, 200: 0.25, 300: 0.5}
+
+
+def test_a_turn_in_a_stretch_about_the_question_outranks_a_lone_match_of_the_same_words(store):
+    for n in range(40):
+        add(store, f"nothing much {n}", minute=n)
+    kept = add(store, "the harbour trip was cancelled", minute=100)
+    for n in range(4):  # past the reach of the neighbours' loans, inside the stretch
+        add(store, f"filler {n}", minute=101 + n)
+    add(store, "the weather turned stormy", minute=105)
+    for n in range(40):
+        add(store, f"still nothing {n}", minute=106 + n)
+    lone = add(store, "the harbour trip was cancelled", minute=200)
+    for n in range(40):
+        add(store, f"quiet {n}", minute=201 + n)
+    query = "harbour trip stormy weather"
+    found = ids(HistorySearch(store, ALL_WORDS).search(query))
+    assert found.index(kept.id) < found.index(lone.id)
+    plain = ids(HistorySearch(store, replace(ALL_WORDS, stretch_boost=0.0)).search(query))
+    assert plain.index(lone.id) < plain.index(kept.id)  # equal by their words, the newer first

@@ -72,6 +72,18 @@ The ranking is then refined:
 - a turn is read in its neighbourhood: an answer rarely repeats the words
   of the question it answers, so each turn inherits a decaying share of the
   best-scoring neighbours within the same stretch of conversation;
+- a turn is read in its stretch of conversation: its score is multiplied
+  by one plus the share of the query's weight (`stretch_boost`) found
+  within `stretch_reach` turns of it, itself included. The answers to a
+  question sit where a conversation dwelt on its subject, often in several
+  turns a few exchanges apart (what multi-hop questions need); chance
+  matches in a large store sit among turns about other things. Measured
+  by IDs only, from what the plan already gathered, so it reads nothing; a
+  stretch that crosses a long pause in time is rare at this reach. (LoCoMo
+  recall@10, categories 1-4: +0.8, +0.5 and 0 points with no history, after
+  100k and 1M turns; multi-hop questions +6.1 and +7.6 points with no
+  history and after 100k turns, unchanged after 1M. Over 50 turns rather
+  than 20, it gained nothing after 100k or 1M turns.)
 - a name in the query that is the sender of a turn favours that turn;
 - a date in the query favours turns written on that day or in that month.
 
@@ -107,6 +119,7 @@ speaker boost.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, bisect_right
 import json
 import math
 import re
@@ -164,6 +177,8 @@ class SearchTuning:
     window_reach: int = 2  # turns either side whose words count towards choosing a candidate
     window_share: float = 1.0  # of the weight of the words beside a turn that it lacks itself
     window_candidates: int = 50  # of the candidates, how many are chosen with the words beside them
+    stretch_reach: int = 20  # turns either side that make the stretch of conversation around a turn
+    stretch_boost: float = 1.0  # a candidate whose stretch holds every word of the query: twice its score
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +276,7 @@ class _Gathered:
 
     def __post_init__(self) -> None:
         self._bit = {t.expression: 1 << n for n, t in enumerate(self.terms)}
+        self._sorted: tuple[list[int], list[int]] | None = None
 
     def add(self, turn_ids: Iterable[int], *terms: Term) -> None:
         mask = 0
@@ -269,6 +285,7 @@ class _Gathered:
         found = self.found
         for turn_id in turn_ids:
             found[turn_id] = found.get(turn_id, 0) | mask
+        self._sorted = None
 
     def weights(self, per_term: Sequence[float]) -> dict[int, float]:
         """Each candidate's summed term weight."""
@@ -280,8 +297,7 @@ class _Gathered:
     def beside(self, per_term: Sequence[float], reach: int) -> dict[int, float]:
         """For each candidate with other candidates within `reach` turns, the
         weight of the words they were found with and it was not."""
-        ids = sorted(self.found)
-        masks = [self.found[i] for i in ids]
+        ids, masks = self._ordered()
         count = len(ids)
         by_mask: dict[int, float] = {}
         out: dict[int, float] = {}
@@ -300,9 +316,33 @@ class _Gathered:
                 continue
             weight = by_mask.get(extra)
             if weight is None:
-                weight = by_mask[extra] = sum(w for bit, w in enumerate(per_term) if extra >> bit & 1)
+                weight = by_mask[extra] = _weight_of(extra, per_term)
             out[turn_id] = weight
         return out
+
+    def covered(self, per_term: Sequence[float], reach: int, wanted: Iterable[int]) -> dict[int, float]:
+        """For each wanted turn, the share of the query's weight found within
+        `reach` turns of it, itself included."""
+        ids, masks = self._ordered()
+        total = sum(per_term) or 1.0
+        out: dict[int, float] = {}
+        for turn_id in wanted:
+            union = 0
+            for mask in masks[bisect_left(ids, turn_id - reach) : bisect_right(ids, turn_id + reach)]:
+                union |= mask
+            out[turn_id] = _weight_of(union, per_term) / total
+        return out
+
+    def _ordered(self) -> tuple[list[int], list[int]]:
+        """The candidates' IDs in order, and their masks (computed once per query)."""
+        if self._sorted is None:
+            ids = sorted(self.found)
+            self._sorted = (ids, [self.found[i] for i in ids])
+        return self._sorted
+
+
+def _weight_of(mask: int, per_term: Sequence[float]) -> float:
+    return sum(w for bit, w in enumerate(per_term) if mask >> bit & 1)
 
 
 def term_weights(terms: Sequence[Term], total: int, tuning: SearchTuning) -> list[float]:
@@ -380,6 +420,10 @@ class HistorySearch:
             own = gathered.weights(weights)
             beside = gathered.beside(weights, self.tuning.window_reach) if self.tuning.window_share else {}
             scored = self._score(own, beside, kinds)
+            if self.tuning.stretch_boost and scored:
+                covered = gathered.covered(weights, self.tuning.stretch_reach, scored)
+                boost = self.tuning.stretch_boost
+                scored = {i: score * (1 + boost * covered[i]) for i, score in scored.items()}
             ranked = self._refine(scored, query)
             chosen = self._filter(ranked, kinds, since, until, limit)
             turns = {t.id: t for t in self.store.get_many(i for i, _ in chosen)}
