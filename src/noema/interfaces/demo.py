@@ -28,6 +28,7 @@ from .chat import TerminalListener
 from .demo_alerts import alerts_chapter
 from .demo_hands import demo_hands
 from .demo_library import library_chapter
+from .demo_mail import mail_chapter
 from .demo_memory import memory_chapter
 from .demo_perception import run_perception_demo
 from .demo_reflexes import run_reflexes_demo
@@ -251,8 +252,16 @@ async def chapter_library(paths: AgentPaths, printer: DemoPrinter, pace: float) 
                           printer.say, printer.person, pace)
 
 
+async def chapter_mail(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
+    printer.heading("11. A colleague in the mailbox: a request answered in its thread, "
+                    "a stranger's orders kept as data")
+    await mail_chapter(paths.agents_dir.parent / "mail", demo_config(paths), printer,
+                       printer.say, printer.person, pace)
+
+
 CHAPTERS = (chapter_tools, chapter_crash, chapter_restart, chapter_hands, chapter_perception,
-            chapter_reflexes, chapter_memory, chapter_reminders, chapter_alerts, chapter_library)
+            chapter_reflexes, chapter_memory, chapter_reminders, chapter_alerts, chapter_library,
+            chapter_mail)
 
 
 async def _run(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
