@@ -22,6 +22,7 @@ from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
 from .auth import Credentials, TokenGuard
 from .headers import SecurityHeaders
+from .demo_run import DemoRun
 from .live import Bridge
 from .context import WebContext
 from .routes import HERE, routes
@@ -30,6 +31,7 @@ from .routes import HERE, routes
 def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, store: TurnStore,
                   credentials: Credentials,
                   archive: SensoryArchive | None = None, first_run: str | None = None,
+                  demo: DemoRun | None = None,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
     """The web page for one agent, reached through `bridge`, its history read from
     `store`, its file versions from the workspaces `files` names."""
@@ -42,5 +44,5 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
         Middleware(TokenGuard, credentials=credentials),
     ])
     app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files,
-                               archive, first_run)
+                               archive, first_run, demo)
     return app

@@ -20,6 +20,7 @@ from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
 from .auth import Credentials
+from .demo_run import DemoRun
 from .live import Bridge
 
 
@@ -36,6 +37,7 @@ class WebContext:
     files: FilesSettings
     archive: SensoryArchive | None = None
     first_run: str | None = None  # no model is configured: what to set
+    demo: DemoRun | None = None  # `noema demo` for the first-run page
 
 
 class BadRequest(ValueError):

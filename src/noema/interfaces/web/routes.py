@@ -8,6 +8,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from . import chat_routes as chat
+from . import demo_routes as demo
 from . import files_routes as files
 from . import memory_routes as memory
 from . import senses_routes as senses
@@ -41,5 +42,8 @@ def routes() -> list[BaseRoute]:
         Route("/api/stop", chat.stop, methods=["POST"]),
         Route("/api/answer", chat.answer, methods=["POST"]),
         Route("/live", chat.live),
+        Route("/api/demo/start", demo.start_demo, methods=["POST"]),
+        Route("/api/demo/stop", demo.stop_demo, methods=["POST"]),
+        Route("/api/demo/live", demo.demo_live),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -27,6 +27,7 @@ from ..attach import connect_socket, reachable, socket_path
 from ..host import Host
 from .app import build_web_app
 from .auth import Credentials, keep_token
+from .demo_run import DemoRun
 from .live import AgentUnavailable, Bridge
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class UiServer:
     _store: TurnStore | None = None
     _archive: SensoryArchive | None = None
     _bridge: Bridge | None = None
+    _demo: DemoRun | None = None  # first run: the offline demo the page can start
     _server: uvicorn.Server | None = None
     _task: asyncio.Task | None = None
     _address: tuple[str, int] | None = None
@@ -97,7 +99,7 @@ class UiServer:
             web = build_web_app(paths=self.paths, files=self.config.files, bridge=bridge,
                                 store=store, credentials=self.credentials,
                                 archive=self._archive,
-                                first_run=self.first_run,
+                                first_run=self.first_run, demo=self._demo,
                                 hosts=["*"] if self.allow_remote else hosts)
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
                                     timeout_graceful_shutdown=1, ws="none")
@@ -123,6 +125,8 @@ class UiServer:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        if self._demo is not None:
+            await self._demo.stop()
         if self._bridge is not None:
             await self._bridge.aclose()
         if self._agent_host is not None:
@@ -134,7 +138,7 @@ class UiServer:
                 self._store.close()
             if self._archive is not None:
                 self._archive.close()
-        self._server = self._task = self._bridge = self._agent_host = None
+        self._server = self._task = self._bridge = self._agent_host = self._demo = None
         self.agent_app = self._store = self._archive = None
 
     async def _link(self) -> tuple[Bridge, TurnStore]:
@@ -176,6 +180,7 @@ class UiServer:
         self.paths.ensure()
         self._store = TurnStore(self.paths.turns_db)
         self._bridge = Bridge(attach)
+        self._demo = DemoRun()
         return self._bridge, self._store
 
 
