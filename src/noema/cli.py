@@ -59,7 +59,7 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
     logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
 
 
-RUNS_THE_AGENT = {"chat", "run"}
+RUNS_THE_AGENT = {"chat", "run", "ui"}  # `ui` runs the agent when no `noema run` does
 
 _DOCTOR = ("`noema doctor` checks every file of the agent; `noema doctor --repair` keeps what "
            "can be kept and moves the damaged file aside (nothing is deleted).")
@@ -561,7 +561,6 @@ def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
     from .interfaces.web.auth import TOKEN_FILE
 
     config = obj.config()
-    _setup_logging(obj.paths, verbose=False)
 
     async def serve() -> None:
         server = UiServer(obj.paths, config, host=host, port=port, allow_remote=allow_remote)

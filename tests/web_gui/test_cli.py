@@ -59,3 +59,39 @@ def test_noema_ui_refuses_a_public_address(tmp_path):
     assert done.returncode == 1
     assert "can be reached from other machines" in done.stderr
     assert "--allow-remote" in done.stderr
+
+
+def test_noema_ui_refuses_an_agent_another_process_runs_without_a_socket(tmp_path):
+    """An in-process `noema chat` holds the agent's lock and serves no socket:
+    `noema ui` must not start a second agent on the same session."""
+    from noema.paths import AgentLock, AgentPaths
+
+    home = tmp_path / "home"
+    _configure(home, tmp_path)
+    lock = AgentLock(AgentPaths.for_agent("default", home))
+    try:
+        done = subprocess.run([sys.executable, "-m", "noema", "ui", "--port", "0"],
+                              env=_env(home), capture_output=True, text=True, timeout=WAIT)
+    finally:
+        lock.release()
+    assert done.returncode == 1
+    assert "is already running" in done.stderr and "Open http" not in done.stdout
+
+
+def test_noema_ui_logs_to_the_agent_s_folder_and_to_the_terminal_with_verbose(tmp_path):
+    home = tmp_path / "home"
+    _configure(home, tmp_path)
+    child = pexpect.spawn(sys.executable, ["-m", "noema", "-v", "ui", "--port", "0"],
+                          env=_env(home), encoding="utf-8", timeout=WAIT)
+    try:
+        child.expect(r"Open http://127\.0\.0\.1:\d+/")
+        shown = child.before  # what the terminal got while the agent started
+        child.kill(signal.SIGINT)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    log = home / "agents" / "default" / "logs" / "noema.log"
+    assert log.exists() and log.read_text().strip()
+    assert "serving interfaces on" in log.read_text()
+    assert "serving interfaces on" in shown  # an INFO line: only -v brings it to the terminal
