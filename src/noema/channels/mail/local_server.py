@@ -15,6 +15,7 @@ belong to `nobody` (Dovecot refuses uid 0 for mail).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -173,15 +174,23 @@ class LocalDovecot:
         """kill -9 every process of the server; the mail on disk stays."""
         if self.process is None:
             return
-        # Dovecot's children (imap, imap-login, auth) leave its process group:
-        # every descendant of the master is killed by its id.
-        for pid in [*_descendants(self.process.pid), self.process.pid]:
-            try:
+        master = self.process.pid
+        # Frozen first, so that it forks no new child while they are killed.
+        # Its children (imap, imap-login, auth, anvil) leave its process group
+        # but not its session; once the master is dead they are no longer its
+        # descendants, so what is left is found by the session.
+        os.kill(master, signal.SIGSTOP)
+        for pid in [*_descendants(master), master]:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process.wait(timeout=30)
         self.process = None
+        deadline = time.monotonic() + 10
+        while (left := _in_session(master)) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
         # Its children may outlive the master by a moment.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -213,6 +222,21 @@ class LocalDovecot:
         if done.returncode != 0:
             raise RuntimeError(f"dovecot-lda failed ({done.returncode}): "
                                f"{done.stderr.decode(errors='replace')}")
+
+
+def _in_session(session: int) -> list[int]:
+    """The live processes of session `session`, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def _descendants(root: int) -> list[int]:
