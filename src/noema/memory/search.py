@@ -367,6 +367,7 @@ class HistorySearch:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[int, int]] = {}  # stem -> (turns holding it, store size then)
+        self._stem_cache: dict[str, tuple[str, ...]] = {}  # word -> its index terms
         self._scratch = sqlite3.connect(":memory:", check_same_thread=False)
         self._scratch.executescript(
             f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZER}');"
@@ -489,7 +490,11 @@ class HistorySearch:
         return Term(word, f'"{word}"', max(self._postings(s) for s in stems), stems, name=name)
 
     def _stems(self, word: str) -> list[str]:
-        """The index terms FTS5 makes of a word (the same tokenizer as the store)."""
+        """The index terms FTS5 makes of a word (the same tokenizer as the store).
+        Kept per word: names and the words of one's subjects recur across queries."""
+        kept = self._stem_cache.get(word)
+        if kept is not None:
+            return list(kept)
         self._scratch.execute("INSERT INTO words (rowid, body) VALUES (1, ?)", (word,))
         try:
             rows = self._scratch.execute(
@@ -497,6 +502,9 @@ class HistorySearch:
             ).fetchall()
         finally:
             self._scratch.execute("DELETE FROM words WHERE rowid = 1")
+        if len(self._stem_cache) >= MAX_KEPT_COUNTS:
+            self._stem_cache.clear()
+        self._stem_cache[word] = tuple(r[0] for r in rows)
         return [r[0] for r in rows]
 
     def _postings(self, stem: str) -> int:
@@ -623,7 +631,11 @@ class HistorySearch:
         depth = tuning.scored * (tuning.filter_widening if kinds else 1)
         # Ties go to the newer turn: each list arrives newest first.
         share = tuning.window_share
-        chosen_by = {i: w + share * beside.get(i, 0.0) for i, w in found.items()} if beside else found
+        chosen_by = found
+        if beside:
+            chosen_by = found.copy()
+            for i, w in beside.items():
+                chosen_by[i] += share * w
         rough = [i for i, _ in heapq.nlargest(depth, chosen_by.items(), key=itemgetter(1))]
         sizes = self._lengths(rough, kinds)
         if kinds is not None:  # the best of the wanted kinds join the best overall
