@@ -23,7 +23,6 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
-import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .paths import AgentPaths
@@ -405,6 +404,8 @@ def set_value(paths: AgentPaths, key: str, raw: str) -> Config:
             f"{key}: secrets do not go in config.toml; put them in {paths.secrets_file} "
             "(mode 600) or in the environment."
         ])
+    import tomlkit  # only `noema config set` and `show` write TOML
+
     path = paths.config_file
     document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
     table: Any = document
@@ -426,5 +427,7 @@ def set_value(paths: AgentPaths, key: str, raw: str) -> Config:
 def show(config: Config) -> str:
     """The effective configuration as TOML (no secrets belong in it; anything
     that looks like one, pasted by mistake, is masked)."""
+    import tomlkit  # only `noema config set` and `show` write TOML
+
     data = config.model_dump(mode="json", exclude_none=True)
     return mask_secrets(tomlkit.dumps(data))

@@ -17,11 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import httpx2
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from typing import IO, TYPE_CHECKING, Any
 
 from ..paths import AgentPaths
 from ..security.masks import Masker
@@ -29,6 +25,9 @@ from ..security.policy import AccessPolicy
 from ..security.sandbox import Layout, Sandbox, SandboxUnavailable, bwrap_argv, sandbox_env
 from ..security.settings import FilesSettings, ShellSettings
 from .settings import ServerSettings, fill_secrets
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
 
 Streams = tuple[Any, Any]  # the SDK's (read stream, write stream)
 
@@ -80,6 +79,8 @@ def _filled(values: Mapping[str, str], around: Surroundings, where: str) -> dict
 
 async def stdio_parameters(server: ServerSettings, around: Surroundings) -> StdioServerParameters:
     """The program the SDK starts for a stdio server: under bubblewrap when sandboxed."""
+    from mcp.client.stdio import StdioServerParameters  # the SDK is loaded only when a server is used
+
     assert server.command is not None  # the settings insist on it for stdio
     env = _filled(server.env, around, f"mcp.servers.{server.name}.env")
     if not server.sandboxed:
@@ -132,6 +133,8 @@ def transport(
 
 @asynccontextmanager
 async def _stdio(server: ServerSettings, around: Surroundings, errlog: IO[str]) -> AsyncIterator[Streams]:
+    from mcp.client.stdio import stdio_client  # the SDK is loaded only when a server is used
+
     parameters = await stdio_parameters(server, around)
     try:
         async with stdio_client(parameters, errlog=errlog) as streams:
@@ -142,6 +145,10 @@ async def _stdio(server: ServerSettings, around: Surroundings, errlog: IO[str]) 
 
 @asynccontextmanager
 async def _http(server: ServerSettings, around: Surroundings) -> AsyncIterator[Streams]:
+    # The SDK and its HTTP client are loaded only when a server is used.
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
     assert server.url is not None  # the settings insist on it for http
     headers = _filled(server.headers, around, f"mcp.servers.{server.name}.headers")
     # The SDK's own defaults: a response stream may stay open a long time.

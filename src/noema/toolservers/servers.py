@@ -11,17 +11,19 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-import mcp_types
+from typing import TYPE_CHECKING
 
 from ..perception.untrusted import SessionDelimiter
 from ..security.approvals import ApprovalGate, Approver
 from ..security.settings import AutonomySettings, Level
 from ..tools.registry import Tool, ToolRegistry
-from .connection import ServerFailure, ServerLink
 from .launch import Surroundings
 from .settings import McpSettings, ServerSettings
-from .tools import UnusableTool, is_read_only, level_of, mcp_tool, tool_name
+
+if TYPE_CHECKING:
+    import mcp_types
+
+    from .connection import ServerLink
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,8 @@ def offer(
     taken: set[str],
 ) -> ServerReport:
     """Turn a server's listing into tools (names added to `taken`)."""
+    from .tools import UnusableTool, is_read_only, level_of, mcp_tool, tool_name  # the SDK: on use
+
     offered: list[Offered] = []
     skipped: list[str] = []
     for listed in listing:
@@ -108,6 +112,8 @@ class ToolServers:
     offered: asyncio.Event = field(init=False, default_factory=asyncio.Event)  # set by offer_to
 
     def __post_init__(self) -> None:
+        from .connection import ServerLink  # the SDK is loaded only when servers are configured
+
         self.links = [ServerLink(s, self.around) for s in self.settings.servers]
         # Every MCP tool has an entry once listed; anything else is refused.
         self.gate = ApprovalGate(AutonomySettings(default="deny"), self.approver)
@@ -150,6 +156,8 @@ class ToolServers:
     async def _keep_trying(self, link: ServerLink, registry: ToolRegistry) -> None:
         """Try a server that was down at the start again, after the link's
         growing pauses, until it answers; then offer its tools too."""
+        from .connection import ServerFailure  # loaded with the links, never before
+
         while True:
             await asyncio.sleep(link.retry_in())
             try:
@@ -167,6 +175,8 @@ class ToolServers:
             return
 
     async def _connect(self, link: ServerLink) -> tuple[mcp_types.Tool, ...] | ServerReport:
+        from .connection import ServerFailure  # loaded with the links, never before
+
         try:
             return await link.tools()
         except ServerFailure as exc:

@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 from email.message import EmailMessage, Message
 
-from inscriptis import get_text
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +169,8 @@ def body_text(message: EmailMessage) -> str:
 
 def html_to_text(html: str) -> str:
     """HTML as readable text (inscriptis keeps tables and lists legible)."""
+    from inscriptis import get_text  # with lxml, MBs an idle agent does not need
+
     try:
         return get_text(html)
     except Exception:  # inscriptis on a pathological page: the tags stripped crudely

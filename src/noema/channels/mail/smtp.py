@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import aiosmtplib
-
 from .settings import MailSettings
 
 
@@ -17,6 +15,8 @@ class MailSendError(Exception):
 async def send(settings: MailSettings, password: str, message: bytes, sender: str,
                recipients: tuple[str, ...]) -> None:
     """Hand `message` to the SMTP server for `recipients`; MailSendError on failure."""
+    import aiosmtplib  # loaded on the first send: an idle agent does not carry it
+
     host, port = settings.smtp_address
     client = aiosmtplib.SMTP(
         hostname=host, port=port, timeout=settings.timeout,

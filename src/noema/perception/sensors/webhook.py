@@ -41,21 +41,19 @@ import hmac
 import json
 import logging
 import socket
-from collections.abc import Callable, Generator, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from ..alertmanager import Notification, reports
 from ..events import CHANNEL_PATTERN, MAX_KEY, Nature, SensorInfo, Urgency
 from ..hub import Emitter
 from ..webhook_settings import Token, WebhookSettings, tokens_from
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +127,6 @@ def parse(body: bytes, model: type[M]) -> M:
         raise Refusal(422, f"the body is not a valid {model.__name__}: {problems}") from None
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its signal handlers: Ctrl-C belongs to the agent, not to a sensor."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
 class WebhookIntake:
     """The HTTP intake and its three channels, as three sensors for the hub.
 
@@ -147,6 +137,11 @@ class WebhookIntake:
     """
 
     def __init__(self, settings: WebhookSettings, tokens: list[Token]) -> None:
+        # The web stack is loaded only when the webhook is on.
+        from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.routing import Route
+
         self.settings = settings
         self._tokens = tokens
         self._emitters: dict[str, Emitter] = {}
@@ -203,6 +198,8 @@ class WebhookIntake:
 
     async def _handle(self, request: Request,
                       take: Callable[[bytes, Token], dict[str, Any]]) -> JSONResponse:
+        from starlette.responses import JSONResponse  # loaded with the intake (see __init__)
+
         try:
             token = check_token(request.headers.get("authorization"), self._tokens)
             body = await read_body(request, self.settings.max_body_bytes)
@@ -215,6 +212,9 @@ class WebhookIntake:
 
     async def _elsewhere(self, request: Request, exc: Exception) -> JSONResponse:
         """A path or method the intake does not serve (404, 405): refused and reported too."""
+        from starlette.exceptions import HTTPException  # loaded with the intake (see __init__)
+        from starlette.responses import JSONResponse
+
         status = exc.status_code if isinstance(exc, HTTPException) else 400
         refusal = Refusal(status, "only POST /events and POST /alertmanager are served"
                           if status in (404, 405)
@@ -283,10 +283,14 @@ class WebhookIntake:
         sock.listen(128)
         sock.setblocking(False)
         self.address = sock.getsockname()[:2]
-        server = _QuietServer(uvicorn.Config(
+        import uvicorn  # loaded only when the webhook is on
+
+        server = uvicorn.Server(uvicorn.Config(
             self.app, lifespan="off", log_level="warning", access_log=False,
             limit_concurrency=64, timeout_keep_alive=5,
         ))
+        # Without uvicorn's signal handlers: Ctrl-C belongs to the agent, not to a sensor.
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
         self.lend(emit)
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         try:
