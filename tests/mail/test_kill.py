@@ -34,6 +34,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,7 +215,7 @@ class Agent:
         if not path.exists():
             return []
         try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as conn:
+            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as conn:
                 return conn.execute(sql).fetchall()
         except sqlite3.OperationalError:  # the table is not made yet
             return []
