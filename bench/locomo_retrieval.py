@@ -126,6 +126,8 @@ def run(paths: list[Path]) -> None:
         "  without neighbour context": SearchTuning(neighbour_decay=0.0),
         "  without sender names": SearchTuning(speaker_boost=0.0),
         "  without dates": SearchTuning(date_boost=0.0),
+        "  without the words beside": SearchTuning(window_share=0.0),
+        "  without the stretch": SearchTuning(stretch_boost=0.0),
     }
     methods = ("plain BM25", *variants)
     tallies = {m: defaultdict(Tally) for m in methods}
