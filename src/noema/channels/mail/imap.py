@@ -18,6 +18,7 @@ import aioimaplib
 
 from .settings import MailSettings
 
+LOGOUT_WAIT_S = 0.5
 _UID = re.compile(rb"UID (\d+)")
 _FLAGS = re.compile(rb"FLAGS \(([^)]*)\)")
 _UIDVALIDITY = re.compile(rb"UIDVALIDITY (\d+)")
@@ -288,7 +289,11 @@ class ImapConnection:
         """Log out politely if the server is still there; never raises."""
         with contextlib.suppress(Exception):
             if not self.lost.is_set():
-                await asyncio.wait_for(self._client.logout(), 2)
+                if self._client.has_pending_idle():
+                    # A stop cut an IDLE short: LOGOUT would queue behind it.
+                    self._client.idle_done()
+                # Politeness only: a stop must not wait on a slow server.
+                await asyncio.wait_for(self._client.logout(), LOGOUT_WAIT_S)
         with contextlib.suppress(Exception):
             transport = self._client.protocol.transport
             if transport is not None:
