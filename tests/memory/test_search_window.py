@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from noema.memory.search import HistorySearch, SearchTuning, Term, _Gathered
 from noema.memory.turns import NewTurn, TurnKind
 
@@ -36,6 +39,39 @@ def test_the_words_beside_a_turn_are_counted_once_each_and_only_when_it_lacks_th
     assert beside[10] == 2.0  # lighthouse after it
     assert 12 not in beside  # its neighbour holds nothing it lacks
     assert 30 not in beside and 40 not in beside  # nothing within reach
+
+
+WORDS = (word("keeper", 10), word("lighthouse", 10), word("ferry", 10), word("Ana", 10, name=True))
+
+
+@given(
+    st.dictionaries(st.integers(min_value=1, max_value=60), st.integers(min_value=1, max_value=15)),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=0, max_value=25),
+)
+def test_the_window_and_the_stretch_agree_with_looking_at_every_turn_in_reach(masks, reach, wide):
+    gathered = _Gathered(WORDS)
+    for turn_id, mask in masks.items():
+        gathered.add([turn_id], *(w for bit, w in enumerate(WORDS) if mask >> bit & 1))
+    per_word = [1.0, 2.0, 4.0, 8.0]
+
+    def weight(mask: int) -> float:
+        return sum(w for bit, w in enumerate(per_word) if mask >> bit & 1)
+
+    def union(turn_id: int, span: int) -> int:
+        found = 0
+        for other, mask in masks.items():
+            if abs(other - turn_id) <= span:
+                found |= mask
+        return found
+
+    beside = gathered.beside(per_word, reach)
+    for turn_id, mask in masks.items():
+        extra = union(turn_id, reach) & ~mask
+        assert beside.get(turn_id, 0.0) == weight(extra)
+    covered = gathered.covered(per_word, wide, masks)
+    for turn_id in masks:
+        assert covered[turn_id] == weight(union(turn_id, wide)) / sum(per_word)
 
 
 def test_a_turn_whose_neighbours_hold_the_other_words_is_found_among_many_that_hold_one(store):

@@ -663,7 +663,7 @@ class HistorySearch:
         }
         best = heapq.nlargest(tuning.candidates, scores, key=lambda i: (scores[i], i))
         if beside:  # the best by their own words stay; the window fills the other places
-            kept = best[: tuning.candidates - tuning.window_candidates]
+            kept = best[: max(tuning.candidates - tuning.window_candidates, 0)]
             pick = {i: score + share * beside.get(i, 0.0) for i, score in scores.items()}
             for i in kept:
                 del pick[i]
