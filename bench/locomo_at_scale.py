@@ -18,8 +18,9 @@ conversation (the `--after` store is built once per conversation, since IDs
 follow time). Loading and scoring are `locomo_retrieval.py`'s.
 
 For the plan in the working tree and, as the baseline in the same run, the
-plan of `--baseline REV` (read from git, default the commit before the
-current plan), it prints recall@5/@10 per category and for categories 1-4,
+plan of `--baseline REV` (read from git, default the plan before candidates
+were chosen with the turns around them; `c5b3dd0` is the older plan with a
+budget of postings that dropped words), it prints recall@5/@10 per category and for categories 1-4,
 query p50/p95 (wall clock, and CPU time, which a busy machine disturbs
 less), and how many queries had words left out or a narrowed scope.
 No model is called; nothing is asserted. `--smoke` runs a made-up
@@ -63,7 +64,7 @@ from noema.memory.store import TurnStore  # noqa: E402
 DAY = 86_400.0
 SPAN_DAYS = 730  # the distractor history covers two years
 CACHE = Path("/tmp/noema-bench-cache")
-BASELINE_REV = "c5b3dd0"  # the last commit with the posting-budget plan
+BASELINE_REV = "b7b1102"  # the plan before candidates were chosen with the turns around them
 SMOKE_DISTRACTORS = 2_000
 
 
