@@ -94,7 +94,10 @@ def live(tmp_path_factory) -> Iterator[LiveServer]:
         server.close()
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's synchronous API keeps an event
+# loop running in this thread while it is open, and the asyncio tests that a
+# test worker runs after this module need the thread without one.
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (scripts/setup --tests installs it)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 
 from noema.interfaces.web.demo_run import DemoRun, demo_command
 
@@ -13,6 +14,28 @@ WAIT = 20.0
 SCRIPT = ("import sys, time\n"
           "for n in range(3):\n"
           "    sys.stdout.write(f'line {n} é\\n'); sys.stdout.flush(); time.sleep(0.05)\n")
+
+
+def in_a_loop_of_its_own(test):
+    """Run an async test in a thread: Playwright's browser holds this thread's loop."""
+    def run() -> None:
+        failure: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                asyncio.run(test())
+            except BaseException as exc:  # handed to the test's thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join(WAIT * 2)
+        assert not thread.is_alive(), "the test did not finish"
+        if failure:
+            raise failure[0]
+
+    run.__name__, run.__doc__ = test.__name__, test.__doc__
+    return run
 
 
 async def transcript(run: DemoRun, after: int = 0) -> tuple[str, int | None, list[int]]:
@@ -25,6 +48,7 @@ async def transcript(run: DemoRun, after: int = 0) -> tuple[str, int | None, lis
     return text, code, ids
 
 
+@in_a_loop_of_its_own
 async def test_the_transcript_is_followed_whole_and_resumed_without_repeats():
     run = DemoRun(command=[sys.executable, "-c", SCRIPT])
     assert await run.start()
@@ -37,6 +61,7 @@ async def test_the_transcript_is_followed_whole_and_resumed_without_repeats():
     assert "".join(run.pieces[:middle]) + rest == text and code == 0
 
 
+@in_a_loop_of_its_own
 async def test_stop_ends_the_demo_and_its_children():
     run = DemoRun(command=[sys.executable, "-c",
                            "import subprocess, sys, time\n"
@@ -51,6 +76,7 @@ async def test_stop_ends_the_demo_and_its_children():
     await pieces.aclose()
 
 
+@in_a_loop_of_its_own
 async def test_nothing_started_means_nothing_to_follow():
     assert [p async for p in DemoRun().follow()] == []
 

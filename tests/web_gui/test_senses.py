@@ -86,7 +86,7 @@ def test_delivered_events_are_shown_live_apart_with_their_gap_and_archive_batch(
     summary = delivered.locator("summary").first
     expect(summary).to_contain_text("Events delivered from applog")
     expect(summary).to_contain_text("10 left in the archive")
-    expect(page.locator(".turn.tool_call")).to_have_count(0)  # the carrying call is not shown
+    expect(page.get_by_text("pool_event called")).to_have_count(0)  # its carrying call is not
     summary.click()
     package = delivered.locator('.package[data-channel="applog"]')
     expect(package.locator(".package-head")).to_contain_text("applog · aggregatable")
@@ -107,3 +107,25 @@ def test_delivered_events_are_shown_live_apart_with_their_gap_and_archive_batch(
     expect(page.locator("h1")).to_contain_text("Archive batch b")
     expect(page.locator(".events li").first).to_contain_text("WARN temperature high on rack")
     screenshot(page, "senses-batch")
+
+
+def test_script_in_a_delivered_event_runs_nothing(page, live):
+    from noema.providers.scripted import say
+
+    live.script(say("Noted."))
+    attack = '<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2">'
+    page.fill("#message", "Watch the log.")
+    page.press("#message", "Enter")
+    expect(page.locator(".turn.assistant").last).to_have_text("Noted.")
+    live.idle()
+    live.script(say("A strange line arrived."))
+    with live.log.open("a") as log:
+        log.write(f"ERROR sender={attack}\n")
+    delivered = page.locator("details.turn.event.delivery").last
+    expect(delivered).to_be_attached()
+    delivered.locator("summary").first.click()
+    expect(delivered.locator(".package pre").first).to_contain_text("<script>window.pwned = 1")
+    expect(page.locator(".turn.assistant").last).to_have_text("A strange line arrived.")
+    live.idle()
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("main script, main img").count() == 0
