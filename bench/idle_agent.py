@@ -8,7 +8,8 @@ temporary home:
 
 - `python`, a bare interpreter that imports nothing (the floor any Python
   process pays);
-- `noema run` with two log files and a folder to watch and no channel;
+- `noema run` with two log files and a folder to watch, a workspace (its
+  history is opened at start) and no channel;
 - `noema run` with the same plus mail and Telegram configured: a Dovecot of
   its own on 127.0.0.1 (IMAP, IDLE) with an SMTP relay in front of it, and
   the fake Telegram Bot API on 127.0.0.1 with real long polling.
@@ -151,6 +152,12 @@ def agent_home(home: Path, *, mail: tuple[Dovecot, SmtpRelay, str] | None = None
               "script = 'script.toml'\n")
     config += "".join(f"[[perception.logs]]\npath = '{log}'\n" for log in logs)
     config += f"[[perception.folders]]\npath = '{watched}'\n"
+    # A workspace of its own (the default one is in the real home): its history
+    # is opened and snapshotted at start, as for every agent.
+    workspace = home / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.md").write_text("# Notes\n")
+    config += f"[[files.roots]]\npath = '{workspace}'\nmode = 'read-write'\n"
     secrets = []
     if mail is not None:
         dovecot, relay, user = mail
@@ -238,7 +245,7 @@ def mb(value: float | None) -> str:
 
 def report(subjects: list[Subject], wall: float, warmup: float, with_mail: bool) -> None:
     print(f"idle processes sampled {wall:.0f} s after a {warmup:.0f} s warm-up; "
-          "each agent watches two log files and a folder")
+          "each agent watches two log files and a folder and has a workspace")
     if not with_mail:
         print("  NOTE: Dovecot is not installed here: the mail figure is without mail "
               "(Telegram only)")
@@ -262,6 +269,53 @@ def report(subjects: list[Subject], wall: float, warmup: float, with_mail: bool)
     for s in (plain, full):
         print(f"  {s.name}: SIGTERM to exit {s.stop_seconds:.2f} s, exit status {s.exit_code} "
               f"({s.said})")
+
+
+# What the agent loads, in the order it loads it; each step is measured on top
+# of the ones before it, so the figures add up to the agent's import cost.
+LAYERS = (
+    ("asyncio, ssl, sqlite3, email (standard library)", "asyncio, ssl, sqlite3, email.message"),
+    ("pydantic", "pydantic"),
+    ("pygit2 (workspace history, opened at start)", "pygit2"),
+    ("httpx2 (model endpoints, web tools)", "httpx2"),
+    ("click, watchfiles, regex", "click, watchfiles, regex"),
+    ("noema's own modules for `noema run` (with the mail channel)",
+     "noema.cli, noema.interfaces.run, noema.channels.mail"),
+    ("python-telegram-bot (with httpx, rich, cryptography)", "telegram"),
+    ("the Telegram channel", "noema.channels.telegram.channel"),
+)
+
+_LAYER_PROBE = """
+import importlib, sys
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+print(rss(), len(sys.modules), flush=True)
+for names in sys.argv[1:]:
+    for name in names.split(", "):
+        importlib.import_module(name)
+    print(rss(), len(sys.modules), flush=True)
+"""
+
+
+def layers() -> list[tuple[str, float, int]]:
+    """(what, MB, modules) that each layer of imports adds, in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", _LAYER_PROBE, *(m for _, m in LAYERS)],
+                          capture_output=True, text=True, check=True, cwd=HERE.parent)
+    readings = [tuple(map(float, line.split())) for line in done.stdout.splitlines()]
+    found = [("a bare python", readings[0][0], int(readings[0][1]))]
+    for (what, _), before, after in zip(LAYERS, readings[:-1], readings[1:], strict=True):
+        found.append((what, after[0] - before[0], int(after[1] - before[1])))
+    return found
+
+
+def report_layers(found: list[tuple[str, float, int]]) -> None:
+    print("\n  where the memory goes: RSS each layer of imports adds, in a fresh interpreter")
+    total = 0.0
+    for what, added, modules in found:
+        total += added
+        print(f"    {what:<60}{added:+7.1f} MB {modules:5d} modules   (sum {total:5.1f})")
 
 
 def measure(seconds: float, warmup: float) -> int:
@@ -302,6 +356,7 @@ def measure(seconds: float, warmup: float) -> int:
             if dovecot is not None:
                 dovecot.stop()
     report(subjects, wall, warmup, with_mail)
+    report_layers(layers())
     return 0 if all(s.exit_code == 0 for s in subjects if s.is_agent) else 1
 
 
