@@ -26,8 +26,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
-
-import regex
+from typing import TYPE_CHECKING, TypeAlias
 
 from .errors import ToolError, quoted
 
@@ -35,7 +34,11 @@ CALL_SECONDS = 20.0  # all the matching one tool call may do
 MATCH_SECONDS = 1.0  # one line, one path or one file's first pass: far beyond a sane pattern
 HOLD_SECONDS = 0.02  # how long a match may hold the GIL (the event loop waits that long)
 
-Pattern = regex.Pattern
+if TYPE_CHECKING:
+    import regex
+
+# For annotations only: the `regex` package is loaded by the first search.
+Pattern: TypeAlias = "regex.Pattern[str]"
 
 # Constructs that see past the end of a line, that one line's text matches
 # differently once the line sits inside a file, or that make a search return
@@ -78,6 +81,8 @@ class Query:
 def compile_query(query: str) -> Query:
     """A model's regular expression, in Python's syntax, or a ToolError saying
     what is wrong with it."""
+    import regex  # loaded by the first search: an idle agent does not carry it
+
     try:
         exact = regex.compile(query, regex.VERSION0)
         bound = _LINE_BOUND.search(query) is not None
@@ -93,6 +98,8 @@ def compile_query(query: str) -> Query:
 
 def compile_internal(source: str) -> Pattern:
     """A pattern built by our own code (a glob turned into a regex)."""
+    import regex  # loaded by the first search: an idle agent does not carry it
+
     return regex.compile(source, regex.VERSION0)
 
 
