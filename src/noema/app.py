@@ -257,7 +257,8 @@ def _wire(
     docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
                             allow_hard_links=config.files.allow_hard_links)
     docs_offered = hands.gate.wrap_all(docs.tools) if docs is not None else []
-    web_offered = hands.gate.wrap_all(web_tools(config.web, load_secrets(paths), delimiter))
+    web_offered = hands.gate.wrap_all(web_tools(config.web, load_secrets(paths), delimiter,
+                                                conversation=store, gate=hands.gate))
 
     def render(items, now: float) -> str:
         return render_pool_event(items, delimiter, now=now, k=senses.sandwich_k, tz=zone,

@@ -30,6 +30,8 @@ from .addresses import AddressGuard, IPAddress, Refused, Resolver, read_host, sy
 from .settings import WebSettings
 
 Connector = Callable[[IPAddress, int, "float | None"], Awaitable[httpcore2.AsyncNetworkStream]]
+# Called with (from, to) before a redirect is followed; raises ToolError to stop it.
+RedirectCheck = Callable[[str, str], None]
 
 USER_AGENT = "Noema/0.1 (personal agent; page fetch)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -116,8 +118,10 @@ class Fetcher:
         self._connect = connect
         self._verify = verify  # the system's certificate authorities, unless a test brings its own
 
-    async def fetch(self, url: str, accept: frozenset[str]) -> Fetched:
-        """GET `url`, following redirects; a ToolError names what went wrong."""
+    async def fetch(self, url: str, accept: frozenset[str],
+                    on_redirect: RedirectCheck | None = None) -> Fetched:
+        """GET `url`, following redirects (each one past `on_redirect` first, when
+        given); a ToolError names what went wrong."""
         s = self.settings
         timeout = httpx2.Timeout(s.read_timeout_s, connect=s.connect_timeout_s)
         client = httpx2.AsyncClient(
@@ -126,7 +130,7 @@ class Fetcher:
         )
         try:
             async with asyncio.timeout(s.total_timeout_s), client:
-                return await self._follow(client, url, accept)
+                return await self._follow(client, url, accept, on_redirect)
         except TimeoutError:
             raise ToolError(
                 f"fetching {shorten(url)} took longer than {s.total_timeout_s:g} s; try again later"
@@ -140,8 +144,8 @@ class Fetcher:
             reason = shorten(str(exc) or type(exc).__name__, 120, 40)
             raise ToolError(f"could not fetch {shorten(url)}: {reason}") from None
 
-    async def _follow(self, client: httpx2.AsyncClient, url: str, accept: frozenset[str]
-                      ) -> Fetched:
+    async def _follow(self, client: httpx2.AsyncClient, url: str, accept: frozenset[str],
+                      on_redirect: RedirectCheck | None) -> Fetched:
         current = await self._checked(url)
         for hop in range(self.settings.max_redirects + 1):
             response = await client.send(client.build_request("GET", current), stream=True)
@@ -153,6 +157,8 @@ class Fetcher:
                             "times; giving up"
                         )
                     target = str(response.url.join(response.headers["location"]))
+                    if on_redirect is not None:
+                        on_redirect(current, target)
                     current = await self._checked(target)
                     continue
                 return await self._read(response, accept)

@@ -23,6 +23,35 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def trusted_host(entry: str) -> str:
+    """One `trusted_hosts` entry in the form the guard compares: lowercase,
+    punycode for a Unicode name, no trailing dot; ValueError says what is wrong."""
+    import idna  # the encoder httpx uses, so the name compares with what it sends
+
+    text = entry.strip().lower().rstrip(".")
+    wildcard = text.startswith("*.")
+    name = text[2:] if wildcard else text
+    if not name or any(c in name for c in "/:@?#[]*% \t"):
+        raise ValueError(
+            f"{entry!r} is not a host name; write only the name, like 'example.org' or "
+            "'*.example.org', without http://, a port or a path"
+        )
+    try:
+        ascii_name = idna.encode(name, uts46=True).decode("ascii")
+    except idna.IDNAError as exc:
+        raise ValueError(f"{entry!r} is not a valid host name ({exc})") from None
+    labels = ascii_name.split(".")
+    if len(labels) < 2 or not all(_HOST_LABEL.match(label) for label in labels):
+        raise ValueError(
+            f"{entry!r} is not a full host name; write one like 'example.org' (a top-level "
+            "domain alone, or a name without a dot, is not accepted)"
+        )
+    return ("*." if wildcard else "") + ascii_name
+
+
 class WebSettings(BaseModel):
     """Search backend, fetch limits, allowed private ranges and proxy."""
 
@@ -48,6 +77,14 @@ class WebSettings(BaseModel):
     max_bytes: int = Field(10_000_000, ge=1024, le=200_000_000, description="Response size cap.")
     max_redirects: int = Field(5, ge=0, le=5)
     page_chars: int = Field(8000, ge=500, le=100_000, description="Characters per page of text.")
+    trusted_hosts: tuple[str, ...] = Field(
+        (), description=(
+            "Hosts the agent may send anything to in a web address it wrote itself, without "
+            "asking: 'example.org' (that host only) or '*.example.org' (its subdomains, and "
+            "itself). An address the conversation showed (the person's messages, search "
+            "results, pages, mails, events) needs no entry here."
+        ),
+    )
 
     @field_validator("search_url", "proxy")
     @classmethod
@@ -87,6 +124,11 @@ class WebSettings(BaseModel):
                     f"{item!r} is not an address range; write one like '10.0.0.0/8' or 'fd00::/8'"
                 ) from None
         return tuple(item.strip() for item in value)
+
+    @field_validator("trusted_hosts")
+    @classmethod
+    def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(trusted_host(item) for item in value)
 
     @model_validator(mode="after")
     def _searxng_has_address(self) -> WebSettings:

@@ -1,0 +1,110 @@
+"""The web addresses the conversation showed the model, kept as a set.
+
+An address counts as shown when it came from outside the model: written in
+a message of the person, in a delivered event, or brought in by a tool that
+reads the world (a search result, a page, a mail). What the model wrote
+itself (its answers, its tool calls) never counts, and neither does what
+other tools return: files and command output can hold anything the model
+put there a moment before, and a tool error may quote the model's own
+arguments. For the same reason the first line of a search result (which
+repeats the query) and events of the scheduler (alarms carry the model's
+own words) are left out.
+
+The turn store is read incrementally: each check reads only the turns
+stored since the previous one, so a long history is read once per process
+and a check after that costs the few turns of the last step. The sets hold
+only addresses, hosts and words of the person, never whole texts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..memory.turns import Flag, Turn, TurnKind
+from ..perception.untrusted import CLOSE, OPEN
+from .urls import addresses_in, hosts_named_in
+
+# Tools whose results are what the world says, not an echo of the model.
+READING_TOOLS = frozenset({"web_search", "web_get_content", "email_read", "email_list",
+                           "pool_event"})
+# Channels whose events repeat what the model itself set up (an alarm's note).
+OWN_CHANNELS = ("scheduler",)
+_BATCH = 2000  # turns read from the store at a time
+_WORD = re.compile(r"\w+")
+# One delivered event: its opening mark (with its channel) up to its closing mark.
+_EVENT = re.compile(f"{OPEN}event [0-9a-f]+ channel=(\\S+)[^{CLOSE}]*{CLOSE}.*?{OPEN}/event "
+                    f"[0-9a-f]+{CLOSE}", re.S)
+
+
+class TurnSource(Protocol):
+    """What the set reads from: the turn store."""
+
+    def last_id(self) -> int: ...
+
+    def range(self, first: int, last: int) -> list[Turn]: ...
+
+
+@dataclass(slots=True)
+class Seen:
+    """What the conversation showed up to a turn: addresses, and the person's hosts and words."""
+
+    addresses: set[str] = field(default_factory=set)  # keys, as urls.Address.key
+    person_hosts: set[str] = field(default_factory=set)
+    person_words: set[str] = field(default_factory=set)  # lowercase
+    read_up_to: int = 0  # the last turn ID read
+
+
+def shown_text(turn: Turn) -> str:
+    """The part of a turn that came from outside the model; empty if none did."""
+    if turn.kind is TurnKind.USER:
+        return turn.content
+    if turn.kind not in (TurnKind.TOOL_RESULT, TurnKind.EVENT) or turn.has(Flag.ERROR):
+        return ""
+    if turn.kind is TurnKind.EVENT or turn.tool_name == "pool_event":
+        return _without_own_events(turn.content)
+    if turn.tool_name not in READING_TOOLS:
+        return ""
+    if turn.tool_name == "web_search":
+        return turn.content.split("\n", 1)[1] if "\n" in turn.content else ""
+    return turn.content
+
+
+def _without_own_events(text: str) -> str:
+    def keep(match: re.Match[str]) -> str:
+        channel = match.group(1)
+        own = any(channel == c or channel.startswith(c + ".") for c in OWN_CHANNELS)
+        return "" if own else match.group(0)
+
+    return _EVENT.sub(keep, text)
+
+
+def take(seen: Seen, turn: Turn) -> None:
+    """Add what `turn` showed to `seen`."""
+    text = shown_text(turn)
+    if not text or "://" not in text and turn.kind is not TurnKind.USER:
+        return
+    seen.addresses |= addresses_in(text)
+    if turn.kind is TurnKind.USER:
+        seen.person_hosts |= hosts_named_in(text)
+        seen.person_words.update(w.lower() for w in _WORD.findall(text))
+
+
+class SeenAddresses:
+    """The `Seen` of one turn store, brought up to date on each look."""
+
+    def __init__(self, store: TurnSource) -> None:
+        self._store = store
+        self._seen = Seen()
+
+    def now(self) -> Seen:
+        """What the conversation showed up to its latest stored turn."""
+        last = self._store.last_id()
+        seen = self._seen
+        while seen.read_up_to < last:
+            upto = min(last, seen.read_up_to + _BATCH)
+            for turn in self._store.range(seen.read_up_to + 1, upto):
+                take(seen, turn)
+            seen.read_up_to = upto
+        return seen

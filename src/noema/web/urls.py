@@ -1,0 +1,115 @@
+"""Web addresses compared as they go on the wire, and found in text.
+
+Two spellings of an address are the same address when the request they make
+is the same: the scheme and host in any case, the host in Unicode or as
+punycode, the default port written or not, the fragment (never sent) present
+or not, characters the client would percent-encode written raw or encoded.
+The path and the query are otherwise compared byte for byte, as the client
+sends them: `%2f` and `%2F` differ, and so do `?a=1&b=2` and `?b=2&a=1`. A
+difference there only means a question to the person, never a way past one.
+
+The parser is httpx's own, the one the fetch sends with, so the host judged
+here is the host the request goes to (`https://a.example\\@b.example/` is
+b.example to both).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import httpx2
+
+from .addresses import Refused, read_host
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# An address in running text stops at whitespace, quotes, angle brackets,
+# the datamark that stands for a space in outside text, and envelope brackets.
+_IN_TEXT = re.compile(r"""https?://[^\s"'<>`ˆ⟦⟧]+""", re.I)
+# Punctuation that usually ends the sentence around an address, not the address.
+_TRAILING = ".,;:!?)]}'\"*_"
+# A name the person wrote without a scheme, as people do: www.example.org.
+_BARE_WWW = re.compile(r"(?<![\w.@/-])www\.(?:[a-z0-9-]+\.)+[a-z]{2,63}\b", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """One http(s) address, read as the client will send it."""
+
+    scheme: str  # "http" or "https"
+    host: str  # lowercase ASCII (punycode), no trailing dot; an IP address in its plain form
+    port: int  # the default port of the scheme when none is written
+    userinfo: str  # "user:password" before the host, as sent; usually empty
+    path: str  # as sent, at least "/"
+    query: str  # as sent, without the "?"; empty when there is none
+
+    @property
+    def key(self) -> str:
+        """The address as one string: equal keys, equal requests."""
+        port = "" if _DEFAULT_PORTS[self.scheme] == self.port else f":{self.port}"
+        user = f"{self.userinfo}@" if self.userinfo else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        query = f"?{self.query}" if self.query else ""
+        return f"{self.scheme}://{user}{host}{port}{self.path}{query}"
+
+
+def read_address(text: str) -> Address | None:
+    """`text` as an http(s) address, or None if it is not one the fetch could send."""
+    try:
+        url = httpx2.URL(text.strip())
+        raw_host = url.raw_host.decode("ascii")
+    except (httpx2.InvalidURL, ValueError, UnicodeError):
+        return None
+    if url.scheme not in _DEFAULT_PORTS or not raw_host:
+        return None
+    raw_path = url.raw_path.decode("ascii")
+    path = raw_path.split("?", 1)[0] or "/"
+    return Address(
+        scheme=url.scheme, host=host_key(raw_host), port=url.port or _DEFAULT_PORTS[url.scheme],
+        userinfo=url.userinfo.decode("ascii"), path=path, query=url.query.decode("ascii"),
+    )
+
+
+def host_key(raw: str) -> str:
+    """A host as compared here: lowercase, no trailing dot, an address in its plain form.
+
+    A host with a percent sign is kept as written: decoding it would judge a
+    name other than the one the client looks up.
+    """
+    name = raw.strip().lower().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if "%" in name or not name:
+        return name
+    try:
+        found = read_host(name)
+    except Refused:  # a garbled address spelling: compared as written
+        return name
+    return str(found.address) if found.address is not None else found.name
+
+
+def addresses_in(text: str) -> set[str]:
+    """The keys of every http(s) address written in `text`.
+
+    Where punctuation ends an address, the address with and without it is
+    kept: both were written there, and only one was meant.
+    """
+    found: set[str] = set()
+    for match in _IN_TEXT.finditer(text):
+        candidate = match.group(0)
+        while candidate:
+            address = read_address(candidate)
+            if address is not None:
+                found.add(address.key)
+            if candidate[-1] not in _TRAILING:
+                break
+            candidate = candidate[:-1]
+    return found
+
+
+def hosts_named_in(text: str) -> set[str]:
+    """Hosts written in `text`: those of its http(s) addresses and bare www. names."""
+    hosts = {a.host for a in map(read_address, addresses_in(text)) if a is not None}
+    hosts.update(host_key(match.group(0)) for match in _BARE_WWW.finditer(text))
+    return hosts
