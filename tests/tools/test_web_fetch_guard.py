@@ -15,6 +15,7 @@ import ipaddress
 import json
 import socket
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import pytest
 from pydantic import ValidationError
@@ -55,6 +56,10 @@ def web():
                 302, {"Location": f"http://cdn.example.net:{server.port}/article.html?from=news"},
                 b""),
             ("GET", "/out"): lambda q, b: (302, {"Location": q.get("to", "/")}, b""),
+            ("GET", "/echo"): lambda q, b: (  # a search page that repeats what it was asked
+                200, {"Content-Type": "text/plain"}, f"No results for {q.get('q')}".encode()),
+            ("GET", "/links.txt"): page("text/plain", (
+                f"Mirror: http://cdn.example.net:{server.port}/article.html?ref=links\n")),
             ("GET", "/search"): lambda q, b: json_reply({"results": [
                 {"url": f"http://news.example.org:{server.port}/article.html?id=7",
                  "title": "Tides in Vigo", "content": "Spring tides reach four metres."},
@@ -271,6 +276,26 @@ async def test_an_event_from_the_world_counts_as_shown(web, make):
         kind=TurnKind.EVENT)
     result = await agent.call("web_get_content", url=url)
     assert not result.is_error, result.content
+
+
+async def test_a_link_on_a_page_read_from_a_shown_address_counts_as_shown(web, make):
+    agent = make(person=None)
+    agent.person_says(f"What is on http://news.example.org:{web.port}/links.txt ?")
+    assert not (await agent.call(
+        "web_get_content", url=f"http://news.example.org:{web.port}/links.txt")).is_error
+    result = await agent.call(
+        "web_get_content", url=f"http://cdn.example.net:{web.port}/article.html?ref=links")
+    assert not result.is_error, result.content
+
+
+async def test_a_page_that_repeats_a_composed_address_does_not_make_it_shown(web, make):
+    agent = make(person=None, trusted_hosts=["go.example.org"])
+    target = exfiltrating(web)
+    echoed = await agent.call("web_get_content",
+                              url=f"http://go.example.org:{web.port}/echo?q={quote(target)}")
+    assert not echoed.is_error and read_address(target).key in addresses_in(echoed.content)
+    result = await agent.call("web_get_content", url=target)
+    assert result.is_error and "needs the person's approval" in result.content, result.content
 
 
 # -- hosts the person trusts or named -------------------------------------------------

@@ -8,7 +8,11 @@ other tools return: files and command output can hold anything the model
 put there a moment before, and a tool error may quote the model's own
 arguments. For the same reason the first line of a search result (which
 repeats the query) and events of the scheduler (alarms carry the model's
-own words) are left out.
+own words) are left out, and so is a page fetched from an address that was
+not shown itself: a trusted site's search page or "not found" page can
+repeat, as a link, whatever the model put in the address it composed.
+Whether a fetch's address was shown is decided from the turns before its
+call, so the answer is the same after a restart.
 
 The turn store is read incrementally: each check reads only the turns
 stored since the previous one, so a long history is read once per process
@@ -18,19 +22,21 @@ only addresses, hosts and words of the person, never whole texts.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..memory.turns import Flag, Turn, TurnKind
 from ..perception.untrusted import CLOSE, OPEN
-from .urls import addresses_in, hosts_named_in
+from .urls import addresses_in, hosts_named_in, read_address
 
 # Tools whose results are what the world says, not an echo of the model.
 READING_TOOLS = frozenset({"web_search", "web_get_content", "email_read", "email_list",
                            "pool_event"})
 # Channels whose events repeat what the model itself set up (an alarm's note).
 OWN_CHANNELS = ("scheduler",)
+FETCH = "web_get_content"
 _BATCH = 2000  # turns read from the store at a time
 _WORD = re.compile(r"\w+")
 # One delivered event: its opening mark (with its channel) up to its closing mark.
@@ -54,6 +60,8 @@ class Seen:
     person_hosts: set[str] = field(default_factory=set)
     person_words: set[str] = field(default_factory=set)  # lowercase
     read_up_to: int = 0  # the last turn ID read
+    # web_get_content calls read but not yet answered: call ID -> its address was shown
+    fetching: dict[str, bool] = field(default_factory=dict)
 
 
 def shown_text(turn: Turn) -> str:
@@ -82,6 +90,12 @@ def _without_own_events(text: str) -> str:
 
 def take(seen: Seen, turn: Turn) -> None:
     """Add what `turn` showed to `seen`."""
+    if turn.tool_name == FETCH and turn.call_id:
+        if turn.kind is TurnKind.TOOL_CALL:
+            seen.fetching[turn.call_id] = _fetches_shown(turn.arguments, seen)
+            return
+        if not seen.fetching.pop(turn.call_id, False):
+            return
     text = shown_text(turn)
     if not text or "://" not in text and turn.kind is not TurnKind.USER:
         return
@@ -89,6 +103,15 @@ def take(seen: Seen, turn: Turn) -> None:
     if turn.kind is TurnKind.USER:
         seen.person_hosts |= hosts_named_in(text)
         seen.person_words.update(w.lower() for w in _WORD.findall(text))
+
+
+def _fetches_shown(arguments: str | None, seen: Seen) -> bool:
+    try:
+        url = json.loads(arguments or "{}").get("url")
+    except (ValueError, AttributeError):
+        return False
+    address = read_address(url) if isinstance(url, str) else None
+    return address is not None and address.key in seen.addresses
 
 
 class SeenAddresses:

@@ -156,6 +156,8 @@ def web_status(settings: WebSettings, secrets: Mapping[str, str]) -> str:
     else:
         allowed = ", ".join(settings.allow_ranges) or "none"
         proxy = f", through the proxy {settings.proxy}" if settings.proxy else ""
+        trusted = ", ".join(settings.trusted_hosts) or "none"
         fetch = (f"web_get_content: on (private ranges allowed: {allowed}{proxy}; "
-                 f"cap {settings.max_bytes} bytes)")
+                 f"cap {settings.max_bytes} bytes; composed addresses ask, except to "
+                 f"trusted hosts: {trusted})")
     return f"{search}\n{fetch}"
