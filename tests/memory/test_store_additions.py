@@ -51,6 +51,7 @@ def test_upkeep_merges_the_index_while_writes_are_quiet(store):
     def segments() -> int:
         return store.conn.execute("SELECT COUNT(DISTINCT segid) FROM turns_fts_idx").fetchone()[0]
 
+    before = set(threading.enumerate())
     store.start_upkeep(quiet_s=0.05, merge_pages=16)
     for n in range(120):  # one transaction each: one small index segment each
         store.append(NewTurn(TurnKind.USER, f"turn {n} about merging segments"))
@@ -60,5 +61,7 @@ def test_upkeep_merges_the_index_while_writes_are_quiet(store):
         time.sleep(0.05)
     assert segments() < piled
     assert len(store.search('"merging"', limit=200)) == 120
+    ours = [t for t in threading.enumerate() if t.name == "turn-store-upkeep"
+            and t not in before]  # other tests' stores may still be open
     store.close()
-    assert not any(t.name == "turn-store-upkeep" and t.is_alive() for t in threading.enumerate())
+    assert ours and not any(t.is_alive() for t in ours)
