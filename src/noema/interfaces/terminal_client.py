@@ -15,6 +15,8 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
+from ..orchestrator.delivery import POOL_EVENT
+from .deliveries import read_delivery
 from .protocol import (
     Answer,
     ApprovalAsked,
@@ -75,6 +77,20 @@ def one_line(text: str, width: int = 100) -> str:
 def call_text(tool: str | None, arguments: str | None, width: int) -> str:
     """A tool call as the terminal shows it: `  · name(arguments)`."""
     return f"  · {tool}({one_line(arguments or '', width)})"
+
+
+def delivery_text(content: str) -> str | None:
+    """A delivery of events as the terminal shows it, or None when `content` is
+    not one: `  · events from applog, mail (2 packages, 10 in the archive)`."""
+    delivery = read_delivery(content)
+    if delivery is None:
+        return None
+    count = len(delivery.packages)
+    parts = [f"{count} package{'s' if count != 1 else ''}"]
+    archived = sum(p.gap.count for p in delivery.packages if p.gap is not None)
+    if archived:
+        parts.append(f"{archived} more in the archive")
+    return f"  · events from {', '.join(delivery.channels)} ({', '.join(parts)})"
 
 
 class AgentGone(ConnectionError):
@@ -144,7 +160,12 @@ class ChatClient:
 
     def _turn(self, message: TurnStored) -> None:
         turn = message.turn
-        if turn.kind == "tool_call":
+        if turn.kind == "tool_call" and turn.tool_name == POOL_EVENT:
+            return  # the delivery that follows says what it carried
+        if turn.kind == "event" and (shown := delivery_text(turn.content)) is not None:
+            self.screen.end_answer()
+            self.screen.line(shown, "tool")
+        elif turn.kind == "tool_call":
             self.screen.end_answer()
             self.screen.line(call_text(turn.tool_name, turn.arguments, 80), "tool")
         elif turn.kind == "assistant":

@@ -33,7 +33,7 @@ from ..protocol import (
     Stop,
     TurnView,
 )
-from .deliveries import delivery_json
+from ..deliveries import delivery_json
 from .render import markdown_html
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from noema.interfaces.web.deliveries import delivery_json, read_delivery
+from noema.interfaces.deliveries import delivery_json, read_delivery
+from noema.interfaces.terminal_client import delivery_text
 from noema.perception.items import Aggregate, Discrete, GapSpan
 from noema.perception.packing import render_pool_event
 from noema.perception.untrusted import SessionDelimiter
@@ -52,3 +53,21 @@ def test_text_that_is_not_a_delivery_is_left_alone():
     assert read_delivery("No new events.") is None
     assert read_delivery("") is None
     assert delivery_json("⟦pool_event nothex⟧ 1 package") is None
+
+
+def test_the_terminal_names_the_channels_and_what_stayed_in_the_archive():
+    first = event("logs", "disk full", at=T0, batch="b1", seq=0, sender="app.log")
+    latest = event("logs", "disk full", at=T0 + 60, batch="b1", seq=40, sender="app.log")
+    aggregate = Aggregate("logs", "disk full", 41, T0, T0 + 60, first, latest,
+                          (GapSpan("b1", 1, 39, 39),), ("app.log",), False)
+    note = Discrete("mail", "ana@example.org", True,
+                    (event("mail", "hi", sender="ana@example.org"),))
+    text = render_pool_event([aggregate, note], D, now=T0 + 60)
+    assert delivery_text(text) == "  · events from logs, mail (2 packages, 39 more in the archive)"
+    alone = render_pool_event([note], D, now=T0)
+    assert delivery_text(alone) == "  · events from mail (1 package)"
+
+
+def test_a_text_that_is_not_a_delivery_is_left_to_the_other_lines():
+    assert delivery_text("No new events.") is None
+    assert delivery_text("an answer that mentions pool_event") is None

@@ -1,4 +1,4 @@
-"""A delivered pool_event read back into its parts, for the chat to show apart:
+"""A delivered pool_event read back into its parts, for the chats to show apart:
 which channels spoke, each package's lines before and after its gap, and
 where in the archive the gap's events are.
 
@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...perception.untrusted import CLOSE, DEFAULT_MARKER, OPEN
+from ..perception.untrusted import CLOSE, DEFAULT_MARKER, OPEN
 
 _MARK = re.compile(f"{OPEN}(/?)(\\w+) [0-9a-f]{{8,32}}([^{CLOSE}]*){CLOSE}")
 _ATTRIBUTE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')  # an outside value is quoted
