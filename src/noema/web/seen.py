@@ -80,12 +80,15 @@ def shown_text(turn: Turn) -> str:
 
 
 def _without_own_events(text: str) -> str:
-    def keep(match: re.Match[str]) -> str:
+    """The delivered events of a pool_event result, without those of the agent's own
+    channels. Only whole event envelopes are kept, so a result in another shape
+    shows nothing rather than everything."""
+    kept = []
+    for match in _EVENT.finditer(text):
         channel = match.group(1)
-        own = any(channel == c or channel.startswith(c + ".") for c in OWN_CHANNELS)
-        return "" if own else match.group(0)
-
-    return _EVENT.sub(keep, text)
+        if not any(channel == c or channel.startswith(c + ".") for c in OWN_CHANNELS):
+            kept.append(match.group(0))
+    return "\n".join(kept)
 
 
 def take(seen: Seen, turn: Turn) -> None:
