@@ -278,7 +278,7 @@ LAYERS = (
     ("pydantic", "pydantic"),
     ("pygit2 (workspace history, opened at start)", "pygit2"),
     ("httpx2 (model endpoints, web tools)", "httpx2"),
-    ("click, watchfiles, regex", "click, watchfiles, regex"),
+    ("click, watchfiles", "click, watchfiles"),
     ("noema's own modules for `noema run` (with the mail channel)",
      "noema.cli, noema.interfaces.run, noema.channels.mail"),
     ("python-telegram-bot (with httpx, rich, cryptography)", "telegram"),
