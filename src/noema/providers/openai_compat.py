@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from .base import (
     Finish,
@@ -38,6 +39,13 @@ from .retry import RetryPolicy, stream_with_retry
 # The SDK will not build a client without a key; keyless local servers
 # ignore whatever bearer token they receive.
 _NO_KEY = "no-key-needed"
+
+# What `chat.completions.create` asks of the client's `post`, minus the
+# body's type-driven transform: that walks every message of the history
+# against the SDK's typed dicts (about 0.4 ms a message, 85 ms for 200), to
+# rename and reformat fields our bodies never hold (they are plain JSON
+# already, `payload`). Same path, auth, errors and stream classes.
+_CHAT_PATH = "/chat/completions"
 
 _FINISH_REASONS = {"function_call": "tool_calls"}
 
@@ -242,7 +250,11 @@ class OpenAICompatProvider:
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         # Built here so that a request we cannot convert fails while iterating, like any other.
-        response = await self._client.chat.completions.create(**self.payload(request))
+        response = await self._client.post(
+            _CHAT_PATH, body=self.payload(request), cast_to=ChatCompletion,
+            options={"security": {"bearer_auth": True}},
+            stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
         try:
             reader = ChunkReader()
             async for chunk in response:
