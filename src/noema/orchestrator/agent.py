@@ -520,7 +520,7 @@ class Agent:
         self.listener.on_cycle_start(cycle_id, start.origin.value)
         self._driving = True
         if self._abort is not None:  # cancelled before it began: nothing ran
-            self._finish_abort(start.run, progress, self._abort)
+            self._finish_abort(start, progress, self._abort)
             return
         outcome, error, why = Outcome.FAILED, None, None
         try:
@@ -539,7 +539,7 @@ class Agent:
             error, why = str(exc), "the model request failed"
         if self._abort is not None:
             # Even a cycle that ended as the cancellation arrived is aborted as decided.
-            self._finish_abort(start.run, progress, self._abort)
+            self._finish_abort(start, progress, self._abort)
             return
         if why is not None:
             self._repair(progress, why, stopped=False)
@@ -548,10 +548,10 @@ class Agent:
         if outcome is not Outcome.FAILED:
             self._last_failure = None
         self._feed(CycleEnded(start.run, outcome, progress.tokens, self._clock()))
-        self._after()
+        self._after(again=start.origin is Origin.WORLD)
         self._idle_unless_followed()
 
-    def _finish_abort(self, run: int, progress: CycleProgress, abort: Abort) -> None:
+    def _finish_abort(self, start: StartCycle, progress: CycleProgress, abort: Abort) -> None:
         if isinstance(abort, SafeCancel):
             discard_cycle(self.session, progress)
         elif isinstance(abort, UnsafeCancel):
@@ -561,8 +561,8 @@ class Agent:
         self._settle_handed()
         self._abort = None
         self._close(progress, _ABORT_STATUS[type(abort)], None)
-        self._feed(CycleAborted(run, progress.tokens, self._clock()))
-        self._after()
+        self._feed(CycleAborted(start.run, progress.tokens, self._clock()))
+        self._after(again=start.origin is Origin.WORLD)
         self._idle_unless_followed()
 
     def _close(self, progress: CycleProgress, status: str, error: str | None) -> None:
@@ -574,10 +574,22 @@ class Agent:
             self._last_input_tokens = progress.usage.input_tokens
         self.listener.on_cycle_end(progress.cycle_id, status, error)
 
-    def _after(self) -> None:
-        # After the core knows the cycle ended: a failing hook cannot keep it busy.
+    def _after(self, *, again: bool) -> None:
+        # After the core knows the cycle ended: a failing hook cannot keep it
+        # busy. On the loop's next turn, not here: when the core has started
+        # the next cycle (an urgent event cut this one), that cycle's request
+        # goes out first, and the hook (the compactor's count over the whole
+        # context, the reply router's look at the history) runs after it.
         if self._after_cycle is not None:
-            self._after_cycle()
+            asyncio.get_running_loop().call_soon(self._run_after, again)
+
+    def _run_after(self, again: bool) -> None:
+        # What `_drive` would have done had the hook failed in the cycle's task.
+        try:
+            if self._after_cycle is not None:
+                self._after_cycle()
+        except Exception as exc:
+            self._report(exc, "finishing a reply", again=again)
 
     def _recover(self, run: int, exc: Exception, *, again: bool = False,
                  during: str | None = None) -> None:
