@@ -1,13 +1,14 @@
 """The web page served for real, with an in-process agent over a scripted
 model, in a thread of its own; Debian's Chromium driven by Playwright.
 
-One server and one browser per test session (the machine is shared); each
-test gets a fresh browser context, so a fresh cookie jar.
+One server per test session and one browser per test module (the machine is
+shared); each test gets a fresh browser context, so a fresh cookie jar.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from noema.app import App, build_app
 from noema.config import Config
+from noema.interfaces.web import UiServer
 from noema.paths import AgentPaths
 from noema.perception.settings import LogFileSettings, PerceptionSettings
 from noema.providers.scripted import ScriptedProvider, ScriptedResponse
@@ -33,7 +35,6 @@ class LiveServer:
     """`UiServer` running in its own event loop thread; calls cross over safely."""
 
     def __init__(self, root: Path) -> None:
-        from noema.interfaces.web import UiServer
 
         self.workspace = root / "ws"
         self.log = root / "app.log"  # a sensor's source: channel "applog"
@@ -134,3 +135,27 @@ def screenshot(page, name: str) -> Path:
     path = SCREENS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@contextlib.contextmanager
+def own_ui(browser, paths: AgentPaths, config: Config, mode: str):
+    """A `noema ui` server of the test's own, in a loop of its own, and a fresh
+    page that opened its address: (server, page, address)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = UiServer(paths, config, port=0)
+    try:
+        address = asyncio.run_coroutine_threadsafe(server.start(), loop).result(WAIT)
+        assert server.mode == mode
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(address)
+            yield server, page, address
+        finally:
+            context.close()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(WAIT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)

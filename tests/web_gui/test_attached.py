@@ -13,12 +13,11 @@ from noema.app import build_app
 from noema.config import Config
 from noema.interfaces.attach import socket_path
 from noema.interfaces.host import Host
-from noema.interfaces.web import UiServer
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, say
 from noema.security.settings import FilesSettings, RootSettings
 
-from .conftest import WAIT
+from .conftest import WAIT, own_ui
 
 
 @pytest.fixture
@@ -54,62 +53,31 @@ def running_agent(tmp_path):
 
 def test_the_page_attaches_to_a_running_agent(browser, running_agent):
     paths, config = running_agent
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = UiServer(paths, config, port=0)
-    try:
-        address = asyncio.run_coroutine_threadsafe(server.start(), loop).result(WAIT)
-        assert server.mode == "attached" and server.agent_app is None
-        context = browser.new_context()
-        try:
-            page = context.new_page()
-            page.goto(address)
-            page.fill("#message", "Are you there?")
-            page.press("#message", "Enter")
-            expect(page.locator(".turn.assistant strong")).to_have_text("running")
-            expect(page.locator("#context")).to_contain_text("tokens")
-        finally:
-            context.close()
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(WAIT)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(WAIT)
+    with own_ui(browser, paths, config, "attached") as (server, page, _):
+        assert server.agent_app is None
+        page.fill("#message", "Are you there?")
+        page.press("#message", "Enter")
+        expect(page.locator(".turn.assistant strong")).to_have_text("running")
+        expect(page.locator("#context")).to_contain_text("tokens")
 
 
 def test_a_sense_is_silenced_and_started_from_the_page_beside_a_running_agent(
         browser, running_agent):
     """Silence and start travel over the agent's socket, as `noema run` serves it."""
     paths, config = running_agent
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = UiServer(paths, config, port=0)
-    try:
-        address = asyncio.run_coroutine_threadsafe(server.start(), loop).result(WAIT)
-        assert server.mode == "attached"
-        context = browser.new_context()
-        try:
-            page = context.new_page()
-            page.goto(address)
-            page.goto(address.split("/?", 1)[0] + "/senses")
-            row = page.locator('tr[data-channel="clock"]')
-            expect(row.locator(".state")).to_have_text("active")
-            row.locator("select").select_option("1h")
-            row.get_by_role("button", name="Silence").click()
-            expect(page.locator("#outcome")).to_contain_text("clock is silenced until")
-            page.reload()
-            expect(row.locator(".state")).to_contain_text("silenced until")
-            row.get_by_role("button", name="Start").click()
-            expect(page.locator("#outcome")).to_have_text("clock is active again.")
-            page.reload()
-            expect(row.locator(".state")).to_have_text("active")
-            refused = page.locator('tr[data-channel="scheduler.urgent"]')
-            refused.get_by_role("button", name="Silence").click()
-            expect(page.locator("#outcome")).to_contain_text("cannot be silenced")
-        finally:
-            context.close()
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(WAIT)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(WAIT)
+    with own_ui(browser, paths, config, "attached") as (_, page, address):
+        page.goto(address.split("/?", 1)[0] + "/senses")
+        row = page.locator('tr[data-channel="clock"]')
+        expect(row.locator(".state")).to_have_text("active")
+        row.locator("select").select_option("1h")
+        row.get_by_role("button", name="Silence").click()
+        expect(page.locator("#outcome")).to_contain_text("clock is silenced until")
+        page.reload()
+        expect(row.locator(".state")).to_contain_text("silenced until")
+        row.get_by_role("button", name="Start").click()
+        expect(page.locator("#outcome")).to_have_text("clock is active again.")
+        page.reload()
+        expect(row.locator(".state")).to_have_text("active")
+        refused = page.locator('tr[data-channel="scheduler.urgent"]')
+        refused.get_by_role("button", name="Silence").click()
+        expect(page.locator("#outcome")).to_contain_text("cannot be silenced")
