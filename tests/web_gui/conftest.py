@@ -35,7 +35,6 @@ class LiveServer:
     """`UiServer` running in its own event loop thread; calls cross over safely."""
 
     def __init__(self, root: Path) -> None:
-
         self.workspace = root / "ws"
         self.log = root / "app.log"  # a sensor's source: channel "applog"
         self.log.write_text("")
