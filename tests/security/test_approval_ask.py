@@ -10,6 +10,8 @@ from noema.security.approvals import ApprovalGate, ApprovalRequest
 from noema.security.settings import AutonomySettings
 from noema.tools.registry import ToolContext, ToolError
 
+from .test_approvals import Person
+
 REQUEST = ApprovalRequest("email_send", "to: stranger@example.org",
                           "stranger@example.org: the person never wrote with this address",
                           "call_1", 41)
@@ -18,15 +20,6 @@ REQUEST = ApprovalRequest("email_send", "to: stranger@example.org",
 def ctx() -> ToolContext:
     return ToolContext(call_id="call_1", turn_id=41, cycle_id=1)
 
-
-class Person:
-    def __init__(self, answer: bool) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
 
 
 async def test_with_nobody_to_ask_the_call_is_refused_and_says_why():
