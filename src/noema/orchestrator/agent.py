@@ -17,11 +17,13 @@ store's commits, so a crash at any point leaves each acknowledged event
 either delivered exactly once or still owed.
 
 Everything the shell runs for a cycle (delivering its input, the cycle
-itself, the history repair, closing it, the after-cycle hook) runs under
-one supervisor, `_drive`: whatever fails there is logged with its
-traceback, told to the person in one line, and the core is fed the input
-that ends the cycle, so the agent is idle and answers the next message.
-Nothing that goes wrong around a cycle can leave it silent.
+itself, the history repair, closing it) runs under one supervisor,
+`_drive`: whatever fails there is logged with its traceback, told to the
+person in one line, and the core is fed the input that ends the cycle, so
+the agent is idle and answers the next message. The after-cycle hook runs
+on the loop's next turn, once the next cycle's request is out, and its
+failure is reported the same way. Nothing that goes wrong around a cycle
+can leave it silent.
 """
 
 from __future__ import annotations
