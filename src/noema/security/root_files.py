@@ -60,10 +60,13 @@ def _start(target: Callable[[tuple[str, ...]], object], key: tuple[str, ...]) ->
 
 
 def _refresh(key: tuple[str, ...]) -> None:
-    paths = _scan(key)
-    with _lock:
-        _found[key] = (time.monotonic(), paths)
-        _refreshing.discard(key)
+    try:
+        paths = _scan(key)
+        with _lock:
+            _found[key] = (time.monotonic(), paths)
+    finally:
+        with _lock:  # a failed walk is tried again at the next call
+            _refreshing.discard(key)
 
 
 def _scan(folders: tuple[str, ...]) -> tuple[Path, ...]:
@@ -87,17 +90,25 @@ def _walk(folder: str, found: list[Path]) -> None:
         found.append(Path(folder))  # unreadable to us: certainly not for others
         return
     with entries:
-        for entry in entries:
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue  # gone meanwhile
-            if stat.S_ISLNK(mode):
-                continue
-            if stat.S_ISDIR(mode):
-                if mode & _OTHERS_LIST != _OTHERS_LIST:
-                    found.append(Path(entry.path))
-                else:
-                    _walk(entry.path, found)
-            elif not mode & _OTHERS_READ:
-                found.append(Path(entry.path))
+        try:
+            for entry in entries:
+                _look_at(entry, found)
+        except OSError:
+            # Reading the folder failed half way: hide all of it, to be safe.
+            found.append(Path(folder))
+
+
+def _look_at(entry: os.DirEntry[str], found: list[Path]) -> None:
+    try:
+        mode = entry.stat(follow_symlinks=False).st_mode
+    except OSError:
+        return  # gone meanwhile
+    if stat.S_ISLNK(mode):
+        return
+    if stat.S_ISDIR(mode):
+        if mode & _OTHERS_LIST != _OTHERS_LIST:
+            found.append(Path(entry.path))
+        else:
+            _walk(entry.path, found)
+    elif not mode & _OTHERS_READ:
+        found.append(Path(entry.path))
