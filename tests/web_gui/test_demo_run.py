@@ -63,10 +63,11 @@ async def test_the_transcript_is_followed_whole_and_resumed_without_repeats():
 
 @in_a_loop_of_its_own
 async def test_stop_ends_the_demo_and_its_children():
+    # A demo and a child of its own that both wait for a signal, never ending alone.
     run = DemoRun(command=[sys.executable, "-c",
-                           "import subprocess, sys, time\n"
-                           "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                           "print('started', flush=True); time.sleep(60)\n"])
+                           "import signal, subprocess, sys\n"
+                           "subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
+                           "print('started', flush=True); signal.pause()\n"])
     await run.start()
     pieces = run.follow()
     first = await asyncio.wait_for(anext(pieces), WAIT)
