@@ -298,7 +298,7 @@ class _Gathered:
         """Each candidate's summed term weight."""
         by_mask: dict[int, float] = {}
         for mask in set(self.found.values()):
-            by_mask[mask] = sum(w for bit, w in enumerate(per_term) if mask >> bit & 1)
+            by_mask[mask] = _weight_of(mask, per_term)
         return {turn_id: by_mask[mask] for turn_id, mask in self.found.items()}
 
     def beside(self, per_term: Sequence[float], reach: int) -> dict[int, float]:
