@@ -78,7 +78,33 @@ class Answer(_Message):
     allow: bool
 
 
-ClientMessage = Annotated[Union[Hello, Say, Stop, AskStatus, Answer], Field(discriminator="type")]
+# The person's hand on the senses. A host that does not know these types
+# answers `Done(ok=False, error="not understood: …")`, as for any new type
+# (new types keep the version). Both are answered by `Done` to the asking
+# client only; the new state is read back with `AskStatus`.
+
+
+class Silence(_Message):
+    """Silence a channel for `seconds` (the host caps it at its longest silence):
+    its events are counted and archived, not delivered."""
+
+    type: Literal["silence"] = "silence"
+    request: int
+    channel: str
+    seconds: float = Field(gt=0, allow_inf_nan=False)
+
+
+class StartSense(_Message):
+    """Reopen a silenced channel now."""
+
+    type: Literal["start_sense"] = "start_sense"
+    request: int
+    channel: str
+
+
+ClientMessage = Annotated[
+    Union[Hello, Say, Stop, AskStatus, Answer, Silence, StartSense], Field(discriminator="type")
+]
 
 
 # -- what the host sends -------------------------------------------------------
@@ -340,37 +366,3 @@ class Connection(Protocol):
     async def aclose(self) -> None:
         """Leave; the agent goes on."""
 
-
-# -- the person's hand on the senses (version 1, added later) ---------------------
-#
-# New message types keep the version (see the module's docstring): a host
-# that predates them answers `Done(ok=False, error="not understood: …")`, which
-# an interface shows as it is. Both are answered by `Done` to the asking
-# client only; the new state is read back with `AskStatus`.
-
-
-class Silence(_Message):
-    """Silence a channel for `seconds` (the host caps it at its longest silence):
-    its events are counted and archived, not delivered."""
-
-    type: Literal["silence"] = "silence"
-    request: int
-    channel: str
-    seconds: float = Field(gt=0, allow_inf_nan=False)
-
-
-class StartSense(_Message):
-    """Reopen a silenced channel now."""
-
-    type: Literal["start_sense"] = "start_sense"
-    request: int
-    channel: str
-
-
-# The union is rebuilt here so that the messages above stay in their order of
-# arrival; `decode_client` reads the adapter at call time.
-ClientMessage = Annotated[  # type: ignore[misc]
-    Union[Hello, Say, Stop, AskStatus, Answer, Silence, StartSense],
-    Field(discriminator="type"),
-]
-_client_messages = TypeAdapter(ClientMessage)
