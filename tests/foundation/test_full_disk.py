@@ -208,7 +208,7 @@ def test_the_chat_refuses_on_a_full_disk_and_recovers_without_a_restart(small_di
         store.close()
     assert users[0] == "hello" and users[-1] == "are you there?"
     assert f"{attempt} {line}" not in users  # the refused one, and only it, is missing
-    assert len(users) == attempt + 2
+    assert len(users) == attempt + 2, [u[:16] for u in users]  # short, to read a failure
 
 
 def test_logging_on_a_full_disk_never_prints_a_traceback(small_disk, capsys):
