@@ -11,10 +11,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from telegram import Bot
-from telegram.error import Conflict, Forbidden, InvalidToken, NetworkError, RetryAfter
-from telegram.request import HTTPXRequest
-
+from .library import (
+    Bot,
+    Conflict,
+    Forbidden,
+    HTTPXRequest,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+)
 from .settings import TelegramSettings
 
 _LIBRARIES = ("httpx", "httpcore", "telegram")

@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from telegram.constants import MessageLimit
-from telegram.helpers import escape_markdown
+from .library import MessageLimit, escape_markdown
 
 LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4096
 _INLINE = re.compile(r"`([^`\n]+)`|\*\*([^*\n]+)\*\*")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from telegram import Message
+from .library import Message
 
 # /stop, /status@noema_bot …: a command is the whole message.
 _COMMAND = re.compile(r"^/([a-z_]+)(?:@\w+)?\s*$", re.IGNORECASE)

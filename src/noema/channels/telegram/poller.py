@@ -30,13 +30,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from telegram import Bot, Update
-
 from ...perception.events import Nature, SensorInfo
 from ...perception.hub import Backoff, Emitter
 from ..base import Desk
 from .connection import trouble
 from .incoming import Incoming, incoming, utterance
+from .library import Bot, Update
 from .sender import Sender
 from .settings import TelegramSettings
 from .state import Batch, TelegramState

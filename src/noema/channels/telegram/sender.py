@@ -14,9 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from telegram import Bot
-from telegram.constants import ParseMode
-from telegram.error import BadRequest
+from .library import BadRequest, Bot, ParseMode
 
 from .connection import trouble
 from .formatting import Part, split_message

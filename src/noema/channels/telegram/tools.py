@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from telegram import Bot
-from telegram.error import BadRequest
-
 from ...security import fsafe
 from ...security.approvals import ApprovalGate, ApprovalRequest, summarize
 from ...security.history import ChangeNote
 from ...security.policy import Access
 from ...tools.hands import Hands
 from ...tools.registry import Tool, ToolContext, ToolError, tool
+from .library import BadRequest, Bot
 from .sender import Sender
 from .settings import TelegramSettings
 
