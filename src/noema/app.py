@@ -335,7 +335,7 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
     from .memory.search import HistorySearch
     from .security.policy import AccessPolicy
     from .security.sandbox import Sandbox
-    from .security.versioning import Versions
+    from .security.versions import Versions
     from .tools.files import file_tools
     from .tools.shell import shell_tools
 

@@ -117,7 +117,7 @@ class World:
             self.hands = None
 
     def gitdir(self) -> Path:
-        from noema.security.versioning import gitdir_for
+        from noema.security.versions import gitdir_for
 
         return gitdir_for(self.paths.versions_dir, self.ws.resolve())
 

@@ -24,7 +24,8 @@ from ..security.policy import AccessPolicy, Root, real
 from ..security.settings import FilesSettings
 from ..security.undo import restore as restore_file
 from ..security.undo import undo_last
-from ..security.versioning import Versions, VersionStore
+from ..security.versioning import VersionStore
+from ..security.versions import Versions
 from ..tools.registry import ToolError
 
 

@@ -11,11 +11,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
-
-import pygit2
+from typing import TYPE_CHECKING, Literal
 
 from ..tools.registry import ToolError
+
+if TYPE_CHECKING:  # loaded with the first store opened (see versions.py)
+    import pygit2
 
 Author = Literal["person", "agent"]
 _TRAILER = re.compile(r"^Noema-(Author|Turn|Tool|Undoes): (.*)$", re.M)
@@ -134,6 +135,8 @@ class Authors:
         return cls(user, f"{user}@localhost", f"Noema ({agent})", f"noema-{agent}@localhost")
 
     def signature(self, author: Author) -> pygit2.Signature:
+        import pygit2
+
         now = time.time()
         offset = int(datetime.fromtimestamp(now).astimezone().utcoffset().total_seconds() // 60)  # type: ignore[union-attr]
         if author == "agent":

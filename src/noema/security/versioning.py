@@ -6,15 +6,15 @@ never opened, and no `.git` file is placed in the workspace. Before an agent
 write, the person's pending edits are committed as theirs; then the write
 is committed as the agent's, with the turn ID and the tool in the message.
 The repository is ordinary: `git --git-dir <repo> log` reads it.
+
+`versions.py` finds a workspace's store and opens it when first needed.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pygit2
 
-from ..paths import AgentPaths
 from .changes import EVERYTHING, AlwaysRescan, Changed, ChangeFeed, watch
 from .fsafe import TEMP_SUFFIX
 from .history import (
@@ -35,7 +34,6 @@ from .history import (
     VersionNotFound,
     when_of,
 )
-from .policy import AccessPolicy, Root
 from .worktree import WorkTree
 
 log = logging.getLogger(__name__)
@@ -412,91 +410,3 @@ def _changed(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree)
         names.add(delta.new_file.path)
         names.add(delta.old_file.path)
     return sorted(names)
-
-
-def gitdir_for(versions_dir: Path, workdir: Path) -> Path:
-    """Where the repository of a workspace lives: one per resolved folder."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", workdir.name or "root")[:40]
-    digest = hashlib.sha256(str(workdir).encode()).hexdigest()[:12]
-    return versions_dir / f"{slug}-{digest}.git"
-
-
-class Versions:
-    """The repositories of all read-write roots, opened when first needed."""
-
-    def __init__(
-        self,
-        roots: Iterable[Root],
-        versions_dir: Path,
-        *,
-        authors: Authors,
-        exclude: Iterable[str] = (),
-        private: Iterable[Path] = (),
-        watch_changes: bool = True,
-        allow_hard_links: bool = False,
-    ) -> None:
-        self._roots = tuple(r for r in roots if r.writable)
-        self._allow_hard_links = allow_hard_links
-        self._dir = versions_dir
-        self._authors = authors
-        self._exclude = tuple(exclude)
-        self._private = tuple(private)
-        self._watch = watch_changes
-        self._stores: dict[Path, VersionStore] = {}
-        self._mutex = threading.Lock()
-
-    @classmethod
-    def of_agent(
-        cls, policy: AccessPolicy, deny: Iterable[str], paths: AgentPaths, *,
-        watch_changes: bool = True,
-        allow_hard_links: bool = False,
-    ) -> Versions:
-        """The versions of an agent's workspaces: the policy's read-write roots,
-        without the files the person denied or the agent's own data."""
-        return cls(
-            policy.roots,
-            paths.versions_dir,
-            authors=Authors.for_agent(paths.name),
-            exclude=deny,
-            private=policy.protected,
-            watch_changes=watch_changes,
-            allow_hard_links=allow_hard_links,
-        )
-
-    @property
-    def roots(self) -> tuple[Root, ...]:
-        return self._roots
-
-    def store_for(self, root: Root) -> VersionStore:
-        """The repository of a read-write root (created on first use)."""
-        if not root.writable:
-            raise ValueError(f"{root.path} is read-only and has no versions")
-        with self._mutex:
-            store = self._stores.get(root.path)
-            if store is None:
-                store = VersionStore(
-                    root.path,
-                    gitdir_for(self._dir, root.path),
-                    authors=self._authors,
-                    exclude=self._exclude,
-                    private=self._private,
-                    watch_changes=self._watch,
-                    allow_hard_links=self._allow_hard_links,
-                )
-                self._stores[root.path] = store
-            return store
-
-    def existing(self) -> list[VersionStore]:
-        """Stores of the roots that already have a history."""
-        return [
-            self.store_for(r)
-            for r in self._roots
-            if (gitdir_for(self._dir, r.path) / "HEAD").exists()
-        ]
-
-    def close(self) -> None:
-        """Close every repository opened (never raises)."""
-        with self._mutex:
-            for store in self._stores.values():
-                store.close()
-            self._stores.clear()

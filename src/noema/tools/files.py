@@ -17,11 +17,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..security import fsafe, undo
+from ..security import fsafe
 from ..security.history import ChangeNote, Recorded, Skipped, Version, left_out_text
 from ..security.policy import Access, AccessPolicy, Target
 from ..security.settings import FilesSettings
-from ..security.versioning import Versions
+from ..security.versions import Versions
 from . import file_search, unidiff
 from .registry import Tool, ToolContext, ToolError, tool
 
@@ -261,6 +261,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         note = ChangeNote(
             "agent", f"file_restore {rel} to {version.strip()[:12]}", ctx.turn_id, "file_restore"
         )
+        from ..security import undo  # with the store, which loads pygit2
+
         made = undo.restore(store, rel, version, note)
         left_out = _left_out(store.skipped)
         if made is None:

@@ -4,6 +4,7 @@ the file and shell tools, from the settings of one agent."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 
 from ..paths import AgentPaths
@@ -11,10 +12,13 @@ from ..security.approvals import ApprovalGate, Approver
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Sandbox
 from ..security.settings import HandsSettings
-from ..security.versioning import Versions
+from ..security.snapshot import record_at_start, record_open
+from ..security.versions import Versions
 from .files import file_tools
 from .registry import Tool
 from .shell import shell_tools
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,15 +32,24 @@ class Hands:
     gate: ApprovalGate  # attach the interface's Approver here
 
     async def prepare(self) -> None:
-        """Open the workspaces' histories and record their current state, in a
-        worker thread: on a large workspace the first snapshot takes seconds,
-        which would otherwise fall on the agent's first write. Optional."""
-
-        def snapshot_all() -> None:
-            for root in self.policy.writable_roots:
-                self.versions.store_for(root).record_person()
-
-        await asyncio.to_thread(snapshot_all)
+        """Record the workspaces' current state as the person's: on a large
+        workspace the first snapshot takes seconds, which would otherwise fall
+        on the agent's first write. A workspace whose store this process has
+        not opened is recorded by a child process (`security/snapshot.py`),
+        one already open in a worker thread. Optional; problems are logged."""
+        roots = self.policy.writable_roots
+        opened = [r for r in roots if self.versions.opened(r)]
+        specs = [self.versions.spec_for(r) for r in roots if not self.versions.opened(r)]
+        recordings = await record_at_start(specs)
+        recordings += await asyncio.to_thread(
+            lambda: [record_open(self.versions.store_for(r)) for r in opened])
+        for done in recordings:
+            if done.problem:
+                log.warning("the state of %s at start was not recorded: %s",
+                            done.workdir, done.problem)
+            elif done.version:
+                log.info("the state of %s at start was recorded as version %s",
+                         done.workdir, done.version)
 
     def close(self) -> None:
         self.versions.close()

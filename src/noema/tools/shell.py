@@ -20,7 +20,7 @@ from ..security.masks import Masker, Scan
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
 from ..security.settings import ShellSettings
-from ..security.versioning import Versions
+from ..security.versions import Versions
 from .registry import Tool, ToolContext, ToolError, tool
 
 

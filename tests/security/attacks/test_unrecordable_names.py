@@ -21,7 +21,8 @@ import pytest
 from noema.interfaces import versions_cli
 from noema.interfaces.versions_cli import VersionsCommandError
 from noema.security.history import ChangeNote, Skipped, left_out_text
-from noema.security.versioning import VersionStore, Versions
+from noema.security.versioning import VersionStore
+from noema.security.versions import Versions
 from noema.security.worktree import REFUSED_NAME, WorkTree
 
 from ..world import BWRAP, World

@@ -20,7 +20,7 @@ from ...security import fsafe
 from ...security.approvals import ApprovalGate, ApprovalRequest, summarize
 from ...security.history import ChangeNote
 from ...security.policy import Access, AccessPolicy
-from ...security.versioning import Versions
+from ...security.versions import Versions
 from ...tools.registry import Tool, ToolContext, ToolError, tool
 from .access import Account
 from .authresults import judge

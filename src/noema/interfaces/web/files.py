@@ -12,7 +12,7 @@ import pygit2
 from ...paths import AgentPaths
 from ...security.policy import AccessPolicy
 from ...security.settings import FilesSettings
-from ...security.versioning import Versions
+from ...security.versions import Versions
 from ...tools.registry import ToolError
 from .. import versions_cli
 from ..versions_cli import VersionsCommandError
