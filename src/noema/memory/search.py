@@ -60,6 +60,29 @@ words does not. Each choice, and why:
   chance has no such company. (With the stretch below in place: recall@10
   unchanged with no other history, +1.2 and +0.6 points after 100k and 1M
   turns; recall@5 -0.5 and -2.5.)
+- **A name says which conversation a turn is in, and there the words are
+  weighed anew.** A candidate among other candidates that hold a name of the
+  query (`company_turns` of them within `company_reach` turns earn the whole
+  favour, fewer a share, one alone none) is favoured up to `company_boost`
+  times more, both when candidates are chosen and in its score. Where a
+  person talks, their name is in nearly every turn (as sender or as the one
+  addressed); in a large store, the turns that hold a word of the query and
+  the name by chance stand alone. Within the turns in full company (the
+  person's conversation, when it holds at least `region_min` of them), each
+  content word then weighs by its inverse document frequency among the turns
+  that conversation reaches rather than in the whole store: in a million
+  turns of everything, "offer" is a commoner word than "dance", but in a
+  conversation about a dance studio "dance" is in every other turn and
+  "offer" is what tells the answer apart. Names keep their weight. Both come
+  from the word sets the plan already holds, by IDs only: nothing is read,
+  and the counting follows the pairs of name-holding turns close together,
+  not the thousands of lone matches. (LoCoMo recall@10, categories 1-4, with
+  no history, after 100k and after 1M turns: the favour alone 0, +1.6 and
+  +1.4 points; with the conversation's weights 0, +5.8 and +7.0, multi-hop
+  questions 43.8, 39.2 and 40.8 % from 43.8, 28.6 and 25.6 %. The
+  conversation's weights without the favour: 0, -6.4 and -3.3 points, for
+  the conversation's turns then lose their places to chance matches that
+  the new weights favour as much.)
 - **Every candidate is scored with every word it was found with, once.**
   The plan records which words found a turn (a set, not a running sum: the
   same word reaching a turn through two lists, the time bucket and the
@@ -134,7 +157,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import itemgetter, sub
 from zoneinfo import ZoneInfo
 
 from .queries import STOP_WORDS, date_spans, names_in
@@ -186,6 +209,10 @@ class SearchTuning:
     window_candidates: int = 50  # of the candidates, how many are chosen with the words beside them
     stretch_reach: int = 20  # turns either side that make the stretch of conversation around a turn
     stretch_boost: float = 1.0  # a candidate whose stretch holds every word of the query: twice its score
+    company_boost: float = 2.0  # a turn among many that hold a name of the query: up to this much more
+    company_reach: int = 20  # turns either side where those turns are counted
+    company_turns: int = 5  # other turns holding a name there for the whole boost
+    region_min: int = 20  # turns in company below which the store's word counts stand
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,12 +367,63 @@ class _Gathered:
             out[turn_id] = _weight_of(union, per_term) / total
         return out
 
+    def company(self, bits: int, reach: int) -> dict[int, int]:
+        """For each candidate with company, how many other candidates within
+        `reach` turns of it were found with any of the words in `bits`; one
+        such candidate alone is no company, and is left out."""
+        ids, masks = self._ordered()
+        holders = [turn_id for turn_id, mask in zip(ids, masks, strict=True) if mask & bits]
+        # Two others within reach of a turn are at most 2 * reach apart: only
+        # the stretches around such pairs are counted, so the cost follows the
+        # conversations, not the thousands of lone matches around them.
+        span = 2 * reach
+        pairs = [k for k, gap in enumerate(map(sub, holders[1:], holders)) if gap <= span]
+        out: dict[int, int] = {}
+        done = 0  # index in `ids` already counted
+        for k in pairs:
+            first = max(bisect_left(ids, holders[k + 1] - reach), done)
+            last = bisect_right(ids, holders[k] + reach)
+            for at in range(first, last):
+                turn_id = ids[at]
+                near = bisect_right(holders, turn_id + reach) - bisect_left(holders, turn_id - reach)
+                near -= 1 if masks[at] & bits else 0
+                if near > 1:
+                    out[turn_id] = near
+            done = max(done, last)
+        return out
+
+    def term_counts(self) -> list[int]:
+        """How many candidates each term found."""
+        by_mask: dict[int, int] = {}
+        for mask in self.found.values():
+            by_mask[mask] = by_mask.get(mask, 0) + 1
+        return [
+            sum(n for mask, n in by_mask.items() if mask >> bit & 1) for bit in range(len(self.terms))
+        ]
+
     def _ordered(self) -> tuple[list[int], list[int]]:
         """The candidates' IDs in order, and their masks (computed once per query)."""
         if self._sorted is None:
             ids = sorted(self.found)
             self._sorted = (ids, [self.found[i] for i in ids])
         return self._sorted
+
+
+def _weighed_within(
+    terms: Sequence[Term], weights: Sequence[float], counts: Sequence[int], size: int
+) -> list[float]:
+    """Each content word's weight as its inverse document frequency among `size`
+    turns of which `counts` hold it; names keep theirs."""
+    return [w if t.name else _idf(size, n) for t, w, n in zip(terms, weights, counts, strict=True)]
+
+
+def _reached(ids: Sequence[int], reach: int) -> int:
+    """How many turn IDs lie within `reach` of any of `ids` (in order)."""
+    total, previous = 0, None
+    for turn_id in ids:
+        total += 2 * reach + 1 if previous is None else min(turn_id - previous, 2 * reach + 1)
+        previous = turn_id
+    return total
 
 
 def _weight_of(mask: int, per_term: Sequence[float]) -> float:
@@ -425,12 +503,17 @@ class HistorySearch:
             low, high = self._id_range(since, until)
             gathered = self._gather(plan, low, high, searched)
             weights = term_weights(searched, total, self.tuning)
-            own = gathered.weights(weights)
+            favour = self._in_company(gathered, searched)
             # What surrounds a turn says which conversation it is in: there a
             # name counts in full, as the person the question is about.
             around = [_idf(total, t.postings) for t in searched]
+            conversation = self._conversation(gathered, searched, favour)
+            if conversation is not None:
+                weights = _weighed_within(searched, weights, *conversation)
+                around = _weighed_within(searched, around, *conversation)
+            own = gathered.weights(weights)
             beside = gathered.beside(around, self.tuning.window_reach) if self.tuning.window_share else {}
-            scored = self._score(own, beside, kinds)
+            scored = self._score(own, beside, kinds, favour)
             if self.tuning.stretch_boost and scored:
                 covered = gathered.covered(around, self.tuning.stretch_reach, scored)
                 boost = self.tuning.stretch_boost
@@ -458,6 +541,32 @@ class HistorySearch:
             searched_from=start_ts,
             recent_only=high - start + 1 if start is not None else None,
         )
+
+    def _in_company(self, gathered: _Gathered, searched: Sequence[Term]) -> dict[int, float]:
+        """Each candidate's factor for the company it keeps: turns among many that
+        hold a name of the query (see the module docstring); one when absent."""
+        tuning = self.tuning
+        bits = sum(1 << n for n, t in enumerate(searched) if t.name)
+        if not tuning.company_boost or not bits:
+            return {}
+        near = gathered.company(bits, tuning.company_reach)
+        boost, full = tuning.company_boost, max(tuning.company_turns, 1)
+        return {i: 1 + boost * min(n, full) / full for i, n in near.items()}
+
+    def _conversation(
+        self, gathered: _Gathered, searched: Sequence[Term], favour: dict[int, float]
+    ) -> tuple[list[int], int] | None:
+        """How many of the candidates in full company each term found, and how
+        many turns those candidates reach: the person's conversation, in which
+        words are weighed anew (see the module docstring). None when it is too
+        small for counts to mean anything."""
+        tuning = self.tuning
+        full = 1 + tuning.company_boost
+        region = sorted(i for i, f in favour.items() if f >= full)
+        if len(region) < tuning.region_min:
+            return None
+        counts = _Gathered(searched, {i: gathered.found[i] for i in region}).term_counts()
+        return counts, _reached(region, tuning.company_reach)
 
     def _read_query(self, query: str) -> tuple[list[Term], tuple[str, ...]]:
         """Meaningful terms of the query with their document counts."""
@@ -625,7 +734,11 @@ class HistorySearch:
     # -- scoring -----------------------------------------------------------
 
     def _score(
-        self, found: dict[int, float], beside: dict[int, float], kinds: frozenset[str] | None
+        self,
+        found: dict[int, float],
+        beside: dict[int, float],
+        kinds: frozenset[str] | None,
+        favour: dict[int, float] | None = None,
     ) -> dict[int, float]:
         """BM25 over every searched word for the most promising candidates.
 
@@ -633,7 +746,8 @@ class HistorySearch:
         length is read (the store's token estimate); each word counts once,
         which for conversational turns is nearly always what it occurs.
         Candidates are chosen by their own words plus `window_share` of the
-        words `beside` them; the score they keep is their own.
+        words `beside` them; the score they keep is their own. Both are
+        multiplied by the candidate's `favour` (the company it keeps), if any.
         """
         if not found:
             return {}
@@ -646,6 +760,10 @@ class HistorySearch:
             chosen_by = found.copy()
             for i, w in beside.items():
                 chosen_by[i] += share * w
+        if favour:
+            chosen_by = chosen_by.copy() if chosen_by is found else chosen_by
+            for i, f in favour.items():
+                chosen_by[i] *= f
         rough = [i for i, _ in heapq.nlargest(depth, chosen_by.items(), key=itemgetter(1))]
         sizes = self._lengths(rough, kinds)
         if kinds is not None:  # the best of the wanted kinds join the best overall
@@ -661,6 +779,12 @@ class HistorySearch:
             for turn_id in rough
             if turn_id in sizes
         }
+        if favour:
+            beside = beside.copy()
+            for i in beside.keys() & favour.keys():
+                beside[i] *= favour[i]
+            for i in scores.keys() & favour.keys():
+                scores[i] *= favour[i]
         best = heapq.nlargest(tuning.candidates, scores, key=lambda i: (scores[i], i))
         if beside:  # the best by their own words stay; the window fills the other places
             kept = best[: max(tuning.candidates - tuning.window_candidates, 0)]
