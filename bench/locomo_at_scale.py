@@ -1,6 +1,6 @@
 """LoCoMo retrieval with each conversation placed in a long history.
 
-    .venv/bin/python bench/locomo_at_scale.py PATH [--distractors N] [--after] [--cache DIR]
+    .venv/bin/python bench/locomo_at_scale.py PATH [--distractors N] [--after] [--cache DIR] [--ranks CATEGORY]
     .venv/bin/python bench/locomo_at_scale.py --smoke
 
 `bench/locomo_retrieval.py` gives every conversation an empty store, which
@@ -23,6 +23,8 @@ were chosen with the turns around them; `c5b3dd0` is the older plan with a
 budget of postings that dropped words), it prints recall@5/@10 per category and for categories 1-4,
 query p50/p95 (wall clock, and CPU time, which a busy machine disturbs
 less), and how many queries had words left out or a narrowed scope.
+`--ranks CATEGORY` also prints, for each question of that category, where
+this plan ranks each evidence turn, searched again untimed.
 No model is called; nothing is asserted. `--smoke` runs a made-up
 conversation after 2,000 turns in a scratch folder, in seconds.
 """
@@ -203,9 +205,25 @@ def limits_of(result: object) -> tuple[bool, bool, bool]:
     return bool(costly), False, bool(result.recent_only)
 
 
+RANKS_DEPTH = 60  # how deep `--ranks` looks for each evidence turn
+
+
+def show_ranks(search: HistorySearch, item: dict, evidence: set[str], dialogue_of: dict[int, str]) -> None:
+    """One question's evidence turns and where the plan ranks each (untimed,
+    `RANKS_DEPTH` deep), then its top ten ('x' for a turn of the history)."""
+    result = search.search(item["question"], limit=RANKS_DEPTH)
+    ranked = [dialogue_of.get(f.turn.id, "x") for f in result.hits]
+    where = " ".join(
+        f"{e}@{ranked.index(e) + 1 if e in ranked else '-'}" for e in sorted(evidence)
+    )
+    found = len(evidence & set(ranked[:10])) / len(evidence)
+    print(f"  [{item.get('category')}] {found:4.0%} {item['question']}\n"
+          f"         evidence {where}; top 10: {' '.join(ranked[:10])}")
+
+
 def evaluate(
     store: TurnStore, dialogue_of: dict[int, str], qa: list[dict],
-    plans: dict[str, type], methods: dict[str, Method],
+    plans: dict[str, type], methods: dict[str, Method], ranks: frozenset[int] = frozenset(),
 ) -> None:
     known = set(dialogue_of.values())
     searches = {name: plan(store) for name, plan in plans.items()}
@@ -226,6 +244,8 @@ def evaluate(
             methods[name].left_out += left_out
             methods[name].joined += joined
             methods[name].narrowed += narrowed
+        if int(item.get("category", 0)) in ranks:  # the plan in the working tree only
+            show_ranks(next(iter(searches.values())), item, evidence, dialogue_of)
     for search in searches.values():
         search.close()
 
@@ -234,7 +254,10 @@ def first_moment(conversation: dict) -> float:
     return session_time(conversation["session_1_date_time"])
 
 
-def run(paths: list[Path], distractors: int, after: bool, folder: Path, rev: str) -> None:
+def run(
+    paths: list[Path], distractors: int, after: bool, folder: Path, rev: str,
+    ranks: frozenset[int] = frozenset(),
+) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     samples = []
     for path in paths:
@@ -263,7 +286,7 @@ def run(paths: list[Path], distractors: int, after: bool, folder: Path, rev: str
                     shutil.copyfile(source, copy)
                 store = TurnStore(copy)
                 dialogue_of = load_conversation(store, conversation)
-            evaluate(store, dialogue_of, sample["qa"], plans, methods)
+            evaluate(store, dialogue_of, sample["qa"], plans, methods, ranks)
             store.close()
             copy.unlink()
     where = "after" if after else "before"
@@ -281,6 +304,9 @@ def main(argv: list[str]) -> int:
                         help="place the distractors after the conversation")
     parser.add_argument("--cache", type=Path, default=CACHE, help=f"default {CACHE}")
     parser.add_argument("--baseline", default=BASELINE_REV, help="git revision of the baseline plan, or none")
+    parser.add_argument("--ranks", type=int, action="append", default=[], metavar="CATEGORY",
+                        help="print where this plan ranks each question's evidence, for a category"
+                        " (repeatable)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"a made-up conversation and {SMOKE_DISTRACTORS:,} turns, in seconds")
     args = parser.parse_args(argv)
@@ -294,7 +320,7 @@ def main(argv: list[str]) -> int:
     if not args.paths:
         parser.print_usage(sys.stderr)
         return 2
-    run(args.paths, args.distractors, args.after, args.cache, args.baseline)
+    run(args.paths, args.distractors, args.after, args.cache, args.baseline, frozenset(args.ranks))
     return 0
 
 
