@@ -32,7 +32,10 @@ from pathlib import Path
 
 from synthetic import english_vocabulary
 
-from noema.docs import DocsSettings, Status, build_docs_tools, samples
+from noema.docs import samples
+from noema.docs.indexer import Status
+from noema.docs.settings import DocsSettings
+from noema.docs.tools import build_docs_tools
 from noema.docs.store import index_file
 from noema.paths import AgentPaths
 from noema.providers.base import ToolCall

@@ -12,12 +12,12 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from .channels import Channel, ChannelContext, Desk, ReplyRouter
 from .channels.assembly import build_channels
 from .config import Config, ConfigError, load_secrets, unknown_tools
-from .docs import Docs, build_docs_tools, offered_docs_tools
 from .health import DamagedDatabase, opening
 from .health.agent_files import lost_history
 from .identity import Identity
@@ -50,8 +50,11 @@ from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
 from .tools.registry import Tool, ToolRegistry
-from .toolservers import Surroundings, ToolServers
 from .web.tools import web_tools
+
+if TYPE_CHECKING:  # each loaded only when configured: [docs] folders, [[mcp.servers]]
+    from .docs.tools import Docs
+    from .toolservers import ToolServers
 
 log = logging.getLogger(__name__)
 
@@ -179,9 +182,13 @@ def build_app(
 ) -> App:
     """Open the agent's data and wire store, session, memory, senses, hands, model
     and shell. `provider` and `chronicler` replace the configured models."""
-    unknown = unknown_tools(config.autonomy.tools, offered_tool_names(config, paths))
-    if unknown:  # a misspelt name would leave its level, a deny perhaps, unapplied
-        raise ConfigError(str(paths.config_file), unknown)
+    # Checked before anything opens; with no level named there is nothing to
+    # check, and building every tool a second time would load libraries (the
+    # document index, the web client) that this agent may never use.
+    if config.autonomy.tools:
+        unknown = unknown_tools(config.autonomy.tools, offered_tool_names(config, paths))
+        if unknown:  # a misspelt name would leave its level, a deny perhaps, unapplied
+            raise ConfigError(str(paths.config_file), unknown)
     paths.ensure()
     lock = AgentLock(paths)  # raises AgentBusy if another process runs this agent
     try:
@@ -251,11 +258,20 @@ def _wire(
     # while the process lives; the mail itself stays in the mailbox.
     sensors += [sensor for channel in channels for sensor in channel.sensors()]
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
-    toolservers = None if not config.mcp.servers else ToolServers(
-        config.mcp, Surroundings.of_agent(config.files, config.shell, paths, load_secrets(paths)),
-        delimiter, config.autonomy, approver)
-    docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
-                            allow_hard_links=config.files.allow_hard_links)
+    toolservers = None
+    if config.mcp.servers:
+        from .toolservers import Surroundings, ToolServers
+
+        toolservers = ToolServers(
+            config.mcp,
+            Surroundings.of_agent(config.files, config.shell, paths, load_secrets(paths)),
+            delimiter, config.autonomy, approver)
+    docs = None
+    if config.docs.enabled:
+        from .docs.tools import build_docs_tools
+
+        docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
+                                allow_hard_links=config.files.allow_hard_links)
     docs_offered = hands.gate.wrap_all(docs.tools) if docs is not None else []
     web_offered = hands.gate.wrap_all(web_tools(config.web, load_secrets(paths), delimiter,
                                                 conversation=store, gate=hands.gate))
@@ -331,6 +347,7 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
     """The names of the tools an agent with this configuration is offered, found
     by building them over empty stores in memory: nothing on disk is touched
     (for `noema config check`, which must not need the agent stopped)."""
+    from .docs.tools import offered_docs_tools
     from .memory.recall_tools import memory_tools
     from .memory.search import HistorySearch
     from .security.policy import AccessPolicy

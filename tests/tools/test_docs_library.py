@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from noema.docs import DocsSettings, Status, build_docs_tools, formats, samples
+from noema.docs import formats, samples
+from noema.docs.indexer import Status
+from noema.docs.settings import DocsSettings
+from noema.docs.tools import build_docs_tools
 from noema.docs.indexer import Indexer
 from noema.docs.library import DocsLibrary
 from noema.paths import AgentPaths
@@ -379,7 +382,7 @@ def test_a_stopped_pass_parses_and_removes_nothing_more(rig, parses):
 
 
 def test_the_offered_tools_need_no_index_on_disk(tmp_path):
-    from noema.docs import offered_docs_tools
+    from noema.docs.tools import offered_docs_tools
 
     rig = Rig(tmp_path)
     rig.library.close()

@@ -6,21 +6,7 @@ structure, searched and read by section.
 folders under the access policy, `library` ties them to an agent and keeps
 the index fresh, `tools` are what the model sees, and `samples` writes real
 documents of every format for the demo, the tests and the benchmark.
+
+Nothing is imported here: reading the configuration imports `settings`, and
+an agent with no `[docs]` folders never loads the rest.
 """
-
-from .indexer import FileOutcome, IndexReport, Status
-from .library import DocsLibrary
-from .settings import DocsFolder, DocsSettings
-from .tools import Docs, build_docs_tools, offered_docs_tools
-
-__all__ = [
-    "Docs",
-    "DocsFolder",
-    "DocsLibrary",
-    "DocsSettings",
-    "FileOutcome",
-    "IndexReport",
-    "Status",
-    "build_docs_tools",
-    "offered_docs_tools",
-]

@@ -29,7 +29,7 @@ from rich.console import Console
 
 from ..app import App, build_app
 from ..config import Config
-from ..docs import DocsSettings
+from ..docs.settings import DocsSettings
 from ..docs.samples import write_docx, write_markdown, write_pdf
 from ..memory.turns import TurnKind
 from ..orchestrator.agent import AgentListener

@@ -18,7 +18,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ..docs import DocsLibrary, DocsSettings, IndexReport, Status
+from ..docs.indexer import IndexReport, Status
+from ..docs.library import DocsLibrary
+from ..docs.settings import DocsSettings
 from ..docs.indexer import Progress as ProgressCallback
 from ..docs.store import index_file
 from ..paths import AgentPaths

@@ -4,8 +4,10 @@ messages need it. The key is kept out of `repr` so it never reaches a log."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import httpx2
+if TYPE_CHECKING:  # loaded with the SDK, at the first request
+    import httpx2
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,4 +38,6 @@ class Endpoint:
 
     def timeout(self) -> httpx2.Timeout:
         """The SDKs' transport timeout: connecting, and waiting for each read."""
+        import httpx2
+
         return httpx2.Timeout(self.timeout_s, connect=self.connect_timeout_s)

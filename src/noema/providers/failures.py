@@ -14,8 +14,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import httpx2
-
 from .base import (
     AuthenticationFailed,
     BadRequest,
@@ -147,6 +145,8 @@ def describe_transport(exc: BaseException) -> Failure | None:
         return Failure(FailureKind.PROTOCOL, str(exc))
     if isinstance(exc, json.JSONDecodeError):
         return Failure(FailureKind.PROTOCOL, f"an event was not valid JSON ({exc.msg})")
+    import httpx2  # loaded by the SDKs' clients by now; not at start
+
     if isinstance(exc, httpx2.TimeoutException):
         return timeout_failure(exc)
     if isinstance(exc, httpx2.TransportError):
@@ -156,6 +156,8 @@ def describe_transport(exc: BaseException) -> Failure | None:
 
 def timeout_failure(exc: BaseException) -> Failure:
     """A timeout, noting whether connecting or waiting for data took too long."""
+    import httpx2
+
     chain = (exc, exc.__cause__, exc.__context__)
     connecting = any(isinstance(e, (httpx2.ConnectTimeout, httpx2.PoolTimeout)) for e in chain)
     return Failure(FailureKind.TIMEOUT, _words(exc), connecting=connecting)
@@ -167,6 +169,8 @@ def connection_failure(exc: BaseException) -> Failure:
     The detail is the transport's own words, found under an SDK's generic
     'Connection error.' when there is one.
     """
+    import httpx2
+
     chain = (exc, exc.__cause__, exc.__context__)
     connecting = any(isinstance(e, httpx2.ConnectError) for e in chain)
     return Failure(FailureKind.CONNECTION, _words(exc), connecting=connecting)

@@ -13,12 +13,13 @@ import html
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import httpx2
+from typing import TYPE_CHECKING, Any
 
 from ..tools.errors import ToolError, shorten
 from .settings import WebSettings
+
+if TYPE_CHECKING:  # loaded at the first request, not at start
+    import httpx2
 
 MAX_RESULTS = 20
 
@@ -44,17 +45,23 @@ class Backend:
 
 
 def _searxng_request(url: str, query: str, limit: int, key: str | None) -> httpx2.Request:
+    import httpx2
+
     base = url.rstrip("/")
     endpoint = base if base.endswith("/search") else base + "/search"
     return httpx2.Request("GET", endpoint, params={"q": query, "format": "json"})
 
 
 def _brave_request(url: str, query: str, limit: int, key: str | None) -> httpx2.Request:
+    import httpx2
+
     headers = {"Accept": "application/json", "X-Subscription-Token": key or ""}
     return httpx2.Request("GET", url, params={"q": query, "count": limit}, headers=headers)
 
 
 def _tavily_request(url: str, query: str, limit: int, key: str | None) -> httpx2.Request:
+    import httpx2
+
     return httpx2.Request(
         "POST", url, json={"query": query, "max_results": limit},
         headers={"Authorization": f"Bearer {key or ''}"},
@@ -95,6 +102,8 @@ class Searcher:
 
     async def search(self, query: str, limit: int) -> list[SearchResult]:
         """At most `limit` results for `query`; a ToolError says what failed."""
+        import httpx2
+
         s = self.settings
         url = s.resolved_search_url
         assert url is not None  # the settings guarantee an address for every backend

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..perception.untrusted import SessionDelimiter
 from ..security.approvals import ApprovalGate
@@ -16,10 +17,12 @@ from ..tools.registry import Tool, ToolContext, tool
 from .addresses import Resolver, system_resolver
 from .exfiltration import FetchGuard
 from .extract import READABLE, to_text
-from .fetch import Connector, Fetcher, direct_connect
 from .search import MAX_RESULTS, SearchResult, Searcher, search_problem
 from .seen import SeenAddresses, TurnSource
 from .settings import WebSettings
+
+if TYPE_CHECKING:
+    from .fetch import Connector, Fetcher
 
 SEARCH_ENVELOPE = "web_search"
 PAGE_ENVELOPE = "web_page"
@@ -65,9 +68,12 @@ def render_page(text: str, url: str, media_type: str, offset: int, limit: int,
 
 def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: SessionDelimiter,
               *, conversation: TurnSource | None = None, gate: ApprovalGate | None = None,
-              resolver: Resolver = system_resolver, connect: Connector = direct_connect
+              resolver: Resolver = system_resolver, connect: Connector | None = None
               ) -> list[Tool]:
     """The web tools the settings allow; `resolver` and `connect` are for tests.
+
+    The HTTP client is built at the first fetch: an agent that never reads
+    the web does not hold one.
 
     With `conversation` (the turn store), web_get_content is under the
     exfiltration guard (`exfiltration`): an address the model composed asks
@@ -101,7 +107,15 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
         tools.append(web_search)
 
     if settings.fetch:
-        fetcher = Fetcher(settings, resolver=resolver, connect=connect)
+        fetchers: list[Fetcher] = []
+
+        def fetcher() -> Fetcher:
+            if not fetchers:
+                from .fetch import Fetcher, direct_connect
+
+                fetchers.append(Fetcher(settings, resolver=resolver,
+                                        connect=connect or direct_connect))
+            return fetchers[0]
 
         @tool(side_effects=False)
         async def web_get_content(ctx: ToolContext, url: str, offset: int = 0,
@@ -132,7 +146,7 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                 def redirect(previous: str, target: str) -> None:
                     guard.redirect(first, previous, target)
 
-            fetched = await fetcher.fetch(url, READABLE, redirect)
+            fetched = await fetcher().fetch(url, READABLE, redirect)
             text = await asyncio.to_thread(
                 to_text, fetched.body, fetched.media_type, fetched.charset, fetched.url,
                 fetched.truncated,

@@ -18,8 +18,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import httpx2
-
 from .addresses import Refused, read_host
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -56,6 +54,8 @@ class Address:
 
 def read_address(text: str) -> Address | None:
     """`text` as an http(s) address, or None if it is not one the fetch could send."""
+    import httpx2  # not at start: an idle agent need not hold an HTTP client
+
     try:
         url = httpx2.URL(text.strip())
         raw_host = url.raw_host.decode("ascii")
