@@ -190,6 +190,9 @@ def test_the_chat_refuses_on_a_full_disk_and_recovers_without_a_restart(small_di
             seen = chat.expect([REFUSED.pattern, r"\(The scripted model has no more"])
             if seen == 0:
                 break
+            # The answer may be drawn more than once as it streams: wait for
+            # the prompt, or the next attempt would match this answer again.
+            chat.expect("you> ")
         else:
             pytest.fail("the disk never filled")
         chat.expect("you> ")
