@@ -19,6 +19,7 @@ from .library import (
     InvalidToken,
     NetworkError,
     RetryAfter,
+    create_ssl_context,
 )
 from .settings import TelegramSettings
 
@@ -52,13 +53,16 @@ def build_bot(settings: TelegramSettings, token: str) -> Bot:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _Redact) and f.token == token for f in logger.filters):
             logger.addFilter(_Redact(token))
+    # One TLS context for both clients: each would otherwise load the
+    # certificate authorities again (about 1 MB resident each).
+    tls = {"verify": create_ssl_context()}
     return Bot(
         token, base_url=settings.api_url, base_file_url=settings.file_url,
         request=HTTPXRequest(connection_pool_size=4, connect_timeout=10, read_timeout=30,
-                             write_timeout=30, media_write_timeout=60),
+                             write_timeout=30, media_write_timeout=60, httpx_kwargs=tls),
         # A long poll's own read timeout is this plus the poll's `timeout`.
         get_updates_request=HTTPXRequest(connection_pool_size=1, connect_timeout=10,
-                                         read_timeout=10),
+                                         read_timeout=10, httpx_kwargs=tls),
     )
 
 
