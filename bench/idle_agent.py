@@ -12,9 +12,15 @@ temporary home:
   state at start is recorded by a short child process) and no channel;
 - `noema run` with the same plus mail and Telegram configured: a Dovecot of
   its own on 127.0.0.1 (IMAP, IDLE) with an SMTP relay in front of it, and
-  the fake Telegram Bot API on 127.0.0.1 with real long polling.
+  the fake Telegram Bot API on 127.0.0.1 with real long polling;
+- the same again, after one exchange: its model is the fake Chat
+  Completions server (the official openai client), the person asks on
+  Telegram, the model writes a file (a versioned write) and answers. What
+  the first request and the first write load stays loaded: this is the
+  memory of an agent that has been used, then left idle.
 
-A model is configured but never asked: nobody writes. After `--warmup`
+For the first two agents a model is configured but never asked: nobody
+writes. After `--warmup`
 seconds (start-up work ends, the channels connect) the processes are sampled
 once a second for SECONDS (default 600). Printed per process: resident
 memory (VmRSS at the end and at its highest; of it anonymous and file-backed
@@ -35,6 +41,7 @@ connected to the IMAP server and is long polling the Bot API.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -47,6 +54,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # for tests.fakes and tests.mail
 
+from tests.fakes import FakeOpenAIServer, FakeReply  # noqa: E402
+from tests.fakes.script import FakeToolCall  # noqa: E402
 from tests.fakes.telegram_server import TOKEN, FakeTelegramServer  # noqa: E402
 from tests.mail.servers import MAIL_DOMAIN, PASSWORD, Dovecot, SmtpRelay, available  # noqa: E402
 
@@ -137,9 +146,11 @@ class Subject:
 
 
 def agent_home(home: Path, *, mail: tuple[Dovecot, SmtpRelay, str] | None = None,
-               telegram: FakeTelegramServer | None = None) -> dict[str, str]:
-    """A default agent with a model that is never asked, two logs, a folder and
-    the channels given; the environment `noema run` gets."""
+               telegram: FakeTelegramServer | None = None,
+               model: FakeOpenAIServer | None = None) -> dict[str, str]:
+    """A default agent with two logs, a folder and the channels given, and a
+    model (the scripted one, never asked, unless `model` is given); the
+    environment `noema run` gets."""
     agent = home / "agents" / "default"
     agent.mkdir(parents=True)
     (agent / "script.toml").write_text('[[responses]]\ntext = "unused"\n')
@@ -150,6 +161,9 @@ def agent_home(home: Path, *, mail: tuple[Dovecot, SmtpRelay, str] | None = None
         log.write_text("started\n")
     config = ("[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
               "script = 'script.toml'\n")
+    if model is not None:
+        config = ("[models.reasoning]\nprovider = 'openai-compatible'\nmodel = 'fake-model'\n"
+                  f"base_url = '{model.base_url}'\n")
     config += "".join(f"[[perception.logs]]\npath = '{log}'\n" for log in logs)
     config += f"[[perception.folders]]\npath = '{watched}'\n"
     # A workspace of its own (the default one is in the real home): its state
@@ -212,6 +226,22 @@ def wait_connected(subject: Subject, imap_port: int | None,
                        f"(IMAP connected {imap}, Telegram polling {polling})")
 
 
+def use(subject: Subject, telegram: FakeTelegramServer, model: FakeOpenAIServer) -> None:
+    """One exchange: the person asks on Telegram, the model writes a file and
+    answers; block until the answer is sent."""
+    note = json.dumps({"path": "notes.md", "content": "# Notes\n\n- call the plumber\n"})
+    model.script(FakeReply(tool_calls=(FakeToolCall("file_write", note),)),
+                 FakeReply(text="Noted in notes.md."))
+    telegram.inject_text(CHAT, "Note that I must call the plumber.")
+    deadline = time.monotonic() + CONNECT_WAIT
+    while time.monotonic() < deadline:
+        if any(m.chat_id == CHAT and "Noted in notes.md" in m.plain for m in telegram.sent):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{subject.name}: no answer within {CONNECT_WAIT} s "
+                       f"({len(model.requests)} requests to the model)")
+
+
 def stop(subject: Subject) -> None:
     began = time.monotonic()
     subject.process.send_signal(signal.SIGTERM)
@@ -249,15 +279,15 @@ def report(subjects: list[Subject], wall: float, warmup: float, with_mail: bool)
     if not with_mail:
         print("  NOTE: Dovecot is not installed here: the mail figure is without mail "
               "(Telegram only)")
-    print(f"  {'':<34}{'RSS':>6} {'peak':>6} {'anon':>6} {'file':>6} {'PSS':>6} {'USS':>6}"
+    print(f"  {'':<40}{'RSS':>6} {'peak':>6} {'anon':>6} {'file':>6} {'PSS':>6} {'USS':>6}"
           f"   {'CPU % of a core':>15}")
     for s in subjects:
         m = s.last
         share = 100 * s.used / wall
-        print(f"  {s.name:<34}{mb(m.rss)} {mb(s.peak)} {mb(m.anon)} {mb(m.file)} "
+        print(f"  {s.name:<40}{mb(m.rss)} {mb(s.peak)} {mb(m.anon)} {mb(m.file)} "
               f"{mb(m.pss)} {mb(m.uss)}   {share:8.3f} ({s.used:.2f} s)")
     print("  (MB; RSS = anon + file + shared memory; USS = private clean + private dirty)")
-    bare, plain, full = subjects
+    bare, plain, full, used = subjects
     share = 100 * full.used / wall
     print(f"\n  {full.name} against the target:")
     print(f"    RSS {full.last.rss:.1f} MB (highest {full.peak:.1f}) vs <= {TARGET_RSS_MB:.0f} MB: "
@@ -266,7 +296,9 @@ def report(subjects: list[Subject], wall: float, warmup: float, with_mail: bool)
           f"{'met' if share <= TARGET_CPU_PERCENT else 'NOT met'}")
     print(f"    above a bare python: {full.last.rss - bare.last.rss:.1f} MB RSS; "
           f"the channels add {full.last.rss - plain.last.rss:.1f} MB to the agent without them")
-    for s in (plain, full):
+    print(f"    after one exchange (the model's client and pygit2 loaded): RSS "
+          f"{used.last.rss:.1f} MB, {used.last.rss - full.last.rss:+.1f} MB")
+    for s in (plain, full, used):
         print(f"  {s.name}: SIGTERM to exit {s.stop_seconds:.2f} s, exit status {s.exit_code} "
               f"({s.said})")
 
@@ -334,16 +366,18 @@ def measure(seconds: float, warmup: float) -> int:
     dovecot = relay = None
     subjects: list[Subject] = []
     with tempfile.TemporaryDirectory(prefix="noema-idle-") as folder, \
-            FakeTelegramServer() as telegram:
+            FakeTelegramServer() as telegram, FakeTelegramServer() as telegram2, \
+            FakeOpenAIServer() as model:
         root = Path(folder)
         try:
-            mail = None
+            mail = mail2 = None
             if with_mail:
                 dovecot = Dovecot.create()
                 dovecot.start()
                 relay = SmtpRelay(dovecot)
                 relay.start()
                 mail = (dovecot, relay, dovecot.new_user("agent"))
+                mail2 = (dovecot, relay, dovecot.new_user("agent"))
             bare = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e6)"],
                                     stdin=subprocess.DEVNULL)
             subjects.append(Subject("python, nothing imported", bare, is_agent=False))
@@ -352,7 +386,12 @@ def measure(seconds: float, warmup: float) -> int:
             label = "noema run, mail + Telegram" if with_mail else "noema run, Telegram only"
             full = start_agent(label, agent_home(root / "full", mail=mail, telegram=telegram))
             subjects.append(full)
+            used = start_agent(f"{label}, used once", agent_home(
+                root / "used", mail=mail2, telegram=telegram2, model=model))
+            subjects.append(used)
             wait_connected(full, dovecot.port if dovecot else None, telegram)
+            wait_connected(used, dovecot.port if dovecot else None, telegram2)
+            use(used, telegram2, model)
             time.sleep(warmup)
             wall = sample(subjects, seconds)
             for s in subjects:
