@@ -255,14 +255,14 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             path: The file to restore.
             version: The version ID, as file_history lists it.
         """
+        from ..security import undo  # it needs pygit2, which an idle agent does not load
+
         target = writable(path)
         store = versions.store_for(target.root)
         rel = str(target.relative)
         note = ChangeNote(
             "agent", f"file_restore {rel} to {version.strip()[:12]}", ctx.turn_id, "file_restore"
         )
-        from ..security import undo  # with the store, which loads pygit2
-
         made = undo.restore(store, rel, version, note)
         left_out = _left_out(store.skipped)
         if made is None:
