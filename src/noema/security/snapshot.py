@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,8 +32,6 @@ from .versions import StoreSpec
 
 if TYPE_CHECKING:
     from .versioning import VersionStore
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@
 `Versions` knows every read-write root and where its repository lives, and
 opens a root's `VersionStore` (`versioning.py`) when something first needs
 it: the agent's first write there, or a history the person asks for. Until
-then pygit2 is not even imported. It weighs 12 MB of resident memory (its
-own OpenSSL and libgit2), which an agent that runs for weeks reading mail
+then pygit2 is not even imported. It weighs 10 to 12 MB of resident memory
+(its own OpenSSL and libgit2), which an agent that runs for weeks reading mail
 and chat, and writes rarely, would otherwise carry from the start. The
 state of the workspaces at start is recorded by a short child process
 instead (`snapshot.py`).
