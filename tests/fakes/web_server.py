@@ -11,6 +11,7 @@ import datetime
 import io
 import json
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -114,6 +115,15 @@ ARTICLE = """<!doctype html><html><head><title>Tides of Vigo</title></head><body
 Reply = tuple[int, dict[str, str], bytes]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Says nothing when a client hangs up: the fetch under test does that on
+    purpose (a size cap reached, a timeout, a refused redirect)."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class WebServer:
     """A threaded HTTP server on 127.0.0.1; use as a context manager.
 
@@ -153,7 +163,7 @@ class WebServer:
             def do_POST(self) -> None:
                 owner._handle(self, "POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         if self.tls is not None:
             self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
