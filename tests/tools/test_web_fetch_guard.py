@@ -11,6 +11,7 @@ stores them, so what the guard reads is what a conversation would hold.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import socket
@@ -34,7 +35,7 @@ from noema.web import WebSettings
 from noema.web.seen import SeenAddresses
 from noema.web.tools import web_tools
 from noema.web.urls import addresses_in, read_address
-from tests.fakes.web_server import ARTICLE, WebServer, json_reply, page, redirect
+from tests.fakes.web_server import ARTICLE, WebServer, json_reply, page
 
 D = SessionDelimiter("0123456789ab")
 SECRET = "Host github.com IdentityFile ~/.ssh/id_work"
@@ -402,5 +403,30 @@ def test_the_store_is_read_once_however_many_checks():
         assert "https://late.example/" in seen.now().addresses
         read = [i for first, last in spans for i in range(first, last + 1)]
         assert sorted(read) == list(range(1, 5002))  # every turn read exactly once
+    finally:
+        store.close()
+
+
+async def test_a_long_history_is_read_with_the_event_loop_running_between_batches():
+    store = TurnStore(":memory:")
+    ticks = 0
+
+    async def ticking() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    try:
+        for n in range(9000):
+            store.append(NewTurn(TurnKind.USER, f"page https://site{n}.example/"))
+        seen = SeenAddresses(store)
+        other = asyncio.create_task(ticking())
+        await asyncio.sleep(0)
+        before = ticks
+        await seen.catch_up()
+        other.cancel()
+        assert ticks - before >= 4  # 9,000 turns are five batches: the loop ran between them
+        assert "https://site8999.example/" in seen.now().addresses
     finally:
         store.close()

@@ -125,6 +125,7 @@ class FetchGuard:
                     url: str) -> Verdict:
         """Return once `url` may be fetched; ToolError if the person says no or cannot
         be asked. At level 'ask' the gate has just asked about this very call."""
+        await self.seen.catch_up()
         verdict = self.verdict(url)
         if verdict.free or self.gate.level(fetch_tool) == "ask":
             return verdict
