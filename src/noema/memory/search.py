@@ -182,7 +182,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import sub
+from operator import mul, sub
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -494,7 +494,12 @@ class HistorySearch:
         self._scratch.executescript(
             f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZER}');"
             "CREATE VIRTUAL TABLE words_seen USING fts5vocab(words, instance);"
-            f"CREATE VIRTUAL TABLE hits USING fts5(body, tokenize='{TOKENIZER}');"
+            # The hits' text is kept apart from their index (external content):
+            # such an index is emptied in one step after each query, where one
+            # holding its own text tokenizes every row again to delete it.
+            "CREATE TABLE hit_text (id INTEGER PRIMARY KEY, body TEXT);"
+            "CREATE VIRTUAL TABLE hits USING fts5(body, content='hit_text', content_rowid='id',"
+            f" tokenize='{TOKENIZER}');"
         )
         if str(self.store.path) != ":memory:":
             # Candidates' rows and index pages are read straight from the page
@@ -722,17 +727,19 @@ class HistorySearch:
     def _ids(self, expression: str, low: int, high: int) -> list[int]:
         """Turn IDs matching an FTS5 expression in an ID range, newest first, unranked."""
         try:
-            # Read in the index's own order and reversed here: FTS5 walks a
-            # term's postings backwards more slowly, a third more time for a
-            # phrase or a conjunction at a million turns.
-            rows = self.store.conn.execute(
-                "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ?"
-                " ORDER BY rowid",
+            # One string of IDs instead of a row per ID: thousands of rows cost
+            # more to hand over to Python than one string to split. No ORDER
+            # BY: FTS5 walks postings backwards more slowly (a third more time
+            # for a phrase or a conjunction at a million turns), so they are
+            # read in the index's own order and sorted here.
+            (listed,) = self.store.conn.execute(
+                "SELECT group_concat(rowid) FROM turns_fts"
+                " WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ?",
                 (expression, low, high),
-            ).fetchall()
+            ).fetchone()
         except sqlite3.OperationalError as exc:
             raise StoreError(f"cannot search for {expression!r}: {exc}") from exc
-        return [r[0] for r in reversed(rows)]  # rowids come back as ints
+        return sorted(map(int, listed.split(",")), reverse=True) if listed else []
 
     def _gather(self, plan: Plan, low: int, high: int, searched: Sequence[Term]) -> _Gathered:
         """Candidate turns, each with the words it was found with."""
@@ -859,6 +866,7 @@ class HistorySearch:
         # Each scoring turn lends its score to the turns around it; a turn
         # keeps, for each distance, the best loan it received.
         loans: dict[int, list[float]] = {}
+        gap = tuning.stretch_gap_s
         for lender, score in scored.items():
             source = meta.get(lender)
             if source is None or source.recall:
@@ -866,11 +874,14 @@ class HistorySearch:
             for step in range(1, reach + 1):
                 for borrower in (lender - step, lender + step):
                     target = meta.get(borrower)
-                    if target is None or abs(target.ts - source.ts) > tuning.stretch_gap_s:
+                    if target is None or abs(target.ts - source.ts) > gap:
                         continue
-                    slots = loans.setdefault(borrower, [0.0] * (reach + 1))
+                    slots = loans.get(borrower)
+                    if slots is None:
+                        slots = loans[borrower] = [0.0] * (reach + 1)
                     if score > slots[step]:
                         slots[step] = score
+        decays = [tuning.neighbour_decay**step for step in range(1, reach + 1)]
         named = names_in(query)
         spans = date_spans(query, self.zone)
         ranked = []
@@ -881,7 +892,7 @@ class HistorySearch:
             total = scored.get(turn_id, 0.0)
             slots = loans.get(turn_id)
             if slots:
-                total += sum(tuning.neighbour_decay**step * slots[step] for step in range(1, reach + 1))
+                total += sum(map(mul, decays, slots[1:]))
             if total <= 0:
                 continue
             if named and info.sender and info.sender.casefold() in named:
@@ -925,17 +936,17 @@ class HistorySearch:
         if not turns:
             return {}
         db = self._scratch
-        db.executemany(
-            "INSERT INTO hits (rowid, body) VALUES (?, ?)",
-            [(t.id, _passage(own_text(t), stems)) for t in turns],
-        )
+        passages = [(t.id, _passage(own_text(t), stems)) for t in turns]
+        db.executemany("INSERT INTO hit_text (id, body) VALUES (?, ?)", passages)
+        db.executemany("INSERT INTO hits (rowid, body) VALUES (?, ?)", passages)
         try:
             rows = db.execute(
                 "SELECT rowid, snippet(hits, 0, '«', '»', '…', 24) FROM hits WHERE hits MATCH ?",
                 (expression,),
             ).fetchall()
         finally:
-            db.execute("DELETE FROM hits")
+            db.execute("INSERT INTO hits (hits) VALUES ('delete-all')")
+            db.execute("DELETE FROM hit_text")
         found = {int(r[0]): " ".join(str(r[1]).split()) for r in rows}
         for turn in turns:  # a hit found through its neighbours matched no word itself
             if turn.id not in found:
