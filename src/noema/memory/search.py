@@ -322,7 +322,6 @@ class _Meta(NamedTuple):
     kind: str  # a TurnKind value
     sender: str | None
     recall: bool
-    tokens: int  # the store's estimate of the turn's length
 
 
 _RECALL_KINDS = (TurnKind.TOOL_CALL.value, TurnKind.TOOL_RESULT.value)
@@ -848,11 +847,7 @@ class HistorySearch:
         """Each turn's token estimate, and its kind when a filter needs it: the only
         columns scoring reads, for up to `scored` candidates per query."""
         column = "kind" if kinds is not None else "''"
-        rows = self.store.conn.execute(
-            f"SELECT id, tokens, {column} FROM turns WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(sorted(ids)),),  # in order, rows sharing a page are read together
-        ).fetchall()
-        return {tid: (tokens, kind) for tid, tokens, kind in rows}
+        return {tid: (tokens, kind) for tid, tokens, kind in self._rows(f"tokens, {column}", ids)}
 
     # -- ranking -----------------------------------------------------------
 
@@ -904,16 +899,18 @@ class HistorySearch:
         return ranked
 
     def _meta(self, ids: Iterable[int]) -> dict[int, _Meta]:
-        wanted = json.dumps(sorted(i for i in ids if i > 0))
-        rows = self.store.conn.execute(
-            "SELECT id, ts, kind, sender, tool_name, tokens FROM turns"
-            " WHERE id IN (SELECT value FROM json_each(?))",
-            (wanted,),
-        ).fetchall()
         return {
-            tid: _Meta(ts, kind, sender, tool_name in RECALL_TOOLS and kind in _RECALL_KINDS, tokens)
-            for tid, ts, kind, sender, tool_name, tokens in rows
+            tid: _Meta(ts, kind, sender, tool_name in RECALL_TOOLS and kind in _RECALL_KINDS)
+            for tid, ts, kind, sender, tool_name in self._rows("ts, kind, sender, tool_name", ids)
         }
+
+    def _rows(self, columns: str, ids: Iterable[int]) -> list[tuple]:
+        """`columns` of the turns with these IDs, each row led by its ID; unknown
+        IDs are skipped."""
+        return self.store.conn.execute(
+            f"SELECT id, {columns} FROM turns WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(ids)),),
+        ).fetchall()
 
     def _filter(
         self,
