@@ -360,7 +360,7 @@ class _Gathered:
         by_mask: dict[int, float] = {}
         for mask in set(self.found.values()):
             by_mask[mask] = _weight_of(mask, per_term)
-        return dict(zip(self.found, map(by_mask.__getitem__, self.found.values())))
+        return {turn_id: by_mask[mask] for turn_id, mask in self.found.items()}
 
     def beside(self, per_term: Sequence[float], reach: int) -> dict[int, float]:
         """For each candidate with other candidates within `reach` turns, the
@@ -372,7 +372,7 @@ class _Gathered:
         # Most candidates in a large store are lone matches with no other
         # candidate within reach: only the turns of a close pair are visited.
         close = [at for at, gap in enumerate(map(sub, ids[1:], ids)) if gap <= reach]
-        for at in sorted({*close, *(at + 1 for at in close)}):
+        for at in sorted({*close, *(k + 1 for k in close)}):
             turn_id = ids[at]
             around = 0
             near = at - 1
@@ -735,9 +735,9 @@ class HistorySearch:
         try:
             # One string of IDs instead of a row per ID: thousands of rows cost
             # more to hand over to Python than one string to split. No ORDER
-            # BY: FTS5 walks postings backwards more slowly (a third more time
-            # for a phrase or a conjunction at a million turns), so they are
-            # read in the index's own order and sorted here.
+            # BY: FTS5 walks postings backwards more slowly (a third to two
+            # thirds more time for a phrase or a conjunction at a million
+            # turns), so they are read in the index's own order and sorted here.
             (listed,) = self.store.conn.execute(
                 "SELECT group_concat(rowid) FROM turns_fts"
                 " WHERE turns_fts MATCH ? AND rowid BETWEEN ? AND ?",
@@ -941,9 +941,9 @@ class HistorySearch:
             return {}
         db = self._scratch
         passages = [(t.id, _passage(own_text(t), stems)) for t in turns]
-        db.executemany("INSERT INTO hit_text (id, body) VALUES (?, ?)", passages)
-        db.executemany("INSERT INTO hits (rowid, body) VALUES (?, ?)", passages)
         try:
+            db.executemany("INSERT INTO hit_text (id, body) VALUES (?, ?)", passages)
+            db.executemany("INSERT INTO hits (rowid, body) VALUES (?, ?)", passages)
             rows = db.execute(
                 "SELECT rowid, snippet(hits, 0, '«', '»', '…', 24) FROM hits WHERE hits MATCH ?",
                 (expression,),
