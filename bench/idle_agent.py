@@ -226,16 +226,21 @@ def wait_connected(subject: Subject, imap_port: int | None,
                        f"(IMAP connected {imap}, Telegram polling {polling})")
 
 
-def use(subject: Subject, telegram: FakeTelegramServer, model: FakeOpenAIServer) -> None:
+def use(subject: Subject, telegram: FakeTelegramServer, model: FakeOpenAIServer,
+        workspace: Path) -> None:
     """One exchange: the person asks on Telegram, the model writes a file and
-    answers; block until the answer is sent."""
-    note = json.dumps({"path": "notes.md", "content": "# Notes\n\n- call the plumber\n"})
+    answers; block until the answer is sent, and check that the file was
+    written (a refused write would leave the history library unloaded)."""
+    content = "# Notes\n\n- call the plumber\n"
+    note = json.dumps({"path": "notes.md", "content": content})
     model.script(FakeReply(tool_calls=(FakeToolCall("file_write", note),)),
                  FakeReply(text="Noted in notes.md."))
     telegram.inject_text(CHAT, "Note that I must call the plumber.")
     deadline = time.monotonic() + CONNECT_WAIT
     while time.monotonic() < deadline:
         if any(m.chat_id == CHAT and "Noted in notes.md" in m.plain for m in telegram.sent):
+            if (workspace / "notes.md").read_text() != content:
+                raise RuntimeError(f"{subject.name}: the model's file_write did not happen")
             return
         time.sleep(0.1)
     raise RuntimeError(f"{subject.name}: no answer within {CONNECT_WAIT} s "
@@ -391,7 +396,7 @@ def measure(seconds: float, warmup: float) -> int:
             subjects.append(used)
             wait_connected(full, dovecot.port if dovecot else None, telegram)
             wait_connected(used, dovecot.port if dovecot else None, telegram2)
-            use(used, telegram2, model)
+            use(used, telegram2, model, root / "used" / "workspace")
             time.sleep(warmup)
             wall = sample(subjects, seconds)
             for s in subjects:
