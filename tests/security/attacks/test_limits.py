@@ -38,9 +38,14 @@ needs_memory_cgroup = pytest.mark.skipif(
 needs_pids_cgroup = pytest.mark.skipif(
     not PROCESSES_BY_CGROUP, reason="only a pids cgroup records that a fork was refused"
 )
-# The shell starts the bomb with its first fork and then needs no other, so
-# that it is still there (waiting) while the bomb meets the limit.
-BOMB = "bomb() { bomb | bomb & }; (bomb) & exec sleep 3"
+# The shell starts a reader of the bomb's errors, then the bomb, and then
+# forks no more: it waits for the reader, which ends at the first refused
+# fork. So the command ends when the bomb has met the limit, not on a clock.
+BOMB = ("mkfifo /tmp/errors; grep -m1 'Cannot fork' /tmp/errors & seen=$!; "
+        "bomb() { bomb | bomb & }; (bomb) 2>/tmp/errors & wait $seen")
+# The same bomb, then a wait for a writer that never comes: only the time
+# limit ends it.
+ENDLESS_BOMB = "mkfifo /tmp/never; bomb() { bomb | bomb & }; (bomb) & read line < /tmp/never"
 # Each child waits for its parent to exit (end of file on a pipe only the
 # parent holds open), so all of them are alive while the loop meets the limit.
 FORK_LOOP = (
@@ -141,7 +146,7 @@ async def test_a_fork_bomb_stays_within_the_process_limit(world: World):
 
 
 async def test_a_fork_bomb_that_outlives_its_time_limit_is_gone_after(world: World):
-    out, peak = await peak_while(shell(world, BOMB.replace("sleep 3", "sleep 30"),
+    out, peak = await peak_while(shell(world, ENDLESS_BOMB,
                                        timeout=2, max_processes=32))
     assert "timed out" in out
     assert peak <= 32 + MARGIN
@@ -157,11 +162,11 @@ async def test_a_fork_loop_is_refused_at_the_limit(world: World):
 
 async def test_threads_count_against_the_limit(world: World):
     script = (
-        "import threading, time\n"
+        "import threading\n"
         "started = 0\n"
         "try:\n"
         "    for _ in range(200):\n"
-        "        threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
+        "        threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
         "        started += 1\n"
         "except RuntimeError:\n"
         "    pass\n"
@@ -172,8 +177,23 @@ async def test_threads_count_against_the_limit(world: World):
 
 
 async def test_processes_below_the_limit_run(world: World):
-    out = await shell(world, "for i in $(seq 20); do sleep 0.5 & done; wait; echo all-done",
-                      max_processes=32)
+    # Twenty children alive at once: each waits for the parent to close a pipe.
+    twenty = (
+        "python3 -c \"\n"
+        "import os\n"
+        "r, w = os.pipe()\n"
+        "for _ in range(20):\n"
+        "    if os.fork() == 0:\n"
+        "        os.close(w)\n"
+        "        os.read(r, 1)\n"
+        "        os._exit(0)\n"
+        "os.close(w)\n"
+        "for _ in range(20):\n"
+        "    os.wait()\n"
+        "print('all-done')\n"
+        "\""
+    )
+    out = await shell(world, twenty, max_processes=32)
     assert "all-done" in out and "Cannot fork" not in out
 
 
@@ -223,8 +243,33 @@ async def test_the_memory_limit_is_reported(world: World):
 async def test_memory_is_capped_for_the_command_as_a_whole(world: World):
     # Four processes of 60 MB each: every one is within the limit, all
     # together are not. Per-process rlimits would let this through.
-    hog = "python3 -c \"import time; b = bytearray(60 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(2)\""
-    out = await shell(world, f"for i in 1 2 3 4; do {hog} & done; wait", memory_mb=128)
+    # Each child says when it holds its memory and then waits for the parent,
+    # which lets them go once all are ready or gone (killed for memory).
+    hogs = (
+        "python3 -c \"\n"
+        "import os\n"
+        "ready_r, ready_w = os.pipe()\n"
+        "go_r, go_w = os.pipe()\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        os.close(ready_r)\n"
+        "        os.close(go_w)\n"
+        "        b = bytearray(60 << 20)\n"
+        "        b[::4096] = b'x' * len(b[::4096])\n"
+        "        os.write(ready_w, b'x')\n"
+        "        os.close(ready_w)\n"
+        "        os.read(go_r, 1)\n"
+        "        os._exit(0)\n"
+        "os.close(ready_w)\n"
+        "os.close(go_r)\n"
+        "while os.read(ready_r, 1):\n"
+        "    pass\n"
+        "os.close(go_w)\n"
+        "for _ in range(4):\n"
+        "    os.wait()\n"
+        "\""
+    )
+    out = await shell(world, hogs, memory_mb=128)
     assert "hit the memory limit" in out
 
 
@@ -326,7 +371,9 @@ async def test_no_cgroup_is_left_behind(world: World):
 
 async def test_no_cgroup_is_left_behind_a_cancelled_command(world: World):
     world.build(shell=ShellSettings(max_processes=32))
-    task = asyncio.create_task(world.call("shell_execute", command="sleep 30 & sleep 30"))
+    # Two children waiting for a writer that never comes: only the cancel ends them.
+    waiting = "mkfifo /tmp/never; read a < /tmp/never & read b < /tmp/never & wait"
+    task = asyncio.create_task(world.call("shell_execute", command=waiting))
     for _ in range(100):
         if descendants(os.getpid()) >= 3:
             break
