@@ -172,6 +172,25 @@ class Shell:
         self.now += dt
         self.feed(Tick(self.now))
 
+    def play(self, plan: list[tuple]) -> None:
+        """Feed a plan drawn from `actions`."""
+        for name, *args in plan:
+            if name == "event":
+                self.perceive(*args)
+            else:
+                getattr(self, name)(*args)
+
+    def drain(self) -> None:
+        """Let every cycle end, every window ripen, and the person speak."""
+        for _ in range(50):
+            self.tool_end(True)
+            self.finish(Outcome.ANSWERED)
+            self.tick(400.0)
+            if self.core.phase is Phase.IDLE and self.core.status().waiting.events == 0:
+                break
+            if self.core.phase is Phase.IDLE:
+                self.message()
+
 
 _EVENT = st.tuples(st.just("event"), st.sampled_from(["alerts", "logs", "chat", "mail", "pager"]),
                   st.sampled_from(list(Urgency)), st.sampled_from(["a", "b"]))
@@ -203,21 +222,8 @@ actions = st.lists(st.sampled_from(_WEIGHTS).flatmap(_MOVES.__getitem__), min_si
 def test_the_core_keeps_its_policy_and_delivers_every_event_once(plan, quiet):
     shell = Shell(reflexes(idle_quiet_window_s=quiet, idle_max_wait_s=quiet * 5,
                            progress=GUARD))
-    for action in plan:
-        name, *args = action
-        if name == "event":
-            shell.perceive(args[0], args[1], args[2])
-        else:
-            getattr(shell, name)(*args)
-    # Drain: let every cycle end, every window ripen, and the person speak.
-    for _ in range(50):
-        shell.tool_end(True)
-        shell.finish(Outcome.ANSWERED)
-        shell.tick(400.0)
-        if shell.core.phase is Phase.IDLE and shell.core.status().waiting.events == 0:
-            break
-        if shell.core.phase is Phase.IDLE:
-            shell.message()
+    shell.play(plan)
+    shell.drain()
     assert shell.core.phase is Phase.IDLE
     assert shell.core.status().waiting.events == 0
     assert shell.delivered + shell.handed == shell.accepted

@@ -141,19 +141,8 @@ def test_resume_on_start_keeps_the_policy_and_every_event_once(prelude, restorin
         assert core.phase is Phase.RUNNING
     else:  # what the restore fed started a cycle: it answers the question as well
         assert shell.run is not None
-    for name, *args in plan:
-        if name == "event":
-            shell.perceive(*args)
-        else:
-            getattr(shell, name)(*args)
-    for _ in range(50):
-        shell.tool_end(True)
-        shell.finish(Outcome.ANSWERED)
-        shell.tick(400.0)
-        if core.phase is Phase.IDLE and core.status().waiting.events == 0:
-            break
-        if core.phase is Phase.IDLE:
-            shell.message()
+    shell.play(plan)
+    shell.drain()
     assert core.phase is Phase.IDLE
     assert core.status().waiting.events == 0
     assert shell.delivered + shell.handed == shell.accepted
