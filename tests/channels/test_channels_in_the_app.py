@@ -4,7 +4,6 @@ check, and they carry the person's messages even with the senses off."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,12 +19,6 @@ from tests.foundation.damage import overwrite_header
 PERSON = 4242
 MAIL = {"imap_host": "127.0.0.1", "imap_port": 1, "username": "ana",
         "allow_from": ["person@example.org"]}
-
-
-@pytest.fixture(scope="module")
-def telegram_server() -> Iterator[FakeTelegramServer]:
-    with FakeTelegramServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
-"""The Telegram channel's tests run against one fake Bot API per session."""
+"""The Telegram channel's tests run against the session's fake Bot API (`telegram_server`, in
+tests/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -25,12 +26,6 @@ from tests.fakes.telegram_server import TOKEN, FakeTelegramServer
 
 PERSON = 4242  # the person's chat
 QUICK = Backoff(initial=0.01, factor=2.0, maximum=0.05)
-
-
-@pytest.fixture(scope="session")
-def telegram_server() -> Iterator[FakeTelegramServer]:
-    with FakeTelegramServer() as server:
-        yield server
 
 
 @pytest.fixture
