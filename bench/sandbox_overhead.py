@@ -1,6 +1,6 @@
 """Start-up overhead of the shell sandbox: `true` under bubblewrap against
 `true` run bare, through the same process runner, measured in the same run;
-then through `Sandbox.run`, which adds the command's resource limits (its
+then with the system-call filter; then through `Sandbox.run`, which adds the command's resource limits (its
 cgroups made, joined between fork and exec, and removed). Also shows the
 whole `shell_execute("true")` tool call (sandbox plus the versioning of the
 workspace before and after). Prints figures; asserts nothing.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from noema.paths import AgentPaths
 from noema.security.limits import capped_by
+from noema.security.seccomp import program_fd
 from noema.security.sandbox import Layout, Output, Sandbox, run_process, sandbox_env
 from noema.security.settings import (
     AutonomySettings,
@@ -74,6 +76,20 @@ async def main(rounds: int) -> None:
                 output=Output(4000),
             )
 
+        async def filtered():
+            fd = program_fd(network=False)
+            try:
+                await run_process(
+                    sandbox.argv(layout, "true", seccomp_fd=fd),
+                    cwd=ws,
+                    env=sandbox_env(),
+                    timeout_s=30,
+                    output=Output(4000),
+                    pass_fds=(fd,),
+                )
+            finally:
+                os.close(fd)
+
         settings = HandsSettings(
             files=FilesSettings(roots=(RootSettings(path=ws),)),
             autonomy=AutonomySettings(tools={"shell_execute": "allow"}),
@@ -94,10 +110,11 @@ async def main(rounds: int) -> None:
 
         await whole()  # the first call also records the workspace's initial state
         # Interleaved rounds, so that a burst of load on the machine hits all alike.
-        bare_s, boxed_s, limited_s, whole_s = [], [], [], []
+        bare_s, boxed_s, filtered_s, limited_s, whole_s = [], [], [], [], []
         for _ in range(rounds):
             bare_s.append(await timed(bare))
             boxed_s.append(await timed(boxed))
+            filtered_s.append(await timed(filtered))
             limited_s.append(await timed(limited))
             whole_s.append(await timed(whole))
         hands.close()
@@ -105,11 +122,13 @@ async def main(rounds: int) -> None:
     print(f"{rounds} rounds each\n")
     base = line("sh -c true, bare (baseline)", bare_s)
     box = line("sh -c true under bubblewrap", boxed_s)
+    sieve = line("sh -c true under bubblewrap, with its filter", filtered_s)
     run = line("sh -c true under bubblewrap, with limits", limited_s)
     tool_p50 = line('shell_execute("true"), whole tool call', whole_s)
     print(
         f"\nsandbox start-up overhead: {box - base:.2f} ms at p50 (×{box / base:.1f} the bare run)"
     )
+    print(f"the system-call filter adds {sieve - box:.2f} ms at p50")
     print(f"with the resource limits: {run - base:.2f} ms at p50 ({capped_by(sandboxed=True)})")
     print(f"whole tool call against the bare run: ×{tool_p50 / base:.1f}")
     print("target: overhead <= 30 ms")

@@ -5,7 +5,10 @@ The sandbox sees the system folders read-only, the workspaces read-write
 the person's files; the agent's own data is hidden. It has its own user,
 process, network (loopback only, unless the network is allowed), IPC and
 host-name namespaces, may not make further user namespaces, and dies with
-the agent. Memory and processes
+the agent. A system-call filter (`seccomp.py`) keeps it from making setuid
+or setgid files and, with the network off, from making Unix sockets, which
+would reach the host's services through socket files in the roots. Memory
+and processes
 are capped per command (see `limits.py`). Output is kept up to a cap: the
 head and the tail, with the size of what was left out in between.
 
@@ -47,6 +50,7 @@ from pathlib import Path
 
 from .limits import Confinement, Limits, cgroup_bases
 from .root_files import prefetch, root_only
+from .seccomp import FilterUnavailable, program_fd
 from .settings import ShellSettings
 
 _SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/srv")
@@ -127,11 +131,20 @@ def _proc_shield() -> tuple[str, ...]:
 
 
 def bwrap_argv(
-    bwrap: str, layout: Layout, command: Sequence[str], *, tmp_mb: int | None = None
+    bwrap: str,
+    layout: Layout,
+    command: Sequence[str],
+    *,
+    tmp_mb: int | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs `command` inside `layout`
-    (`/tmp` and `/var/tmp` of `tmp_mb` MiB each when given)."""
+    (`/tmp` and `/var/tmp` of `tmp_mb` MiB each when given), under the
+    system-call filter bubblewrap reads from `seccomp_fd` when given (see
+    `seccomp.py`; the descriptor must be passed to bubblewrap)."""
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--disable-userns"]  # no namespace of its own where it would hold capabilities
     if layout.network:
         argv.append("--share-net")
@@ -255,10 +268,12 @@ async def run_process(
     timeout_s: float,
     output: Output,
     preexec: Callable[[], None] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Finished:
     """Run `argv` in its own process group, feeding `output`, within a time limit.
 
-    `preexec` runs in the child between fork and exec. On cancellation the whole group is killed before
+    `preexec` runs in the child between fork and exec; `pass_fds` are
+    descriptors the child inherits. On cancellation the whole group is killed before
     CancelledError goes on; whatever it printed so far stays in `output`
     for the caller to report.
     """
@@ -274,6 +289,7 @@ async def run_process(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=preexec,
+        pass_fds=tuple(pass_fds),
     )
     assert process.stdout is not None
     stream = process.stdout
@@ -350,16 +366,22 @@ class Sandbox:
         if os.geteuid() == 0:
             await asyncio.to_thread(root_only, system_folders())
         probe = Output(4000)
+        filter_fd = self._filter(layout)
         try:
             result = await run_process(
-                bwrap_argv(program, layout, ["true"], tmp_mb=self.limits.memory_mb),
+                bwrap_argv(
+                    program, layout, ["true"], tmp_mb=self.limits.memory_mb, seccomp_fd=filter_fd
+                ),
                 cwd=layout.workdir,
                 env=sandbox_env(),
                 timeout_s=10,
                 output=probe,
+                pass_fds=(filter_fd,),
             )
         except OSError as exc:
             raise SandboxUnavailable(f"bubblewrap could not be started: {exc}") from exc
+        finally:
+            os.close(filter_fd)
         if "Unknown option" in result.output:
             raise SandboxUnavailable(
                 f"this bubblewrap is too old ({result.output.strip()}): version 0.8 or "
@@ -376,14 +398,35 @@ class Sandbox:
             )
         self._works = True
 
-    def argv(self, layout: Layout, command: str, inner: Sequence[str] = ()) -> list[str]:
-        """The command line of `command`; `inner` goes before the shell, inside the sandbox."""
+    def argv(
+        self,
+        layout: Layout,
+        command: str,
+        inner: Sequence[str] = (),
+        *,
+        seccomp_fd: int | None = None,
+    ) -> list[str]:
+        """The command line of `command`; `inner` goes before the shell, inside
+        the sandbox, under the filter read from `seccomp_fd` (see `_filter`)."""
         shell = ["/bin/sh", "-c", command]
         if not self.isolated:
             return shell
         return bwrap_argv(
-            self._program(), layout, [*inner, *shell], tmp_mb=self.limits.memory_mb
+            self._program(), layout, [*inner, *shell], tmp_mb=self.limits.memory_mb,
+            seccomp_fd=seccomp_fd,
         )
+
+    @staticmethod
+    def _filter(layout: Layout) -> int:
+        """A descriptor holding the system-call filter of a command in
+        `layout` (no Unix sockets without the network, no setuid files);
+        the caller closes it."""
+        try:
+            return program_fd(network=layout.network)
+        except FilterUnavailable as exc:
+            raise SandboxUnavailable(
+                f"{exc}. To run commands without a sandbox, set [shell] sandbox = \"none\""
+            ) from exc
 
     def env(self, layout: Layout) -> dict[str, str]:
         env = sandbox_env()
@@ -402,18 +445,26 @@ class Sandbox:
             await asyncio.to_thread(cgroup_bases)  # found once; file system work
             self._limits_ready = True
         confinement = Confinement(self.limits, sandboxed=self.isolated)
+        filter_fd = self._filter(layout) if self.isolated else None
+        passed = () if filter_fd is None else (filter_fd,)
         try:
             finished = await run_process(
-                confinement.outer(self.argv(layout, command, confinement.inner())),
+                confinement.outer(
+                    self.argv(layout, command, confinement.inner(), seccomp_fd=filter_fd)
+                ),
                 cwd=layout.workdir,
                 env=self.env(layout),
                 timeout_s=timeout_s,
                 output=output,
                 preexec=confinement.preexec(),
+                pass_fds=passed,
             )
         except BaseException:
             confinement.release_soon()  # cancellation must not wait for the kernel's clean-up
             raise
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
         limit = confinement.verdict(finished.exit_code)
         await confinement.release()
         return finished if limit is None else replace(finished, limit=limit)

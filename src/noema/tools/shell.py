@@ -146,7 +146,9 @@ def shell_tools(
         """Run a shell command (sh -c) in the workspace, inside a sandbox: the system is
         read-only, only the workspace is writable (git folders at any depth are not),
         files the file tools refuse (secrets) are hidden, there is no network unless the
-        person allowed it, and the output is cut to its head and tail.
+        person allowed it (without it, Unix sockets cannot be made either: socket pairs
+        work), files cannot be made setuid or setgid, and the output is cut to its head
+        and tail.
 
         Args:
             command: The command line, e.g. 'pytest -q' or 'ls -la src'.
