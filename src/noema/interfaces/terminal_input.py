@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -174,16 +175,14 @@ async def run_prompt(client: ChatClient, session: PromptSession[str], bar: Statu
                      patch: bool = True, catch_interrupt: bool = True) -> None:
     """Read lines at the prompt until the person leaves or the agent goes."""
     app = session.app
-    ticking = asyncio.Event()
 
     def redraw() -> None:
-        if bar.retry is not None:
-            ticking.set()
         if app.is_running:
             app.invalidate()
 
-    bar.on_change(redraw)
-    ticker = asyncio.create_task(_countdown(bar, ticking, redraw))
+    countdown = Countdown(bar, redraw)
+    bar.on_change(countdown.changed)
+    ticker = asyncio.create_task(countdown.run())
     closed = asyncio.create_task(client.closed.wait())
     loop = asyncio.get_running_loop()
     # At the prompt Ctrl-C is a key (the terminal is raw); a SIGINT from
@@ -220,15 +219,43 @@ async def run_prompt(client: ChatClient, session: PromptSession[str], bar: Statu
                 await task
 
 
-async def _countdown(bar: StatusBar, ticking: asyncio.Event, redraw: Callable[[], None]) -> None:
-    # Wakes only while a retry waits: once a second, so the countdown moves.
-    while True:
-        await ticking.wait()
-        ticking.clear()
-        while bar.counting_down:
-            await asyncio.sleep(1)
-            redraw()
-        redraw()
+class Countdown:
+    """Redraws the bar once a second while a retry's countdown runs, and
+    sleeps otherwise.
+
+    Woken only by a change that starts a countdown: the countdown reaching
+    zero while the retry itself is still under way (a slow next attempt)
+    leaves the retry shown, and must not wake it again, or the loop would
+    run without ever yielding to the event loop.
+    """
+
+    def __init__(self, bar: StatusBar, redraw: Callable[[], None], *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self._bar = bar
+        self._redraw = redraw
+        self._sleep = sleep
+        self._wake = asyncio.Event()
+
+    def changed(self) -> None:
+        """What the bar shows may have changed: redraw it, and count down if a retry waits."""
+        if self._bar.counting_down:
+            self._wake.set()
+        self._redraw()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._bar.counting_down:
+                await self._sleep(self._to_next_second())
+                self._redraw()
+            self._redraw()  # the end of the wait shows, however late the loop woke
+
+    def _to_next_second(self) -> float:
+        # The bar rounds the seconds left up: it changes when they cross a whole number.
+        retry = self._bar.retry
+        left = retry.until - self._bar.clock() if retry is not None else 1.0
+        return (left - math.floor(left)) or 1.0
 
 
 # -- from a pipe -------------------------------------------------------------------
