@@ -299,7 +299,7 @@ def _wire(
                       [*hands.tools, *memory.tools, *docs_offered, *web_offered,
                        *hands.gate.wrap_all(schedule_tools(schedules, zone)),
                        *hands.gate.wrap_all(channel_tools)],
-                      pending=lambda: agent_ref[0].pending_events())
+                      pending=lambda: agent_ref[0].pending_events(), guard=hands.gate.wrap_all)
     replies = ReplyRouter(store, {c.name: c for c in channels}, listener.on_notice)
 
     def after_cycle() -> None:
@@ -332,13 +332,15 @@ def _wire(
 
 def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,
               delimiter: SessionDelimiter, zone: ZoneInfo, more: list[Tool], *,
-              pending: Callable[[], str | Awaitable[str]]) -> ToolRegistry:
-    """Every tool the model is offered."""
+              pending: Callable[[], str | Awaitable[str]],
+              guard: Callable[[list[Tool]], list[Tool]] = list) -> ToolRegistry:
+    """Every tool the model is offered; `guard` puts the built-in ones behind the
+    autonomy gate (`more` comes guarded already)."""
     return ToolRegistry([
-        *time_tools(config.agent.timezone),
-        *identity_tools(identity),
-        *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter, pending=pending,
-                          tz=zone, source_problem=config.perception.source_problem),
+        *guard([*time_tools(config.agent.timezone), *identity_tools(identity),
+                *perception_tools(pipeline, clock=wall_clock, delimiter=delimiter,
+                                  pending=pending, tz=zone,
+                                  source_problem=config.perception.source_problem)]),
         *more,
     ])
 

@@ -40,6 +40,7 @@ class Flag(enum.IntFlag):
     SYNTHETIC = 8  # written by the orchestrator, not by the model or the person
     ERROR = 16  # a tool result that reports a failure
     COMPACTED = 32  # folded into a save point
+    OUTSIDE = 64  # holds words from outside the person: a stranger's event, a page, a mail
 
 
 # The kind decides the role; keeping it in one table avoids a turn whose

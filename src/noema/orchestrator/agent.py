@@ -44,6 +44,7 @@ from ..perception.events import Event, Urgency
 from ..perception.pipeline import Pipeline
 from ..perception.treatments import UnknownChannel
 from ..providers.base import ProviderError, RetryWait
+from ..tools.registry import ToolResult
 from .core import OrchestratorBug, Phase, Reflexes, ReflexStatus
 from .cycle import CycleListener, CycleProgress, ReasoningCycle
 from .decisions import (
@@ -60,7 +61,7 @@ from .decisions import (
     UnsafeCancel,
     WakeAt,
 )
-from .delivery import Render, plan_package, write_package
+from .delivery import Render, from_outside, plan_package, write_package
 from .inputs import (
     CycleAborted,
     CycleEnded,
@@ -394,15 +395,17 @@ class Agent:
                     and event.batch_id is not None and self._ledger is not None):
                 self._ledger.refuse(event, now)
 
-    def pending_events(self) -> str:
-        """What the model's own pool_event() call returns: every waiting event, packed."""
+    def pending_events(self) -> ToolResult:
+        """What the model's own pool_event() call returns: every waiting event,
+        packed, marked as outside words when a sender is not the person."""
         run = self.core.run
         if run is None or self.senses is None:
             raise OrchestratorBug("pool_event() was called outside a cycle or without senses")
         now = self._clock()
         for decision in self._feed(Polled(run, now)):
             if isinstance(decision, HandOver):
-                return self.senses.render(decision.items, now)
+                return ToolResult(self.senses.render(decision.items, now),
+                                  outside=any(map(from_outside, decision.items)))
         raise OrchestratorBug("the core answered a poll without a HandOver")
 
     # -- feeding the core and performing its decisions ------------------------------

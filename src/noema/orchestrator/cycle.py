@@ -28,6 +28,7 @@ from ..providers.base import (
     ToolSpec,
     Usage,
 )
+from ..security.provenance import outside_words
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
 from .context import ContextLimits, build_messages
 
@@ -175,7 +176,8 @@ class ReasoningCycle:
 
     async def _act(self, call: Turn, progress: CycleProgress, listener: CycleListener) -> None:
         """Run one stored call and store its result."""
-        ctx = ToolContext(call.call_id or "", call.id, progress.cycle_id)
+        ctx = ToolContext(call.call_id or "", call.id, progress.cycle_id,
+                          outside=outside_words(self.session.turns))
         checked = self.tools.check(ToolCall(ctx.call_id, call.tool_name or "", call.arguments or ""))
         if isinstance(checked, ToolResult):
             result = checked
@@ -236,7 +238,8 @@ def result_turn(call: Turn, result: ToolResult, cycle_id: int | None) -> NewTurn
         tool_name=call.tool_name,
         call_id=call.call_id,
         cycle_id=cycle_id,
-        flags=Flag.ERROR if result.is_error else Flag.NONE,
+        flags=(Flag.ERROR if result.is_error else Flag.NONE)
+        | (Flag.OUTSIDE if result.outside else Flag.NONE),
     )
 
 

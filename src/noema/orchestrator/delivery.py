@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..memory.session import Session
 from ..memory.turns import Flag, NewTurn, Turn, TurnKind
-from ..perception.items import Item
+from ..perception.items import Item, StateValue
 from ..perception.pipeline import Parcel
 from .decisions import Package, PersonEntry, WorldEntry
 from .repair import cancellation_notice
@@ -38,15 +38,22 @@ def synthetic_call_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
-def pool_event_turns(text: str, call_id: str) -> list[NewTurn]:
-    """The synthetic pool_event() call and its result carrying packed events."""
+def pool_event_turns(text: str, call_id: str, *, outside: bool = False) -> list[NewTurn]:
+    """The synthetic pool_event() call and its result carrying packed events;
+    `outside` marks a result that holds words of a sender who is not the person."""
+    flags = Flag.SYNTHETIC | (Flag.OUTSIDE if outside else Flag.NONE)
     return [
         NewTurn(
             TurnKind.TOOL_CALL, tool_name=POOL_EVENT, call_id=call_id, arguments="{}",
             flags=Flag.SYNTHETIC,
         ),
-        NewTurn(TurnKind.EVENT, text, tool_name=POOL_EVENT, call_id=call_id, flags=Flag.SYNTHETIC),
+        NewTurn(TurnKind.EVENT, text, tool_name=POOL_EVENT, call_id=call_id, flags=flags),
     ]
+
+
+def from_outside(item: Item) -> bool:
+    """Whether an item carries words of a sender the person did not authorise."""
+    return not (item.value.authorised if isinstance(item, StateValue) else item.authorised)
 
 
 def groups(package: Package) -> Iterator[tuple[PersonEntry, ...] | tuple[WorldEntry, ...]]:
@@ -111,7 +118,8 @@ def write_package(
             if render is None:
                 raise ValueError("events cannot be delivered without a renderer")
             items = [e.item for e in step.entries]
-            session.append_all(pool_event_turns(render(items, now), step.call_id))
+            session.append_all(pool_event_turns(render(items, now), step.call_id,
+                                                outside=any(map(from_outside, items))))
     return list(session.turns[before:])
 
 

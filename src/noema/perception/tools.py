@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from datetime import UTC, tzinfo
 
-from ..tools.registry import Tool, ToolContext, ToolError, tool
+from ..tools.registry import Tool, ToolContext, ToolError, ToolResult, tool
 from .archive import ArchivePage, SearchPage, SensoryArchive, UnknownBatch
 from .clock import Clock, wall_clock
 from .events import Event, Nature, SensorInfo
@@ -57,7 +57,7 @@ def pool_event_tool(pending: Pending) -> Tool:
     """
 
     @tool(side_effects=False)
-    async def pool_event(ctx: ToolContext) -> str:
+    async def pool_event(ctx: ToolContext) -> str | ToolResult:
         """Receive the events your senses reported that you have not seen yet
         (messages, log activity, file changes, state updates), packed and
         condensed. The body also delivers them by itself; call this to look now."""

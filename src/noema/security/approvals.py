@@ -2,7 +2,9 @@
 person's yes, and which never run.
 
 The level is read at call time, so a setting changed in the GUI applies to
-the next call. An interface (chat, daemon, GUI) that can ask the person
+the next call. `allow` is the person's level for the person's own requests:
+while the context holds outside words (`ToolContext.outside`), a call with
+side effects is asked about whatever the level says. An interface (chat, daemon, GUI) that can ask the person
 attaches an Approver; with none attached, an `ask` call is refused with an
 explanation rather than run unasked.
 """
@@ -86,6 +88,15 @@ class ApprovalGate:
 
     async def _admit(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> None:
         level = self.level(tool)
+        if level == "allow" and tool.side_effects and ctx.outside:
+            # The person's `allow` is for the person's own requests: words from
+            # outside in the context may be what asked for this call.
+            await self.ask(
+                ApprovalRequest(tool.name, summarize(arguments),
+                                f"the conversation holds words from outside: {ctx.outside}",
+                                ctx.call_id, ctx.turn_id),
+                ctx)
+            return
         if level == "allow":
             return
         if level == "deny":

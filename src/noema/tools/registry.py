@@ -40,6 +40,9 @@ class ToolContext:
     turn_id: int  # the stored tool_call turn
     cycle_id: int
     interruption: list[str] = field(default_factory=list)
+    # Whose words besides the person's the context holds ("" when none): a
+    # side-effect call then waits for the person's yes (security/approvals.py).
+    outside: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class ToolResult:
 
     content: str
     is_error: bool = False
+    outside: bool = False  # the content holds words from outside the person (a page, a mail)
 
 
 Handler = Callable[..., Awaitable[str | ToolResult] | str | ToolResult]

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import copy
+import dataclasses
 import hashlib
 import json
 import re
@@ -264,6 +265,9 @@ def mcp_tool(
                 "whether it had an effect is unknown."
             )
             raise
-        return render(result, server, tool.name, delimiter, cap)
+        # Whatever a server answers (a page it fetched, a file it read) is
+        # outside words for the gate, as a page read by web_get_content is.
+        return dataclasses.replace(render(result, server, tool.name, delimiter, cap),
+                                   outside=True)
 
     return Tool(name, describe(server, tool, delimiter), not is_read_only(tool), call, arguments)
