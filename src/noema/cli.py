@@ -19,6 +19,7 @@ from .app import NoModelConfigured, build_app
 from .config import Config, ConfigError
 from .health import DamagedDatabase, DiskFull, UnusableDatabase, opening
 from .health.agent_files import lost_history, repositories
+from .interfaces.setup_cli import CHOICES as SETUP_PROVIDERS
 from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
 from .providers.base import ProviderError
 
@@ -89,6 +90,7 @@ def _refusal(exc: Exception) -> click.ClickException:
 @click.option("--home", type=click.Path(path_type=Path), default=None,
               help="Folder holding all agents (default $NOEMA_HOME or ~/.noema).")
 @click.option("--verbose", "-v", is_flag=True, help="Log to the terminal too.")
+@click.version_option(package_name="noema", prog_name="noema", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> None:
     """Noema: a personal agent with a traceable memory, senses and a safety net.
@@ -452,6 +454,48 @@ def docs_index(obj: Context) -> None:
     click.echo(text)
 
 
+# -- setup -----------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--provider", type=click.Choice(SETUP_PROVIDERS),
+              help="Set up without questions, with this provider.")
+@click.option("--model", help="The model, as the server names it (with --provider; "
+                              "optional when the server serves only one).")
+@click.option("--base-url", help="The server's address (default: the provider's).")
+@click.option("--context-window", type=click.IntRange(min=1),
+              help="Tokens the server serves (default: what the server says).")
+@click.option("--api-key-env", help="The variable holding the key (default: the provider's).")
+@click.option("--no-test", is_flag=True, help="Write without the live test request.")
+@click.pass_obj
+def setup(obj: Context, provider: str | None, model: str | None, base_url: str | None,
+          context_window: int | None, api_key_env: str | None, no_test: bool) -> None:
+    """Choose the model: provider, address, key, model and window, tried live.
+
+    With no options it asks, offering the models the server serves and the
+    window it reports. With --provider it asks nothing. Nothing is written
+    until the end; a key goes to secrets.toml (mode 600), never to config.toml.
+    """
+    from .interfaces import setup_cli
+
+    obj.config()  # a broken file is reported first, as every command does
+    try:
+        if provider is None:
+            if any(v is not None for v in (model, base_url, context_window, api_key_env)):
+                raise click.UsageError("--model, --base-url, --context-window and --api-key-env "
+                                       "go with --provider")
+            if not sys.stdin.isatty():
+                raise click.UsageError("noema setup asks questions at a terminal; to set up "
+                                       "without them, pass --provider and --model")
+            written = setup_cli.run_questions(obj.paths, say=click.echo, ask=click.prompt,
+                                              confirm=click.confirm)
+            sys.exit(0 if written else 1)
+        answers = setup_cli.Answers(provider, model or "", base_url, context_window, api_key_env)
+        setup_cli.run_options(obj.paths, answers, test=not no_test, say=click.echo)
+    except setup_cli.SetupFailed as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 # -- config ----------------------------------------------------------------------
 
 
@@ -510,17 +554,26 @@ def config_check(obj: Context) -> None:
         click.echo("configuration is valid; no model is configured yet (the demo runs offline).")
 
 
-@config.command("set")
-@click.argument("key")
-@click.argument("value")
+@config.command("set", context_settings={"ignore_unknown_options": True})
+@click.argument("assignments", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
-def config_set(obj: Context, key: str, value: str) -> None:
-    """Set KEY (dotted, e.g. models.reasoning.model) to VALUE in config.toml."""
+def config_set(obj: Context, assignments: tuple[str, ...]) -> None:
+    """Set KEY VALUE, or several KEY=VALUE at once, in config.toml.
+
+    Keys are dotted (models.reasoning.model). Values are TOML (numbers such as
+    -5, true, ["a", "b"]) or plain text. The whole file is validated before it
+    is written; a section you are building may lack required keys for now:
+    each is a note, and `noema config check` reports it until it is set.
+    """
     try:
-        configuration.set_value(obj.paths, key, value)
+        pairs = configuration.parse_assignments(assignments)
+        edit = configuration.set_values(obj.paths, pairs)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{key} = {configuration.mask_secrets(value)}  (in {obj.paths.config_file})")
+    for key, value in pairs:
+        click.echo(f"{key} = {configuration.mask_secrets(value)}  (in {obj.paths.config_file})")
+    for note in edit.notes:
+        click.echo(f"note: {note}")
 
 
 @config.command("path")

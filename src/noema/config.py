@@ -17,7 +17,8 @@ import os
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -393,35 +394,257 @@ def secrets_file_warning(paths: AgentPaths) -> str | None:
 
 # -- editing ---------------------------------------------------------------------
 
+# Names whose value is a secret itself. Names that say where a secret is
+# (`password_env`, `token_secret`, `search_key_env`) and names that merely end
+# in `key` (an event's `key`) are settings like any other.
+_SECRET_NAMES = frozenset({
+    "api_key", "apikey", "token", "password", "passwd", "passphrase", "secret",
+    "client_secret", "private_key", "access_token", "auth_token", "credentials",
+})
+_SECRET_SUFFIXES = ("_api_key", "_apikey", "_token", "_password", "_passwd", "_passphrase",
+                    "_private_key", "_client_secret")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting of this name would hold a secret's value."""
+    name = name.lower()
+    return name in _SECRET_NAMES or name.endswith(_SECRET_SUFFIXES)
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """What `noema config set` wrote, and what the file still lacks."""
+
+    config: Config | None  # None while a section being built is unfinished
+    notes: tuple[str, ...] = ()  # one sentence per key a section being built still needs
+
+
+def parse_assignments(words: Sequence[str]) -> list[tuple[str, str]]:
+    """The (key, raw value) pairs of `config set`: `KEY VALUE`, or any number of
+    `KEY=VALUE` words; a ConfigError saying how to write them otherwise."""
+    if not words:
+        raise ConfigError("the command line", ["name at least one KEY=VALUE to set, "
+                                               "e.g. models.reasoning.provider=ollama"])
+    if len(words) == 2 and "=" not in words[0]:
+        return [(words[0].strip(), words[1])]
+    pairs: list[tuple[str, str]] = []
+    for word in words:
+        key, equals, raw = word.partition("=")
+        if not equals:
+            raise ConfigError("the command line", [
+                f"{mask_secrets(word)!r} is not KEY=VALUE: give one KEY VALUE pair, or "
+                "KEY=VALUE words (e.g. models.reasoning.provider=ollama "
+                "models.reasoning.model=llama3.1:8b)"])
+        pairs.append((key.strip(), raw))
+    seen = Counter(key for key, _ in pairs)
+    twice = sorted(key for key, count in seen.items() if count > 1)
+    if twice:
+        raise ConfigError("the command line", [f"{key} is given more than once; keep one"
+                                               for key in twice])
+    return pairs
+
 
 def set_value(paths: AgentPaths, key: str, raw: str) -> Config:
-    """Set `key` (dotted) to `raw` in config.toml, keeping comments; validated first."""
-    parts = key.split(".")
-    if not all(parts):
-        raise ConfigError(key, [f"{key!r} is not a dotted key such as models.reasoning.model"])
-    if parts[-1] in {"api_key", "key", "token"} or looks_secret(raw):
-        raise ConfigError(key, [
-            f"{key}: secrets do not go in config.toml; put them in {paths.secrets_file} "
-            "(mode 600) or in the environment."
-        ])
+    """Set `key` (dotted) to `raw` in config.toml, keeping comments; the whole
+    file is validated first and nothing is written unless it is valid."""
+    edit = set_values(paths, [(key, raw)], unfinished=False)
+    assert edit.config is not None  # unfinished=False refuses anything short of valid
+    return edit.config
+
+
+def set_values(paths: AgentPaths, pairs: Sequence[tuple[str, str]], *,
+               unfinished: bool = True) -> Edit:
+    """Set each dotted key to its raw value in config.toml at once, keeping comments.
+
+    The whole file is validated after the change. A wrong value anywhere is a
+    ConfigError and nothing is written. With `unfinished`, a section the
+    person is building step by step (one that was absent or already
+    incomplete) may still lack required keys: the file is written and each
+    missing key becomes a note, and the agent refuses to start until it is set.
+    """
     import tomlkit  # only `noema config set` and `show` write TOML
 
+    for key, raw in pairs:
+        parts = key.split(".")
+        if not all(parts):
+            raise ConfigError(key, [f"{key!r} is not a dotted key such as models.reasoning.model"])
+        if is_secret_name(parts[-1]) or looks_secret(raw):
+            raise ConfigError(key, [
+                f"{key}: secrets do not go in config.toml; put them in {paths.secrets_file} "
+                "(mode 600) or in the environment, and name the variable in the setting "
+                "made for it (e.g. api_key_env)."
+            ])
     path = paths.config_file
-    document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
-    table: Any = document
-    for part in parts[:-1]:
-        if part not in table:
-            table[part] = tomlkit.table()
-        table = table[part]
-        if not isinstance(table, dict):
-            raise ConfigError(key, [f"{key}: {part!r} is a value, not a section"])
-    table[parts[-1]] = parse_value(raw)
-    config = validate(tomllib.loads(tomlkit.dumps(document)), f"{path} (after setting {key})")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".toml.tmp")
-    temporary.write_text(tomlkit.dumps(document), encoding="utf-8")
-    os.replace(temporary, path)
+    before = read_config_file(path)
+    document = tomlkit.parse(_read_text(path)) if path.exists() else tomlkit.document()
+    for key, raw in pairs:
+        *sections, leaf = key.split(".")
+        table: Any = document
+        for part in sections:
+            if part not in table:
+                table[part] = tomlkit.table()
+            table = table[part]
+            if not isinstance(table, dict):
+                raise ConfigError(key, [f"{key}: {part!r} is a value, not a section"])
+        table[leaf] = parse_value(raw)
+    text = tomlkit.dumps(document)
+    source = f"{path} (after setting {', '.join(key for key, _ in pairs)})"
+    errors = _errors(tomllib.loads(text))
+    building = _unfinished(before) if unfinished else (lambda loc: False)
+    notes = [e for e in errors if _is_gap(e) and building(_section_of(e))]
+    refused = [e for e in errors if e not in notes]
+    if refused:
+        raise ConfigError(source, [_explain(e) for e in refused])
+    config = None if notes else validate(tomllib.loads(text), source)
+    _replace(path, text)
+    return Edit(config, tuple(_note(e) for e in notes))
+
+
+# Settings of how a model is called, not of which model: a new model choice
+# keeps them.
+_KEPT_WITH_A_NEW_MODEL = ("timeout_s", "connect_timeout_s", "max_retries", "max_output_tokens",
+                          "temperature")
+
+
+def write_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"],
+                settings: Mapping[str, Any]) -> Config:
+    """Replace `[models.<role>]` with `settings` (how the old one called its
+    model is kept), comments elsewhere kept; the whole file must validate,
+    else a ConfigError and nothing is written."""
+    import tomlkit  # only `noema config set`, `setup` and `show` write TOML
+
+    path = paths.config_file
+    document = tomlkit.parse(_read_text(path)) if path.exists() else tomlkit.document()
+    models = document.get("models")
+    if models is None:
+        document["models"] = models = tomlkit.table()
+    elif not isinstance(models, dict):
+        raise ConfigError(str(path), ["models: a value, not a section; remove it and try again"])
+    old = models.get(role)
+    table = tomlkit.table()
+    for name, value in settings.items():
+        if value is not None:
+            table[name] = value
+    if isinstance(old, dict):
+        for name in _KEPT_WITH_A_NEW_MODEL:
+            if name in old and name not in settings:
+                table[name] = old[name]
+    models[role] = table
+    text = tomlkit.dumps(document)
+    config = validate(tomllib.loads(text), f"{path} (with the new [models.{role}])")
+    _replace(path, text)
     return config
+
+
+def write_secret(paths: AgentPaths, name: str, value: str) -> None:
+    """Put `name = "value"` in secrets.toml (mode 600 from its first byte),
+    keeping its other lines."""
+    import tomlkit
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ConfigError(str(paths.secrets_file), [f"{name!r} is not a variable name"])
+    path = paths.secrets_file
+    read_secrets_file(path)  # a broken file is reported, not overwritten
+    document = tomlkit.parse(_read_text(path)) if path.exists() else tomlkit.document()
+    document[name] = value
+    _replace(path, tomlkit.dumps(document))
+
+
+def _errors(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    try:
+        Config.model_validate(data)
+    except pydantic.ValidationError as exc:
+        return [dict(e) for e in exc.errors()]
+    return []
+
+
+def _loc(err: Mapping[str, Any]) -> tuple:
+    return tuple(p for p in err["loc"] if not str(p).startswith("function-"))
+
+
+def _section_model(loc: tuple) -> Any:
+    """The settings model of the table `loc` leads to; None for one value."""
+    model: Any = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an element of an array of tables
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        model = _model_of(field.annotation)
+    return model
+
+
+def _names_a_section(loc: tuple) -> bool:
+    return _section_model(loc) is not None
+
+
+def _section_of(err: Mapping[str, Any]) -> tuple:
+    loc = _loc(err)
+    return loc if _names_a_section(loc) else loc[:-1]
+
+
+def _is_gap(err: Mapping[str, Any]) -> bool:
+    """A required key not given yet, or a section's own check of what its keys
+    need together (a base_url its provider has no default for)."""
+    return err["type"] == "missing" or _names_a_section(_loc(err))
+
+
+def _unfinished(before: Mapping[str, Any]) -> Callable[[tuple], bool]:
+    """Which sections a person may be building: one that failed validation
+    before this change, or one with required keys that the file did not have
+    yet. A section that was valid before, or one whose defaults are valid (such
+    as [memory]), is never left broken by a change."""
+    failing = {_section_of(e) for e in _errors(before)}
+
+    def absent(loc: tuple) -> bool:
+        table: Any = before
+        for part in loc:
+            if isinstance(part, int):
+                if not isinstance(table, list) or part >= len(table):
+                    return True
+            elif not isinstance(table, dict) or part not in table:
+                return True
+            table = table[part]
+        return False
+
+    def building(loc: tuple) -> bool:
+        if loc in failing:
+            return True
+        model = _section_model(loc)
+        required = model is not None and any(f.is_required() for f in model.model_fields.values())
+        return required and absent(loc)
+
+    return building
+
+
+def _note(err: Mapping[str, Any]) -> str:
+    loc = _loc(err)
+    key = ".".join(str(p) for p in loc)
+    if err["type"] == "missing":
+        section = ".".join(str(p) for p in loc[:-1])
+        return (f"{key} is not set yet: [{section}] is unfinished, and the agent starts once "
+                f"it is (noema config set {key}=...)")
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"[{key}] is unfinished: {message}"
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write the file whole or not at all: a temporary file, readable by the
+    person only from its creation on, renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)  # a leftover of a killed run
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                             0o600)
+        with open(descriptor, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def show(config: Config) -> str:

@@ -59,12 +59,16 @@ def test_config_commands(tmp_path):
     result = runner.invoke(cli, ["--agent", "ana", "config", "check"], env=env)
     assert result.exit_code == 0 and "no model is configured" in result.output
     result = runner.invoke(cli, ["--agent", "ana", "config", "set", "models.reasoning.model",
-                                 "gpt-4o"], env=env)
+                                 "gpt-4o"], env=env)  # a section begun: written, with a note
+    assert result.exit_code == 0, result.output
+    assert "note: models.reasoning.provider is not set yet" in result.output
+    result = runner.invoke(cli, ["--agent", "ana", "config", "check"], env=env)
     assert result.exit_code == 1 and "models.reasoning.provider: required" in result.output
     for key, value in (("models.reasoning", "{provider = 'openai', model = 'gpt-4o'}"),
                        ("agent.language", "es")):
         result = runner.invoke(cli, ["--agent", "ana", "config", "set", key, value], env=env)
         assert result.exit_code == 0, result.output
+        assert "note:" not in result.output
     result = runner.invoke(cli, ["--agent", "ana", "config", "show"], env=env)
     assert 'model = "gpt-4o"' in result.output and 'language = "es"' in result.output
     result = runner.invoke(cli, ["--agent", "ana", "config", "check"], env=env)
