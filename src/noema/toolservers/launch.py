@@ -6,6 +6,13 @@ roots of `[files]` with secrets and the agent's data masked, no network
 unless allowed), with the roots read-only unless the server's `workspace`
 setting says otherwise, plus the folders it names in `read_only`. It gets
 none of the agent's environment: only the variables configured for it.
+
+A server whose program is a Python from a virtual environment (its own
+`bin/python`, or a script whose `#!` line names one) is lent that
+environment and the interpreter it was made from, read-only, as found from
+the environment's `pyvenv.cfg`. A program that still lies outside what the
+sandbox shows is refused before it starts, with the `read_only` entry that
+would lend it.
 """
 
 from __future__ import annotations
@@ -13,16 +20,23 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..paths import AgentPaths
 from ..security.masks import Masker
 from ..security.policy import AccessPolicy
-from ..security.sandbox import Layout, Sandbox, SandboxUnavailable, bwrap_argv, sandbox_env
+from ..security.sandbox import (
+    Layout,
+    Sandbox,
+    SandboxUnavailable,
+    bwrap_argv,
+    sandbox_env,
+    system_folders,
+)
 from ..security.settings import FilesSettings, ShellSettings
 from .settings import ServerSettings, fill_secrets
 
@@ -89,6 +103,8 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
         # named in `env`.
         return StdioServerParameters(command=server.command, args=list(server.args), env=env)
     layout = await asyncio.to_thread(server_layout, server, around)
+    command = _visible_program(server.command, layout)
+    layout = _lend_interpreter(server, command, layout)
     shell = around.shell.model_copy(update={"sandbox": "bubblewrap"})
     try:
         await Sandbox(shell).check(layout)
@@ -97,7 +113,6 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
             f"{exc} (or set sandbox = false for MCP server {server.name!r})"
         ) from None
     program = shutil.which(shell.bwrap_path) or shell.bwrap_path
-    command = _visible_program(server.command, layout)
     argv = bwrap_argv(program, layout, [command, *server.args], tmp_mb=shell.memory_mb)
     # The SDK merges its own defaults (HOME, PATH, USER...) under these; the
     # sandbox's values win, so nothing of the agent's home leaks in.
@@ -120,6 +135,99 @@ def _visible_program(command: str, layout: Layout) -> str:
             "path, and list its folder under read_only if it lies outside the system folders"
         )
     return found
+
+
+def interpreter_folders(program: str) -> tuple[Path, ...]:
+    """The folders a program from a Python virtual environment needs: the
+    environment, and the prefix of the interpreter it was made from. The
+    program is the environment's own (`.venv/bin/python`, `.venv/bin/tool`)
+    or a script whose `#!` line names such an interpreter."""
+    found: list[Path] = []
+    for candidate in _program_and_interpreter(Path(program)):
+        venv = _environment_of(candidate)
+        if venv is None:
+            continue
+        found.append(venv)
+        home = _base_home(venv)
+        if home is not None:
+            found.append(home.parent)  # `home` is the base's bin folder: lend its prefix
+        real = Path(os.path.realpath(candidate))
+        if real.parent.name == "bin":
+            found.append(real.parent.parent)
+    return _outermost(p for p in found if p.is_dir())
+
+
+def _program_and_interpreter(program: Path) -> list[Path]:
+    found = [program]
+    try:
+        with program.open("rb") as file:
+            first = file.readline(512)
+    except OSError:
+        return found
+    if first.startswith(b"#!"):
+        words = first[2:].decode("utf-8", "replace").split()
+        if words and words[0].startswith("/"):
+            found.append(Path(words[0]))
+    return found
+
+
+def _environment_of(program: Path) -> Path | None:
+    """The virtual environment `program` belongs to: `<env>/bin/<program>`
+    with `<env>/pyvenv.cfg` (links not resolved: an environment's python is
+    usually a link to the base interpreter)."""
+    venv = Path(os.path.abspath(program)).parent.parent
+    return venv if (venv / "pyvenv.cfg").is_file() else None
+
+
+def _base_home(venv: Path) -> Path | None:
+    """The `home` of a virtual environment's `pyvenv.cfg` (the base
+    interpreter's folder), resolved."""
+    try:
+        text = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "home" and value.strip():
+            return Path(os.path.realpath(value.strip()))
+    return None
+
+
+def _outermost(paths: Iterable[Path]) -> tuple[Path, ...]:
+    """Distinct folders, none inside another."""
+    kept: list[Path] = []
+    for path in sorted(set(paths), key=lambda p: len(p.parts)):
+        if not any(path.is_relative_to(k) for k in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
+def _shown(path: Path, folders: Iterable[Path]) -> bool:
+    return any(path.is_relative_to(f) for f in folders)
+
+
+def _lend_interpreter(server: ServerSettings, command: str, layout: Layout) -> Layout:
+    """`layout` with the program's virtual environment and base interpreter
+    lent read-only; LaunchError naming the `read_only` entry that would help
+    when the program or its interpreter still lies outside it."""
+    system = [Path(f) for f in system_folders()]
+    visible = [*system, *layout.readonly, *layout.writable]
+    lent = tuple(f for f in interpreter_folders(command) if not _shown(f, visible))
+    visible += lent
+    for needed in _program_and_interpreter(Path(command)):
+        # The name itself (in its folder, links there resolved) and what it points at.
+        folder = Path(os.path.realpath(os.path.dirname(os.path.abspath(needed))))
+        for path in (folder / needed.name, Path(os.path.realpath(needed))):
+            if not _shown(path, visible):
+                raise LaunchError(
+                    f"the program {str(needed)!r} of MCP server {server.name!r} lies outside "
+                    f"what its sandbox shows, so it cannot start there; add read_only = "
+                    f'["{path.parent}"] to [mcp.servers.{server.name}] (every folder it needs '
+                    "to read), or set sandbox = false for it"
+                )
+    if not lent:
+        return layout
+    return replace(layout, readonly=(*layout.readonly, *lent))
 
 
 def transport(
