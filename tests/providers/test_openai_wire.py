@@ -33,12 +33,26 @@ def test_messages_map_one_to_one() -> None:
     assert wire == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "open it"},
-        {"role": "assistant", "content": None, "tool_calls": [
+        {"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}},
         ]},
         {"role": "tool", "tool_call_id": "call_1", "content": "contents"},
         {"role": "assistant", "content": "done"},
     ]
+
+
+def test_content_is_never_null_even_for_a_history_stored_with_none() -> None:
+    # Turns written before content was always a string come back as None;
+    # a validating server refuses null and the whole conversation with it.
+    call = ToolCall("call_1", "read_file", "{}")
+    wire = to_openai_messages([
+        Message(MessageRole.SYSTEM, None),  # type: ignore[arg-type]
+        Message(MessageRole.USER, None),  # type: ignore[arg-type]
+        Message(MessageRole.ASSISTANT, None, tool_calls=(call,)),  # type: ignore[arg-type]
+        Message(MessageRole.TOOL, None, tool_call_id="call_1"),  # type: ignore[arg-type]
+    ])
+
+    assert [m["content"] for m in wire] == ["", "", "", ""]
 
 
 def test_a_tool_message_without_its_call_id_is_our_bug() -> None:

@@ -111,6 +111,15 @@ async def test_openai_request_payload(openai_rig: Rig) -> None:
     assert body["tools"] == [{"type": "function", "function": {
         "name": "read_file", "description": "Read a file.", "parameters": spec.parameters,
     }}]
+    # Sent explicitly: some servers leave the tools out of the prompt without it.
+    assert body["tool_choice"] == "auto"
+
+
+async def test_no_tool_choice_without_tools(openai_rig: Rig) -> None:
+    await collect(openai_rig.make(), simple_request("hi"))
+
+    [recorded] = openai_rig.server.requests
+    assert "tool_choice" not in recorded.body and "tools" not in recorded.body
 
 
 async def test_openai_itself_gets_max_completion_tokens(openai_rig: Rig) -> None:

@@ -220,7 +220,14 @@ class ProviderUnavailable(ProviderError):
 
 
 class BadRequest(ProviderError):
-    """The endpoint rejected the request (too long a context, bad parameter)."""
+    """The endpoint rejected the request (too long a context, bad parameter).
+
+    `server_window` is the context window the refusal named, when it named one.
+    """
+
+    def __init__(self, message: str, *, server_window: int | None = None) -> None:
+        super().__init__(message)
+        self.server_window = server_window
 
 
 class ProtocolViolation(ProviderError):

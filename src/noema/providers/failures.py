@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.utils
 import enum
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,12 +43,15 @@ class Failure:
     retry_after_s: float | None = None
     code: str | None = None  # the server's error code or type, when it gave one
     connecting: bool = False  # failed before a connection existed (nothing reached the server)
+    deterministic: bool = False  # the server judged the request itself: the same one fails again
 
     @property
     def retryable(self) -> bool:
         if self.kind in (FailureKind.CONNECTION, FailureKind.TIMEOUT):
             return True
         if self.kind is FailureKind.STATUS and self.status is not None:
+            if self.deterministic:
+                return False
             return self.status in (408, 409, 429) or self.status >= 500
         return False
 
@@ -96,6 +100,79 @@ def server_message(body: object) -> tuple[str | None, str | None]:
     return (str(message) if message else None), (str(code) if code else None)
 
 
+# Error types that judge the request, whatever status a server sends them with
+# (llama.cpp's Python server answers a request it cannot read with a 500).
+_REQUEST_ERROR_TYPES = frozenset({"invalid_request_error", "context_length_exceeded"})
+# A pydantic validation report ("2 validation errors for Model", its lines
+# ending "[type=string_type, input_value=None, …]"): the body is checked
+# against a schema, so the same body is refused again.
+_VALIDATION_HEAD = re.compile(r"^\s*(\d+) validation errors? for (\S+)", re.MULTILINE)
+_VALIDATION_TYPE = re.compile(r"\s*\[type=[^\]]*\]\s*$")
+_TRACEBACK = "Traceback (most recent call last)"
+LINE_LIMIT = 240  # characters of a server's message kept in one line
+
+
+_WINDOW_WORDS = re.compile(
+    r"(?:maximum context length is|exceed(?:s)? context window of|context window of)\s+(\d+)",
+    re.IGNORECASE,
+)
+
+
+def server_window(message: str) -> int | None:
+    """The context window a refusal names ("This model's maximum context
+    length is 8192 tokens", as OpenAI, vLLM and llama.cpp's Python server
+    word it), or None."""
+    found = _WINDOW_WORDS.search(message)
+    return int(found.group(1)) if found else None
+
+
+def is_deterministic(status: int, message: str | None, code: str | None) -> bool:
+    """Whether an error answer judged the request itself, so sending it again is useless.
+
+    Decided by shape, not by a list of servers: a 4xx other than the ones
+    that ask for patience (408, 409, 429), or a 500 whose body is a schema
+    validation report or names an error type that judges the request. A
+    502/503/504 is the path to the model, never the request.
+    """
+    if 400 <= status < 500:
+        return status not in (408, 409, 429)
+    if status != 500:
+        return False
+    if code and code.lower() in _REQUEST_ERROR_TYPES:
+        return True
+    return bool(message and (_VALIDATION_HEAD.search(message) or "[type=" in message))
+
+
+def one_line(message: str, limit: int = LINE_LIMIT) -> str:
+    """A server's message as one readable line.
+
+    A schema validation report becomes its head and first complaint
+    ("1 validation error for Message: messages.1.content: Input should be a
+    valid string"), a traceback is dropped, whitespace is collapsed, and the
+    rest is cut at `limit` characters.
+    """
+    text = message.split(_TRACEBACK, 1)[0]
+    head = _VALIDATION_HEAD.search(text)
+    if head:
+        count, model = int(head.group(1)), head.group(2)
+        lines = [line for line in text[head.end():].splitlines() if line.strip()]
+        complaints: list[str] = []
+        # The report alternates a location line and an indented complaint.
+        for where, what in zip(lines, lines[1:]):
+            if not where.startswith((" ", "\t")) and what.startswith((" ", "\t")):
+                complaints.append(f"{where.strip()}: {_VALIDATION_TYPE.sub('', what).strip()}")
+        noun = "error" if count == 1 else "errors"
+        text = f"{count} validation {noun} for {model}"
+        if complaints:
+            text += ": " + complaints[0]
+            if count > 1:
+                text += f" (and {count - 1} more)"
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text or "no message"
+
+
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The wait a server asked for, from `retry-after-ms` or `retry-after`."""
     millis = headers.get("retry-after-ms")
@@ -125,10 +202,11 @@ def failure_from_response(
     message, code = server_message(body)
     return Failure(
         FailureKind.STATUS,
-        message or fallback,
+        one_line(message or fallback),
         status=status,
         retry_after_s=retry_after_seconds(headers),
         code=code,
+        deterministic=is_deterministic(status, message, code),
     )
 
 
@@ -136,7 +214,8 @@ def failure_from_stream_error(body: object, fallback: str) -> Failure:
     """A failure from an error event sent inside an already started stream."""
     message, code = server_message(body)
     status = _STATUS_OF_ERROR_TYPE.get(code or "", 500)
-    return Failure(FailureKind.STATUS, message or fallback, status=status, code=code)
+    return Failure(FailureKind.STATUS, one_line(message or fallback), status=status, code=code,
+                   deterministic=is_deterministic(status, message, code))
 
 
 def describe_transport(exc: BaseException) -> Failure | None:
@@ -223,7 +302,13 @@ def provider_error(
             "base_url is right"
         )
     if failure.kind is FailureKind.STATUS and not failure.retryable:
-        return BadRequest(f"{where} rejected the request (HTTP {failure.status}): {failure.detail}")
+        window = server_window(failure.detail)
+        advice = (f"; the server's window is {window:,} tokens: set the model's "
+                  f"context_window to {window}" if window else "")
+        return BadRequest(
+            f"{where} rejected the request (HTTP {failure.status}): {failure.detail}{advice}",
+            server_window=window,
+        )
     if mid_stream:
         return ProviderUnavailable(
             f"the answer from {where} broke off after it had started: {summary(failure, endpoint)}; "

@@ -7,17 +7,22 @@ take the same request; they differ in what they send back at the edges
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from .base import (
+    BadRequest,
     Finish,
     Message,
     MessageRole,
+    ModelNotFound,
     ModelRequest,
+    ProtocolViolation,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -27,14 +32,18 @@ from .base import (
 from .endpoint import Endpoint
 from .failures import (
     Failure,
+    FailureKind,
     StreamMalformed,
     connection_failure,
     describe_transport,
     failure_from_response,
     failure_from_stream_error,
+    provider_error,
     timeout_failure,
 )
 from .retry import RetryPolicy, stream_with_retry
+
+log = logging.getLogger(__name__)
 
 # The SDK will not build a client without a key; keyless local servers
 # ignore whatever bearer token they receive.
@@ -53,16 +62,23 @@ _FINISH_REASONS = {"function_call": "tool_calls"}
 # -- request: our messages to the wire ---------------------------------------
 
 
+def _text(m: Message) -> str:
+    # Never null: llama.cpp's server (and others that validate the body)
+    # refuse a null content, and a turn stored that way would make every
+    # later request of the conversation fail the same way.
+    return m.content or ""
+
+
 def _system(m: Message) -> dict[str, Any]:
-    return {"role": "system", "content": m.content}
+    return {"role": "system", "content": _text(m)}
 
 
 def _user(m: Message) -> dict[str, Any]:
-    return {"role": "user", "content": m.content}
+    return {"role": "user", "content": _text(m)}
 
 
 def _assistant(m: Message) -> dict[str, Any]:
-    wire: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+    wire: dict[str, Any] = {"role": "assistant", "content": _text(m)}
     if m.tool_calls:
         wire["tool_calls"] = [
             {
@@ -79,7 +95,7 @@ def _assistant(m: Message) -> dict[str, Any]:
 def _tool(m: Message) -> dict[str, Any]:
     if not m.tool_call_id:
         raise ValueError("a TOOL message needs the tool_call_id of the call it answers")
-    return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    return {"role": "tool", "tool_call_id": m.tool_call_id, "content": _text(m)}
 
 
 _TO_WIRE: Mapping[MessageRole, Callable[[Message], dict[str, Any]]] = {
@@ -177,6 +193,40 @@ class ChunkReader:
         return [*tail, Finish(reason)]
 
 
+def completion_events(completion: Any) -> list[StreamEvent]:
+    """The events of a whole (non-streamed) completion, in the order a stream
+    would have sent them: text, calls, usage, finish."""
+    choices = getattr(completion, "choices", None) or []
+    choice = next((c for c in choices if getattr(c, "index", 0) in (0, None)), None)
+    if choice is None:
+        raise StreamMalformed("the answer held no choice")
+    message = getattr(choice, "message", None)
+    events: list[StreamEvent] = []
+    text = getattr(message, "content", None) if message is not None else None
+    if text:
+        events.append(TextDelta(text))
+    calls = (getattr(message, "tool_calls", None) if message is not None else None) or ()
+    for index, call in enumerate(calls):
+        function = getattr(call, "function", None)
+        events.append(ToolCallDelta(
+            index=index, id=getattr(call, "id", None) or None,
+            name=getattr(function, "name", None) or None,
+            arguments=getattr(function, "arguments", None) or "",
+        ))
+    usage = getattr(completion, "usage", None)
+    if usage is not None:
+        events.append(Usage(int(getattr(usage, "prompt_tokens", 0) or 0),
+                            int(getattr(usage, "completion_tokens", 0) or 0)))
+    finish = getattr(choice, "finish_reason", None)
+    if not finish:
+        raise StreamMalformed("the answer had no finish reason")
+    reason = _FINISH_REASONS.get(finish, finish)
+    if reason == "stop" and calls:
+        reason = "tool_calls"
+    events.append(Finish(reason))
+    return events
+
+
 # -- errors -------------------------------------------------------------------
 
 
@@ -193,11 +243,33 @@ def describe_openai_error(exc: BaseException) -> Failure | None:
     return describe_transport(exc)
 
 
+def _broke_after_headers(failure: Failure | None) -> bool:
+    """A stream that was accepted, then ended or broke before its first
+    event: what a server does when it cannot stream what the model chose."""
+    if failure is None:
+        return False
+    if failure.kind is FailureKind.PROTOCOL:
+        return True
+    return failure.kind is FailureKind.CONNECTION and not failure.connecting
+
+
+# Endpoints (base URL, model) that cannot stream a tool call: llama.cpp's
+# Python server accepts the streamed request, then fails once the model has
+# chosen a tool. Found out by the first such failure and remembered for the
+# life of the process; their tool-bearing requests are then sent whole.
+_WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
+
+
 # -- the provider -------------------------------------------------------------
 
 
 class OpenAICompatProvider:
-    """A model behind a Chat Completions endpoint, streamed."""
+    """A model behind a Chat Completions endpoint, streamed.
+
+    A request that offers tools to an endpoint that cannot stream tool calls
+    is sent whole instead (see `_WHOLE_WHEN_TOOLS`): the answer then arrives
+    as one piece, with the same events.
+    """
 
     def __init__(
         self,
@@ -223,48 +295,242 @@ class OpenAICompatProvider:
             timeout=endpoint.timeout(),
             max_retries=0,  # ours is the only retry policy
         )
+        self._tokenizer: _Tokenizer | None = None
+        self._tokenizer_probed = False
+        self._refused_window: int | None = None  # a window a refusal of the server named
 
-    def payload(self, request: ModelRequest) -> dict[str, Any]:
+    @property
+    def _key(self) -> tuple[str, str]:
+        return (self.endpoint.base_url.rstrip("/"), self.model)
+
+    @property
+    def streams_tool_calls(self) -> bool:
+        """False once this endpoint was found unable to stream a tool call."""
+        return self._key not in _WHOLE_WHEN_TOOLS
+
+    def payload(self, request: ModelRequest, *, stream: bool = True) -> dict[str, Any]:
         """The keyword arguments of the Chat Completions call for a request."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": to_openai_messages(request.messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": stream,
             self._max_tokens_field: request.max_tokens or self._max_output_tokens,
         }
+        if stream:
+            body["stream_options"] = {"include_usage": True}
         if request.tools:
             body["tools"] = to_openai_tools(request.tools)
+            # The API's default when tools are present, but some servers
+            # (llama.cpp's Python server) leave the tools out of the prompt
+            # unless asked, and the model can then never call one.
+            body["tool_choice"] = "auto"
         if self._temperature is not None:
             body["temperature"] = self._temperature
         return body
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer; closing or cancelling the iteration closes the response."""
-        return stream_with_retry(
+        return self._learning(stream_with_retry(
             lambda: self._attempt(request),
             endpoint=self.endpoint,
             policy=self._policy,
             describe=describe_openai_error,
-        )
+        ))
+
+    async def _learning(
+        self, events: AsyncGenerator[StreamEvent, None]
+    ) -> AsyncGenerator[StreamEvent, None]:
+        # Passes the events on; a refusal that names the server's window is remembered.
+        try:
+            async for event in events:
+                yield event
+        except BadRequest as exc:
+            if exc.server_window:
+                self._refused_window = exc.server_window
+            raise
+        finally:
+            await events.aclose()
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+        if request.tools and not self.streams_tool_calls:
+            for event in await self._whole(request):
+                yield event
+            return
         # Built here so that a request we cannot convert fails while iterating, like any other.
         response = await self._client.post(
             _CHAT_PATH, body=self.payload(request), cast_to=ChatCompletion,
             options={"security": {"bearer_auth": True}},
             stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk],
         )
+        passed_on = False
         try:
             reader = ChunkReader()
             async for chunk in response:
                 for event in reader.feed(chunk):
+                    passed_on = True
                     yield event
             for event in reader.close():
                 yield event
+            return
+        except Exception as exc:
+            if not (request.tools and not passed_on and _broke_after_headers(describe_openai_error(exc))):
+                raise
+            _WHOLE_WHEN_TOOLS.add(self._key)
+            log.info("%s accepted a streamed request with tools, then broke before its first "
+                     "event; requests with tools go whole from now on", self.endpoint.where)
         finally:
             await response.close()
+        for event in await self._whole(request):
+            yield event
+
+    async def _whole(self, request: ModelRequest) -> list[StreamEvent]:
+        completion = await self._client.post(
+            _CHAT_PATH, body=self.payload(request, stream=False), cast_to=ChatCompletion,
+            options={"security": {"bearer_auth": True}},
+        )
+        return completion_events(completion)
+
+    # -- what the server can tell ------------------------------------------
+
+    async def count_tokens(self, texts: list[str]) -> list[int] | None:
+        """Token counts of `texts` by the server's own tokenizer, or None when
+        the server offers none.
+
+        Asks llama.cpp's server (`POST /tokenize`) or llama.cpp's Python
+        server (`POST /extras/tokenize/count`), whichever answers; the first
+        call finds out which, and an endpoint that has neither is not asked
+        again (None from then on, at no cost). A text is counted as the
+        server tokenizes it alone, without the chat template around it.
+        Such a server tokenizes between two generations, so a count asked
+        while it answers waits for that answer. Failures of the server are
+        `ProviderError`s, like those of a request; an empty list is counted
+        without asking.
+        """
+        if not texts:
+            return []
+        tokenizer = await self._find_tokenizer(texts[0])
+        if tokenizer is None:
+            return None
+        counts = []
+        for text in texts:
+            counts.append(await self._count_with(tokenizer, text))
+        return counts
+
+    async def _find_tokenizer(self, sample: str) -> _Tokenizer | None:
+        if self._tokenizer_probed:
+            return self._tokenizer
+        for tokenizer in _TOKENIZERS:
+            try:
+                await self._count_with(tokenizer, sample)
+            except (BadRequest, ModelNotFound):
+                continue  # not this server's route (404, 405…)
+            self._tokenizer = tokenizer
+            break
+        self._tokenizer_probed = True
+        return self._tokenizer
+
+    async def _count_with(self, tokenizer: _Tokenizer, text: str) -> int:
+        answer = await self._ask("post", tokenizer.path, tokenizer.body(text, self.model))
+        count = tokenizer.count(answer)
+        if count is None:
+            raise ProtocolViolation(
+                f"{self.endpoint.where} answered {tokenizer.path} without a token count"
+            )
+        return count
+
+    async def read_context_window(self) -> int | None:
+        """The context window the server says it serves, or None.
+
+        llama.cpp's server tells it at `GET /props` (`n_ctx`), vLLM in its
+        model list (`max_model_len`). llama.cpp's Python server tells it
+        nowhere but in its refusal of a request that does not fit; once such
+        a refusal was seen, its number is returned.
+        """
+        for path, read in _WINDOW_SOURCES:
+            try:
+                answer = await self._ask("get", path, None)
+            except (BadRequest, ModelNotFound):
+                continue
+            window = read(answer, self.model)
+            if window:
+                return window
+        return self._refused_window
+
+    async def _ask(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """One JSON request beside the chat endpoint (a path from the server's
+        root, not under /v1), tried once: what it asks can wait for the next time."""
+        url = _server_root(self.endpoint.base_url) + path
+        options: Any = {"security": {"bearer_auth": True}}
+        try:
+            if method == "get":
+                return await self._client.get(url, cast_to=object, options=options)
+            return await self._client.post(url, body=body, cast_to=object, options=options)
+        except Exception as exc:
+            failure = describe_openai_error(exc)
+            if failure is None:
+                raise
+            raise provider_error(failure, self.endpoint, attempts=1, mid_stream=False) from exc
 
     async def aclose(self) -> None:
         """Release the connection pool."""
         await self._client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Tokenizer:
+    """One server's tokenize route: where, what to send, where the count is."""
+
+    path: str
+    body: Callable[[str, str], dict[str, Any]]
+    count: Callable[[Any], int | None]
+
+
+def _count_field(answer: Any) -> int | None:
+    value = answer.get("count") if isinstance(answer, dict) else None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _tokens_field(answer: Any) -> int | None:
+    tokens = answer.get("tokens") if isinstance(answer, dict) else None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+_TOKENIZERS = (
+    # llama.cpp's server: the text alone, without the special tokens a chat adds.
+    _Tokenizer("/tokenize", lambda text, model: {"content": text}, _tokens_field),
+    # llama.cpp's Python server counts without sending the tokens back.
+    _Tokenizer("/extras/tokenize/count", lambda text, model: {"input": text, "model": model},
+               _count_field),
+)
+
+
+def _props_window(answer: Any, model: str) -> int | None:
+    if not isinstance(answer, dict):
+        return None
+    settings = answer.get("default_generation_settings")
+    for value in (answer.get("n_ctx"), settings.get("n_ctx") if isinstance(settings, dict) else None):
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _model_list_window(answer: Any, model: str) -> int | None:
+    entries = answer.get("data") if isinstance(answer, dict) else None
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and entry.get("id") == model:
+            value = entry.get("max_model_len")
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+_WINDOW_SOURCES: tuple[tuple[str, Callable[[Any, str], int | None]], ...] = (
+    ("/props", _props_window),
+    ("/v1/models", _model_list_window),
+)
+
+
+def _server_root(base_url: str) -> str:
+    """`http://host:8080/v1` → `http://host:8080`: where a server's own routes are."""
+    root = base_url.rstrip("/")
+    return root.removesuffix("/v1")
