@@ -4,14 +4,19 @@ Layout inside the agent's `identity/` folder:
 
 - `identity.md`: the core identity, always in the system prompt;
 - `environ/<module>.md`: notes about the person's environment, read on demand;
-- `skills/<skill_id>.md`: procedures the agent can load when a task needs them.
-  The first heading (or first line) names the skill; the first paragraph after
-  it is its description in `list_skills()`.
+- `skills/<skill_id>.md`, or `skills/<skill_id>/SKILL.md` (the layout skills
+  written for other agents come in): procedures the agent can load when a
+  task needs them. A YAML front matter block (`---`, then `name:` and
+  `description:`, then `---`) names and describes the skill; without one the
+  first heading (or first line) names it and the first paragraph after it
+  describes it in `list_skills()`.
 
 The person writes these files with any editor, so nothing here trusts them
 to be well formed: a file that is not UTF-8 is read with replacement
 characters, one that cannot be read at all counts as missing, and either
-is said once in a one-line warning (again only if the file changes).
+is said once in a one-line warning (again only if the file changes). So is
+a front matter that is not valid YAML: the skill is then described from its
+text, with the front matter left out.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+SKILL_FILE = "SKILL.md"  # the file of a skill kept as a folder
+_FENCE = re.compile(r"^---[ \t]*$")
+_FENCE_END = re.compile(r"^(---|\.\.\.)[ \t]*$")
+_FRONT_MATTER_MAX = 64 * 1024  # a description, not a document
 
 DEFAULT_IDENTITY = """\
 # Who you are
@@ -71,6 +80,10 @@ class _Reader:
             self._warn(path, f"is not valid UTF-8 (byte {exc.start}); "
                              "unreadable bytes were replaced")
             return raw.decode("utf-8", errors="replace")
+
+    def warn(self, path: Path, what: str) -> None:
+        """Say once (per state of the file) what is wrong with it."""
+        self._warn(path, what)
 
     def _warn(self, path: Path, what: str) -> None:
         try:
@@ -127,22 +140,79 @@ class Identity:
     def _entries(self, folder: Path) -> list[Entry]:
         if not folder.is_dir():
             return []
+        files = {path.stem: path for path in folder.glob("*.md") if path.is_file()}
+        for path in folder.glob(f"*/{SKILL_FILE}"):
+            files.setdefault(path.parent.name, path)  # `name.md` wins over `name/SKILL.md`
         found = []
-        for path in sorted(folder.glob("*.md")):
-            if not _ID.match(path.stem):
+        for name, path in sorted(files.items()):
+            if not _ID.match(name):
                 continue
             text = self._reader.read(path)
             if text is None:
                 continue
-            title, description = _describe(text)
-            found.append(Entry(path.stem, title or path.stem, description))
+            fields, body, problem = front_matter(text)
+            if problem:
+                self._reader.warn(path, f"{problem}; the skill is described from its text")
+            title, description = _describe(body)
+            title = _field(fields, "name") or title
+            description = _field(fields, "description") or description
+            found.append(Entry(name, title or name, description[:300]))
         return found
 
     def _read(self, folder: Path, name: str) -> str | None:
         # IDs are plain names, never paths: no traversal out of the folder.
         if not _ID.match(name) or ".." in name:
             return None
-        return self._reader.read(folder / f"{name}.md")
+        text = self._reader.read(folder / f"{name}.md")
+        if text is None and folder == self.skills_dir:
+            text = self._reader.read(folder / name / SKILL_FILE)
+        return text
+
+
+def front_matter(text: str) -> tuple[dict[str, object], str, str | None]:
+    """The YAML front matter of a Markdown text, the text after it, and what is
+    wrong with the front matter (None: nothing, or there is none).
+
+    A block that does not parse, or is not a mapping, gives no fields; the
+    text after it is still the body, so its raw lines never become a
+    description.
+    """
+    lines = text.splitlines(keepends=True)
+    if not lines or not _FENCE.match(lines[0].lstrip("\ufeff").rstrip("\r\n")):
+        return {}, text, None
+    end = next((i for i, line in enumerate(lines[1:], 1)
+                if _FENCE_END.match(line.rstrip("\r\n"))), None)
+    if end is None:  # the block likely ends at the first blank line or heading
+        rest = 1
+        while rest < len(lines) and lines[rest].strip() and not lines[rest].startswith("#"):
+            rest += 1
+        return {}, "".join(lines[rest:]), ("its front matter (the block opened by ---) "
+                                           "is never closed")
+    block, body = "".join(lines[1:end]), "".join(lines[end + 1:])
+    if len(block) > _FRONT_MATTER_MAX:
+        return {}, body, f"its front matter is longer than {_FRONT_MATTER_MAX // 1024} KB"
+    import yaml  # only for a skill that has front matter
+
+    try:
+        fields = yaml.safe_load(block)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "it does not parse"
+        return {}, body, f"its front matter is not valid YAML{where}: {problem}"
+    if fields is None:
+        return {}, body, None
+    if not isinstance(fields, dict):
+        return {}, body, "its front matter is not a list of `key: value` lines"
+    return {str(k): v for k, v in fields.items()}, body, None
+
+
+def _field(fields: dict[str, object], key: str) -> str:
+    """A text field of the front matter, on one line ('' if absent or not text)."""
+    value = fields.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    return " ".join(value.split()) if isinstance(value, str) else ""
 
 
 def _describe(text: str) -> tuple[str, str]:
@@ -162,4 +232,4 @@ def _describe(text: str) -> tuple[str, str]:
                 break
             continue
         paragraph.append(line.strip())
-    return title, " ".join(paragraph)[:300]
+    return title, " ".join(paragraph)
