@@ -24,9 +24,9 @@ from .identity import Identity
 from .memory.assembly import Memory, build_memory
 from .memory.session import Session
 from .memory.store import TurnStore
-from .memory.tokens import estimate_tokens
-from .memory.turns import Turn, TurnKind
+from .memory.turns import Flag, Turn, TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
+from .orchestrator.context import MAX_ANSWER_ROOM, request_overhead, tool_budget, tools_tokens
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
 from .orchestrator.prompt import build_system_prompt
 from .paths import AgentLock, AgentPaths
@@ -49,7 +49,7 @@ from .scheduling.tools import schedule_tools
 from .security.approvals import Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
-from .tools.registry import Tool, ToolRegistry
+from .tools.registry import ENABLE_TOOLS, Tool, ToolRegistry
 from .web.tools import web_tools
 
 if TYPE_CHECKING:  # each loaded only when configured: [docs] folders, [[mcp.servers]]
@@ -162,11 +162,9 @@ def build_provider_from_config(config: Config, paths: AgentPaths,
 
     if config.models.reasoning is None:
         raise NoModelConfigured(
-            f"no reasoning model is configured for agent {paths.name!r}. Choose one with\n"
-            "  noema setup\n"
-            "(it asks, lists the models your server serves and tries one), or set it yourself:\n"
-            "  noema config set models.reasoning.provider=openai "
-            "models.reasoning.model=gpt-4o-mini\n"
+            f"no reasoning model is configured for agent {paths.name!r}. Set one, e.g.\n"
+            "  noema config set models.reasoning.provider openai\n"
+            "  noema config set models.reasoning.model gpt-4o-mini\n"
             "and put OPENAI_API_KEY in the environment or in "
             f"{paths.secrets_file}. `noema demo` runs without a model."
         )
@@ -291,7 +289,9 @@ def _wire(
     memory = build_memory(
         session, chronicler, config.memory, context_window=provider.context_window,
         language=config.agent.language, agent_name=paths.name, zone=zone,
-        prompt_tokens=lambda: estimate_tokens(system_prompt()),
+        # what a request carries besides the turns: the trigger counts it all
+        overhead_tokens=lambda: request_overhead(system_prompt(), cycle.limits,
+                                                 cycle.tool_specs()).total,
         chronicler_max_output_tokens=(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
     )
@@ -302,14 +302,27 @@ def _wire(
                        *hands.gate.wrap_all(schedule_tools(schedules, zone)),
                        *hands.gate.wrap_all(channel_tools)],
                       pending=lambda: agent_ref[0].pending_events(), guard=hands.gate.wrap_all)
+    _arrange_tools(tools, provider.context_window, session, [
+        ("files", "files in the workspaces (find, grep, patch, history, restore) and commands",
+         hands.tools),
+        ("memory", "the full history: search, turns, observations", memory.tools),
+        ("docs", "the person's document library", docs_offered),
+        ("web", "web search and pages", web_offered),
+        ("schedule", "alarms and recurring reminders", schedule_tools(schedules, zone)),
+        *((channel.name, f"the {channel.name} channel: send and read", channel.tools())
+          for channel in channels),
+    ])
     replies = ReplyRouter(store, {c.name: c for c in channels}, listener.on_notice)
 
     def after_cycle() -> None:
         memory.compactor.maybe_start()
         replies.after_cycle()
 
+    reasoning = config.models.reasoning
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
-                           CycleSettings(max_steps=config.cycle.max_steps))
+                           CycleSettings(max_steps=config.cycle.max_steps,
+                                         max_answer=reasoning.max_output_tokens if reasoning
+                                         else MAX_ANSWER_ROOM))
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
                   reflexes=config.reflexes,
                   senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),
@@ -330,6 +343,28 @@ def _wire(
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
                pipeline, hub, memory, lock, docs=docs, schedules=schedules,
                toolservers=toolservers, channels=channels, replies=replies)
+
+
+# Offered whatever the window: enough to talk, remember, read, write and run.
+CORE_TOOLS = frozenset({"get_current_time", "pool_event", "lookup_turn", "file_read",
+                        "file_write", "shell_execute"})
+
+
+def _arrange_tools(tools: ToolRegistry, window: int, session: Session,
+                   groups: list[tuple[str, str, list[Tool]]]) -> None:
+    """Group the tools, size what is offered to the window, and enable again
+    what the model enabled in this session (the calls still in it)."""
+    tools.group("senses", "the senses: sensors, silencing, the sensory archive; environment "
+                "notes and skills", [n for n in tools.names()
+                                     if n not in {t.name for _, _, ts in groups for t in ts}],
+                core=CORE_TOOLS)
+    for name, summary, members in groups:
+        tools.group(name, summary, [t.name for t in members], core=CORE_TOOLS)
+    budget, limit = tool_budget(window)
+    if tools.size_to(budget, tools_tokens, limit=limit):
+        results = {t.call_id for t in session.turns if t.is_result and not t.has(Flag.ERROR)}
+        tools.restore(t.arguments or "" for t in session.turns
+                      if t.is_call and t.tool_name == ENABLE_TOOLS and t.call_id in results)
 
 
 def _tool_set(config: Config, identity: Identity, pipeline: Pipeline,

@@ -141,7 +141,7 @@ STOP = Scenario([say("word " * 300)], drive=stop, delay=0.002)
 STEPS = [
     ("delivering the message", agent_module, "write_package", fail_once, PLAIN),
     ("opening the cycle in the store", TurnStore, "open_cycle", fail_once, PLAIN),
-    ("building the prompt", cycle_module, "build_messages", fail_once, PLAIN),
+    ("building the prompt", cycle_module, "build_context", fail_once, PLAIN),
     ("starting the model's stream", ScriptedProvider, "stream", fail_once, PLAIN),
     ("the middle of the stream", ScriptedProvider, "stream", fail_mid_stream, PLAIN),
     ("assembling the response", ResponseBuilder, "build", fail_once, PLAIN),

@@ -54,14 +54,15 @@ def build_memory(
     language: str = "en",
     agent_name: str = "the agent",
     zone: ZoneInfo | None = None,
-    prompt_tokens: Callable[[], int] | None = None,
+    overhead_tokens: Callable[[], int] | None = None,
     chronicler_max_output_tokens: int | None = None,
     listener: CompactionListener | None = None,
 ) -> Memory:
     """Wire narrative memory over a session.
 
-    `context_window` is the reasoning model's; `prompt_tokens` estimates the
-    system prompt (chronicle included) so the trigger sees the whole context.
+    `context_window` is the reasoning model's; `overhead_tokens` counts what a
+    request carries besides the turns (system prompt with the chronicle, tool
+    descriptions, answer reserve) so the trigger sees the whole request.
     """
     search = HistorySearch(session.store, zone=zone)
     lang = settings.language_or(language)
@@ -72,7 +73,7 @@ def build_memory(
         context_window=context_window,
         language=lang,
         agent_name=agent_name,
-        prompt_tokens=prompt_tokens,
+        overhead_tokens=overhead_tokens,
         zone=zone,
         listener=listener,
     )

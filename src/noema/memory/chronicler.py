@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from ..providers.base import Message, MessageRole, ModelRequest, Provider, ResponseBuilder
 from .render import compact_ranges, render_block
+from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Turn, TurnKind
 from .validator import Citable, Failure
 
@@ -213,6 +214,36 @@ def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = 
     return tuple(messages)
 
 
+# What the providers ask for when no output limit is configured.
+DEFAULT_OUTPUT_TOKENS = 4096
+
+
+def protocol_tokens(language: str = "en", agent_name: str = "the agent") -> int:
+    """What the chronicler's request costs besides the previous save point, the
+    block and the citable IDs: its instructions, headings and framing."""
+    lang = _tongue(language)
+    state, journey = HEADINGS[lang]
+    system = _PROTOCOL[lang].format(agent=agent_name, state=state, journey=journey)
+    frame = _INPUT[lang] + _LENGTH[lang] + _NO_PREVIOUS[lang]
+    return estimate_tokens(system) + estimate_tokens(frame) + 3 * MESSAGE_OVERHEAD
+
+
+def answer_room(window: int, input_fraction: float) -> int:
+    """Tokens of the chronicler's window kept for the save point it writes."""
+    return max(int(window * (1 - input_fraction)), 1)
+
+
+def _fitted(messages: list[Message], room: int) -> list[Message]:
+    """The conversation without its oldest rejected attempts while it exceeds
+    `room`: the newest rejection says what to fix, the older ones only cost."""
+    def size(ms: list[Message]) -> int:
+        return sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in ms)
+
+    while len(messages) > 4 and size(messages) > room:
+        del messages[2:4]
+    return messages
+
+
 class Chronicler:
     """Writes save points with its own model."""
 
@@ -233,11 +264,22 @@ class Chronicler:
     def context_window(self) -> int:
         return self.provider.context_window
 
-    async def write(self, request: ChronicleRequest, rejections: Sequence[Rejection] = ()) -> str:
-        """One attempt at the save point's text (provider errors propagate)."""
+    async def write(self, request: ChronicleRequest, rejections: Sequence[Rejection] = (),
+                    *, input_fraction: float = 0.5) -> str:
+        """One attempt at the save point's text (provider errors propagate).
+
+        The request and the answer it asks for fit the chronicler's window:
+        older rejected attempts give way first, and `max_tokens` is what the
+        window leaves (never more than the configured output limit)."""
+        window = self.context_window
+        room = window - answer_room(window, input_fraction)
+        messages = _fitted(list(build_messages(request, rejections)), room)
+        prompt = sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in messages)
+        left = window - prompt - prompt // 20 - 16  # the estimate may fall a little short
+        limit = self.max_output_tokens or DEFAULT_OUTPUT_TOKENS
         model_request = ModelRequest(
-            messages=build_messages(request, rejections),
-            max_tokens=self.max_output_tokens,
+            messages=tuple(messages),
+            max_tokens=max(min(limit, left), 1),
         )
         builder = ResponseBuilder()
         async for event in self.provider.stream(model_request):

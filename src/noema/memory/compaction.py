@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo
 
 from ..providers.base import ProviderError
 from . import savepoints
-from .chronicler import Chronicler, ChronicleRequest, Rejection
+from .chronicler import Chronicler, ChronicleRequest, Rejection, answer_room, protocol_tokens
 from .pruning import context_cost, prune
 from .render import render_turn
 from .savepoints import AttemptRecord, Report, SavePoint, Status
@@ -40,8 +40,10 @@ from .validator import Citable, Verdict, citable, validate
 
 log = logging.getLogger(__name__)
 
-# The chronicler's instructions and headings, counted against its window.
-PROTOCOL_TOKENS = 1_500
+# The newest turns kept raw take at most this share of the room the window
+# leaves for the conversation (and at least two turns): a fixed count of
+# turns would fill a small window by itself and leave nothing to compact.
+KEEP_RECENT_SHARE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ async def draft_save_point(
     retries: int,
     min_coverage: float = 0.0,
     listener: CompactionListener | None = None,
+    input_fraction: float = 0.5,
 ) -> Draft:
     """Ask for a save point until one is valid or the retries run out."""
     rejections: list[Rejection] = []
@@ -89,7 +92,7 @@ async def draft_save_point(
     for number in range(1, retries + 2):
         started = time.perf_counter()
         try:
-            text = await chronicler.write(request, rejections)
+            text = await chronicler.write(request, rejections, input_fraction=input_fraction)
         except ProviderError as exc:
             return Draft(verdict, tuple(attempts), f"the chronicler failed: {exc}")
         spent = time.perf_counter() - started
@@ -150,10 +153,13 @@ class Compactor:
         context_window: int,
         language: str = "en",
         agent_name: str = "the agent",
-        prompt_tokens: Callable[[], int] | None = None,
+        overhead_tokens: Callable[[], int] | None = None,
         zone: ZoneInfo | None = None,
         listener: CompactionListener | None = None,
     ) -> None:
+        """`overhead_tokens` counts what a request carries besides the session's
+        turns: the system prompt with the chronicle, the tool descriptions, the
+        answer reserve and the opening note (by default only the chronicle)."""
         self.session = session
         self.store = session.store
         self.chronicler = chronicler
@@ -161,33 +167,60 @@ class Compactor:
         self.context_window = context_window
         self.language = settings.language_or(language)
         self.agent_name = agent_name
-        self.prompt_tokens = prompt_tokens
+        self.overhead_tokens = overhead_tokens
         self.zone = zone
         self.listener = listener or CompactionListener()
         self._task: asyncio.Task[Outcome] | None = None
 
     # -- deciding ----------------------------------------------------------
 
+    def overhead(self) -> int:
+        """What a request carries besides the session's turns."""
+        if self.overhead_tokens is not None:
+            return self.overhead_tokens()
+        current = self.current_save_point()
+        return estimate_tokens(current.text) if current else 0
+
     def context_tokens(self) -> int:
-        """What the context weighs: the prompt (with the chronicle) and the session."""
-        if self.prompt_tokens is not None:
-            outside = self.prompt_tokens()
-        else:
-            current = self.current_save_point()
-            outside = estimate_tokens(current.text) if current else 0
-        return outside + sum(context_cost(t) for t in self.session.turns)
+        """What the next request weighs: everything it carries besides the
+        session's turns, and the turns."""
+        return self.overhead() + sum(context_cost(t) for t in self.session.turns)
+
+    def turn_room(self) -> int:
+        """Tokens the window leaves for the session's turns."""
+        return max(self.context_window - self.overhead(), 0)
+
+    def keep_recent(self) -> int:
+        """How many of the newest turns stay raw: the configured count, fewer
+        when they would take more than their share of the room."""
+        share = int(self.turn_room() * KEEP_RECENT_SHARE)
+        kept, tokens = 0, 0
+        for turn in reversed(self.session.turns):
+            if kept >= self.settings.keep_recent_turns:
+                break
+            tokens += context_cost(turn)
+            if kept >= 2 and tokens > share:
+                break
+            kept += 1
+        return kept
 
     def due(self) -> str | None:
-        """Why the session should be compacted now, or None."""
+        """Why the session should be compacted now, or None.
+
+        The threshold is a share of the room the window leaves for the turns,
+        so a request never has to leave turns out while a block could have
+        become a save point."""
         turns = len(self.session)
-        if turns <= self.settings.keep_recent_turns + self.settings.min_block_turns:
+        if turns < self.keep_recent() + self.settings.min_block_turns:
             return None
         if self._waiting_after_failure():
             return None
-        tokens = self.context_tokens()
-        threshold = int(self.context_window * self.settings.trigger_fraction)
-        if tokens > threshold:
-            return f"the context holds about {tokens:,} tokens, past {threshold:,}"
+        room = self.turn_room()
+        held = sum(context_cost(t) for t in self.session.turns)
+        threshold = int(room * self.settings.trigger_fraction)
+        if held > threshold:
+            return (f"the turns take about {held:,} tokens, past {threshold:,} (the window "
+                    f"leaves {room:,} for them)")
         if turns >= self.settings.trigger_turns:
             return f"the session holds {turns} turns (the limit is {self.settings.trigger_turns})"
         return None
@@ -262,22 +295,35 @@ class Compactor:
             retries=self.settings.retries,
             min_coverage=self.settings.min_coverage,
             listener=self.listener,
+            input_fraction=self.settings.chronicler_input_fraction,
         )
         outcome = self._conclude(previous, block, draft)
         self.listener.on_compaction_end(outcome)
         return outcome
 
+    def chronicler_room(self, previous: SavePoint | None) -> int:
+        """Tokens of the block the chronicler can read: its window less the
+        answer it writes, its instructions, the previous save point and the
+        citable IDs (a few tokens a range)."""
+        window = self.chronicler.context_window
+        room = window - answer_room(window, self.settings.chronicler_input_fraction)
+        room -= protocol_tokens(self.language, self.agent_name)
+        if previous is not None:
+            room -= estimate_tokens(previous.text) + 2 * len(previous.report.cited)
+        return room
+
     def _select(self, previous: SavePoint | None) -> Block | None:
         settings = self.settings
         turns = self.session.turns
-        room = int(self.chronicler.context_window * settings.chronicler_input_fraction)
-        room -= PROTOCOL_TOKENS + (estimate_tokens(previous.text) if previous else 0)
         total = sum(context_cost(t) for t in turns)
+        # Enough to bring the turns well under the threshold again; a share of
+        # the session, as configured, when that is more.
+        below = total - int(self.turn_room() * settings.trigger_fraction * 0.5)
         return select_block(
             turns,
-            keep_recent=settings.keep_recent_turns,
-            target_tokens=int(total * settings.block_fraction),
-            max_tokens=max(room, 0),
+            keep_recent=self.keep_recent(),
+            target_tokens=max(int(total * settings.block_fraction), below),
+            max_tokens=max(self.chronicler_room(previous), 0),
             min_turns=settings.min_block_turns,
             max_turns=settings.max_block_turns,
             open_cycles=frozenset(self.store.open_cycles()),

