@@ -1,6 +1,7 @@
 """LoCoMo retrieval with each conversation placed in a long history.
 
-    .venv/bin/python bench/locomo_at_scale.py PATH [--distractors N] [--after] [--cache DIR] [--ranks CATEGORY]
+    .venv/bin/python bench/locomo_at_scale.py PATH [--distractors N] [--after] [--cache DIR]
+        [--baseline REV] [--study] [--ranks CATEGORY]
     .venv/bin/python bench/locomo_at_scale.py --smoke
 
 `bench/locomo_retrieval.py` gives every conversation an empty store, which
@@ -18,11 +19,13 @@ conversation (the `--after` store is built once per conversation, since IDs
 follow time). Loading and scoring are `locomo_retrieval.py`'s.
 
 For the plan in the working tree and, as the baseline in the same run, the
-plan of `--baseline REV` (read from git, default the plan before candidates
-were chosen with the turns around them; `c5b3dd0` is the older plan with a
-budget of postings that dropped words), it prints recall@5/@10 per category and for categories 1-4,
-query p50/p95 (wall clock, and CPU time, which a busy machine disturbs
-less), and how many queries had words left out or a narrowed scope.
+search as committed at `--baseline REV` (default: the search before its
+constants were cross-validated), it prints recall@5/@10 per category and for
+categories 1-4, recall@10 per conversation, a paired bootstrap interval for
+the difference between the two (`locomo_cv.py`), query p50/p95 (wall clock,
+and CPU time, which a busy machine disturbs less), and how many queries had
+words left out or a narrowed scope. `--study` cross-validates every constant
+of `SearchTuning` at this scale, as `locomo_retrieval.py --study` does alone.
 `--ranks CATEGORY` also prints, for each question of that category, where
 this plan ranks each evidence turn, searched again untimed.
 No model is called; nothing is asserted. `--smoke` runs a made-up
@@ -32,11 +35,9 @@ conversation after 2,000 turns in a scratch folder, in seconds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,24 +50,35 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "src"))
 sys.path.insert(0, str(ROOT))
 
+from locomo_cv import (  # noqa: E402
+    Outcome,
+    conversation_table,
+    paired_bootstrap,
+    plan_at,
+    pooled,
+    study_line,
+    study_plans,
+)
 from locomo_retrieval import (  # noqa: E402
     MAIN_CATEGORIES,
     Tally,
     evidence_ids,
     load_conversation,
+    load_samples,
+    recall_at,
     session_time,
     smoke_sample,
 )
 from synthetic import english_vocabulary, synthetic_turns  # noqa: E402
 
 from noema.memory.queries import STOP_WORDS  # noqa: E402
-from noema.memory.search import HistorySearch  # noqa: E402
+from noema.memory.search import HistorySearch, SearchTuning  # noqa: E402
 from noema.memory.store import TurnStore  # noqa: E402
 
 DAY = 86_400.0
 SPAN_DAYS = 730  # the distractor history covers two years
 CACHE = Path("/tmp/noema-bench-cache")
-BASELINE_REV = "b7b1102"  # the plan before candidates were chosen with the turns around them
+BASELINE_REV = "6e49568"  # the search before its constants were cross-validated
 SMOKE_DISTRACTORS = 2_000
 
 
@@ -146,34 +158,12 @@ def conversation_turns(store: TurnStore, conversation: dict) -> dict[int, str]:
 # -- the plans compared -------------------------------------------------------
 
 
-def baseline_search(rev: str, scratch: Path) -> type:
-    """`HistorySearch` as it was at `rev`, with the query reading of that revision."""
-    package = scratch / "baseline_memory"
-    package.mkdir(exist_ok=True)
-    for name in ("search", "queries"):
-        text = subprocess.run(
-            ["git", "show", f"{rev}:src/noema/memory/{name}.py"],
-            cwd=ROOT.parent, check=True, capture_output=True, text=True,
-        ).stdout
-        for sibling in ("recall", "store", "turns"):
-            text = text.replace(f"from .{sibling} import", f"from noema.memory.{sibling} import")
-        (package / f"{name}.py").write_text(text)
-    (package / "__init__.py").write_text("")
-    spec = importlib.util.spec_from_file_location(
-        "baseline_memory", package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["baseline_memory"] = module
-    spec.loader.exec_module(module)
-    return importlib.import_module("baseline_memory.search").HistorySearch
-
-
 @dataclass
 class Method:
     """One plan's figures over all conversations."""
 
     tallies: dict[int, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    outcomes: dict[str, list[Outcome]] = field(default_factory=dict)  # per conversation
     times: list[float] = field(default_factory=list)  # wall clock
     cpu: list[float] = field(default_factory=list)  # this thread's CPU: steadier on a busy machine
     left_out: int = 0  # queries that searched without some of their words
@@ -222,16 +212,20 @@ def show_ranks(search: HistorySearch, item: dict, evidence: set[str], dialogue_o
 
 
 def evaluate(
-    store: TurnStore, dialogue_of: dict[int, str], qa: list[dict],
-    plans: dict[str, type], methods: dict[str, Method], ranks: frozenset[int] = frozenset(),
+    store: TurnStore, dialogue_of: dict[int, str], sample: dict,
+    plans: dict[str, Callable[[TurnStore], object]], methods: dict[str, Method],
+    ranks: frozenset[int] = frozenset(), main_only: bool = False,
 ) -> None:
     known = set(dialogue_of.values())
+    qa, conversation = sample["qa"], sample["sample_id"]
     searches = {name: plan(store) for name, plan in plans.items()}
+    for method in methods.values():
+        method.outcomes[conversation] = []
     for search in searches.values():
         search.search("warm the page cache")
     for item in qa:
         evidence = evidence_ids(item.get("evidence", [])) & known
-        if not evidence:
+        if not evidence or main_only and int(item.get("category", 0)) not in MAIN_CATEGORIES:
             continue
         for name, search in searches.items():
             started, cpu = time.perf_counter(), time.thread_time()
@@ -239,7 +233,11 @@ def evaluate(
             methods[name].times.append(time.perf_counter() - started)
             methods[name].cpu.append(time.thread_time() - cpu)
             ranked = [dialogue_of[f.turn.id] for f in result.hits if f.turn.id in dialogue_of]
-            methods[name].tallies[int(item.get("category", 0))].add(evidence, ranked)
+            category = int(item.get("category", 0))
+            methods[name].tallies[category].add(evidence, ranked)
+            methods[name].outcomes[conversation].append(Outcome(
+                conversation, category, recall_at(evidence, ranked, 5), recall_at(evidence, ranked, 10),
+                len(evidence)))
             left_out, joined, narrowed = limits_of(result)
             methods[name].left_out += left_out
             methods[name].joined += joined
@@ -254,20 +252,27 @@ def first_moment(conversation: dict) -> float:
     return session_time(conversation["session_1_date_time"])
 
 
+THIS_PLAN = "search_full_history (this plan)"
+
+
 def run(
     paths: list[Path], distractors: int, after: bool, folder: Path, rev: str,
-    ranks: frozenset[int] = frozenset(),
+    ranks: frozenset[int] = frozenset(), study: bool = False,
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    samples = []
-    for path in paths:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        samples.extend(loaded if isinstance(loaded, list) else [loaded])
+    samples = load_samples(paths)
     with tempfile.TemporaryDirectory(prefix="noema-locomo-scale-") as scratch_dir:
         scratch = Path(scratch_dir)
-        plans: dict[str, type] = {"search_full_history (this plan)": HistorySearch}
+        plans: dict[str, Callable[[TurnStore], object]] = {THIS_PLAN: HistorySearch}
+        baseline = f"baseline: the search at {rev}"
         if rev != "none":
-            plans[f"baseline: the plan at {rev}"] = baseline_search(rev, scratch)
+            plans[baseline] = plan_at(rev, scratch)
+        choices: dict[str, list[str]] = {}
+        if study:
+            tunings, choices = study_plans(SearchTuning())
+            for variant, tuning in tunings.items():
+                if variant != "current":
+                    plans[variant] = lambda store, tuning=tuning: HistorySearch(store, tuning)
         methods = {name: Method() for name in plans}
         source = None
         if not after and distractors:
@@ -286,14 +291,28 @@ def run(
                     shutil.copyfile(source, copy)
                 store = TurnStore(copy)
                 dialogue_of = load_conversation(store, conversation)
-            evaluate(store, dialogue_of, sample["qa"], plans, methods, ranks)
+            evaluate(store, dialogue_of, sample, plans, methods, ranks, main_only=study)
             store.close()
             copy.unlink()
     where = "after" if after else "before"
     print(f"LoCoMo at scale: {len(samples)} conversation(s), {distractors:,} distractor turns "
           f"{where} each")
-    for name, method in methods.items():
-        method.report(name)
+    shown = [name for name in methods if "=" not in name]
+    for name in shown:
+        methods[name].report(name)
+    results = {name: method.outcomes for name, method in methods.items()}
+    print()
+    print(conversation_table(results, shown))
+    if baseline in results:
+        print(f"this plan against {baseline[10:]}: recall@10 "
+              f"{paired_bootstrap(pooled(results[THIS_PLAN]), pooled(results[baseline]))} points")
+    if study:
+        print("\nEach constant of SearchTuning: the value chosen on four conversations, reported on"
+              " the fifth, every way round, against the current value (recall@10, categories 1-4;"
+              " difference in points, 95 % paired bootstrap interval)")
+        results["current"] = results[THIS_PLAN]
+        for constant, names in choices.items():
+            print(study_line(results, constant, names, "current"))
 
 
 def main(argv: list[str]) -> int:
@@ -307,6 +326,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ranks", type=int, action="append", default=[], metavar="CATEGORY",
                         help="print where this plan ranks each question's evidence, for a category"
                         " (repeatable)")
+    parser.add_argument("--study", action="store_true",
+                        help="cross-validate the constants of SearchTuning (locomo_cv.STUDIED; categories 1-4 only)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"a made-up conversation and {SMOKE_DISTRACTORS:,} turns, in seconds")
     args = parser.parse_args(argv)
@@ -320,7 +341,8 @@ def main(argv: list[str]) -> int:
     if not args.paths:
         parser.print_usage(sys.stderr)
         return 2
-    run(args.paths, args.distractors, args.after, args.cache, args.baseline, frozenset(args.ranks))
+    run(args.paths, args.distractors, args.after, args.cache, args.baseline, frozenset(args.ranks),
+        args.study)
     return 0
 
 

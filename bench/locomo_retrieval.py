@@ -1,6 +1,6 @@
 """Retrieval quality of `search_full_history` on LoCoMo-format conversations.
 
-    .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...]
+    .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...] [--baseline REV] [--study]
     .venv/bin/python bench/locomo_retrieval.py --smoke
 
 PATH is a LoCoMo JSON file (a list of samples, each with `conversation` and
@@ -11,7 +11,15 @@ the turn). For every question with evidence, the script reports recall@5 and
 recall@10: the share of the evidence turns found in the top k, averaged over
 questions, and also pooled over all evidence turns, per category and for
 categories 1-4 together. The plain-BM25 baseline (every word of the question
-OR-ed, ranked by FTS5) is measured in the same run, on the same index.
+OR-ed, ranked by FTS5) is measured in the same run, on the same index, and so
+is the search as committed at `--baseline REV` (default: the search before
+its constants were cross-validated), with a paired bootstrap interval for the
+difference (`locomo_cv.py`). Recall@10 is also given per conversation.
+
+`--study` measures every constant of `SearchTuning` that shapes the ranking
+at a few other values (`locomo_cv.STUDIED`) and, for each, the value chosen
+by leaving one conversation out: a constant is worth keeping only where that
+choice beats switching it off on conversations it was not chosen on.
 
 No model is called and nothing is downloaded. The script prints figures and
 asserts nothing. `--smoke` runs on a small made-up conversation in the same
@@ -34,6 +42,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from locomo_cv import (  # noqa: E402
+    Outcome,
+    conversation_table,
+    paired_bootstrap,
+    plan_at,
+    pooled,
+    study_line,
+    study_plans,
+)
 
 from noema.memory.search import HistorySearch, SearchTuning, plain_expression  # noqa: E402
 from noema.memory.store import TurnStore  # noqa: E402
@@ -41,6 +60,7 @@ from noema.memory.turns import NewTurn, TurnKind  # noqa: E402
 
 MAIN_CATEGORIES = (1, 2, 3, 4)
 KS = (5, 10)
+BASELINE_REV = "6e49568"  # the search before its constants were cross-validated
 
 
 def session_time(text: str) -> float:
@@ -97,6 +117,13 @@ class Tally:
             self.per_question[k] += hit / len(evidence)
             self.pooled_hits[k] += hit
 
+    def add_outcome(self, outcome: Outcome) -> None:
+        self.questions += 1
+        self.evidence += outcome.evidence
+        for k, recall in ((5, outcome.recall5), (10, outcome.recall10)):
+            self.per_question[k] += recall
+            self.pooled_hits[k] += round(recall * outcome.evidence)
+
     def merge(self, other: Tally) -> None:
         self.questions += other.questions
         self.evidence += other.evidence
@@ -118,78 +145,126 @@ class Tally:
 Ranker = Callable[[str], list[int]]
 
 
-def run(paths: list[Path]) -> None:
-    # The full search, and the same with one signal switched off at a time, so
-    # each technique's share can be read off the same run.
-    variants = {
-        "search_full_history": SearchTuning(),
-        "  without neighbour context": SearchTuning(neighbour_decay=0.0),
-        "  without sender names": SearchTuning(speaker_boost=0.0),
-        "  without dates": SearchTuning(date_boost=0.0),
-        "  without the words beside": SearchTuning(window_share=0.0),
-        "  without the stretch": SearchTuning(stretch_boost=0.0),
-    }
-    methods = ("plain BM25", *variants)
-    tallies = {m: defaultdict(Tally) for m in methods}
-    timings: dict[str, list[float]] = {m: [] for m in methods}
-    unmatched = 0
-    conversations = 0
-    for path in paths:
-        samples = json.loads(path.read_text(encoding="utf-8"))
-        for sample in samples if isinstance(samples, list) else [samples]:
-            conversations += 1
-            store = TurnStore(":memory:")
-            dialogue_of = load_conversation(store, sample["conversation"])
-            known = set(dialogue_of.values())
-            searches = {name: HistorySearch(store, tuning) for name, tuning in variants.items()}
-            rankers: dict[str, Ranker] = {
-                "plain BM25": lambda q, store=store: [
-                    h.turn.id for h in store.search(plain_expression(q), limit=10)
-                ],
-            }
-            for name, search in searches.items():
-                rankers[name] = lambda q, search=search: [
-                    f.turn.id for f in search.search(q, limit=10).hits
-                ]
-            for qa in sample["qa"]:
-                evidence = evidence_ids(qa.get("evidence", []))
-                unmatched += len(evidence - known)
-                evidence &= known
-                if not evidence:
-                    continue
-                for method, ranker in rankers.items():
-                    started = time.perf_counter()
-                    ranked = [dialogue_of[i] for i in ranker(qa["question"])]
-                    timings[method].append(time.perf_counter() - started)
-                    tallies[method][int(qa.get("category", 0))].add(evidence, ranked)
-            for search in searches.values():
-                search.close()
-            store.close()
+def recall_at(evidence: set[str], ranked: list[str], k: int) -> float:
+    return len(evidence & set(ranked[:k])) / len(evidence)
 
-    print(f"LoCoMo retrieval: {conversations} conversation(s) from {', '.join(map(str, paths))}")
+
+def load_samples(paths: list[Path]) -> list[dict]:
+    samples: list[dict] = []
+    for path in paths:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        samples.extend(loaded if isinstance(loaded, list) else [loaded])
+    for number, sample in enumerate(samples):
+        sample.setdefault("sample_id", f"sample-{number}")
+    return samples
+
+
+def collect(
+    samples: list[dict], plans: dict[str, Callable[[TurnStore], object]], main_only: bool = False
+) -> tuple[
+    dict[str, dict[str, list[Outcome]]], dict[str, list[float]], int
+]:
+    """Every plan's outcome for every question with evidence (of categories
+    1-4 only if `main_only`), each conversation in a fresh in-memory store;
+    and each plan's query times."""
+    results: dict[str, dict[str, list[Outcome]]] = {name: {} for name in ("plain BM25", *plans)}
+    timings: dict[str, list[float]] = {name: [] for name in results}
+    unmatched = 0
+    for sample in samples:
+        name = sample["sample_id"]
+        store = TurnStore(":memory:")
+        dialogue_of = load_conversation(store, sample["conversation"])
+        known = set(dialogue_of.values())
+        searches = {plan: make(store) for plan, make in plans.items()}
+        rankers: dict[str, Ranker] = {
+            "plain BM25": lambda q, store=store: [
+                h.turn.id for h in store.search(plain_expression(q), limit=10)
+            ],
+        }
+        for plan, search in searches.items():
+            rankers[plan] = lambda q, search=search: [f.turn.id for f in search.search(q, limit=10).hits]
+        for plan in results:
+            results[plan][name] = []
+        for qa in sample["qa"]:
+            evidence = evidence_ids(qa.get("evidence", []))
+            unmatched += len(evidence - known)
+            evidence &= known
+            if not evidence:
+                continue
+            category = int(qa.get("category", 0))
+            if main_only and category not in MAIN_CATEGORIES:
+                continue
+            for plan, ranker in rankers.items():
+                started = time.perf_counter()
+                ranked = [dialogue_of[i] for i in ranker(qa["question"])]
+                timings[plan].append(time.perf_counter() - started)
+                results[plan][name].append(
+                    Outcome(name, category, recall_at(evidence, ranked, 5),
+                            recall_at(evidence, ranked, 10), len(evidence))
+                )
+        for search in searches.values():
+            search.close()
+        store.close()
+    return results, timings, unmatched
+
+
+def tally_of(by_conversation: dict[str, list[Outcome]]) -> dict[int, Tally]:
+    tallies: dict[int, Tally] = defaultdict(Tally)
+    for outcomes in by_conversation.values():
+        for o in outcomes:
+            tallies[o.category].add_outcome(o)
+    return tallies
+
+
+def report(name: str, by_conversation: dict[str, list[Outcome]], times: list[float]) -> None:
+    print(f"\n{name}")
+    main = Tally()
+    tallies = tally_of(by_conversation)
+    for category in sorted(tallies):
+        print(f"  category {category}: {tallies[category].row()}")
+        if category in MAIN_CATEGORIES:
+            main.merge(tallies[category])
+    print(f"  categories 1-4: {main.row()}")
+    ms = sorted(times)
+    if ms:
+        p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+        print(f"  query time: median {statistics.median(ms) * 1000:.2f} ms, p95 {p95 * 1000:.2f} ms")
+
+
+def run(paths: list[Path], baseline: str, study: bool) -> None:
+    samples = load_samples(paths)
+    with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
+        plans: dict[str, Callable[[TurnStore], object]] = {"search_full_history": HistorySearch}
+        if baseline != "none":
+            old = plan_at(baseline, scratch)
+            plans[f"the search at {baseline}"] = old
+        choices: dict[str, list[str]] = {}
+        if study:
+            tunings, choices = study_plans(SearchTuning())
+            for variant, tuning in tunings.items():
+                if variant != "current":
+                    plans[variant] = lambda store, tuning=tuning: HistorySearch(store, tuning)
+        results, timings, unmatched = collect(samples, plans, main_only=study)
+    print(f"LoCoMo retrieval: {len(samples)} conversation(s) from {', '.join(map(str, paths))}")
     if unmatched:
         print(f"({unmatched} evidence reference(s) name no turn and were left out)")
-    for method in methods:
-        if method.startswith("  "):
-            main = Tally()
-            for category, tally in tallies[method].items():
-                if category in MAIN_CATEGORIES:
-                    main.merge(tally)
-            print(f"{method:30s} categories 1-4: {main.row()}")
-            continue
-        print(f"\n{method}")
-        main = Tally()
-        for category in sorted(tallies[method]):
-            tally = tallies[method][category]
-            print(f"  category {category}: {tally.row()}")
-            if category in MAIN_CATEGORIES:
-                main.merge(tally)
-        print(f"  categories 1-4: {main.row()}")
-        times = sorted(timings[method])
-        if times:
-            p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
-            print(f"  query time: median {statistics.median(times) * 1000:.2f} ms, "
-                  f"p95 {p95 * 1000:.2f} ms")
+    shown = [p for p in results if "=" not in p]
+    for plan in shown:
+        report(plan, results[plan], timings[plan])
+    print()
+    print(conversation_table(results, shown))
+    current = pooled(results["search_full_history"])
+    for plan in shown:
+        if plan != "search_full_history":
+            print(f"search_full_history against {plan}: recall@10 "
+                  f"{paired_bootstrap(current, pooled(results[plan]))} points")
+    if study:
+        print("\nEach constant of SearchTuning: the value chosen on four conversations, reported on"
+              " the fifth, every way round, against the current value (recall@10, categories 1-4;"
+              " difference in points, 95 % paired bootstrap interval)")
+        results["current"] = results["search_full_history"]
+        for constant, names in choices.items():
+            print(study_line(results, constant, names, "current"))
 
 
 def smoke_sample() -> dict:
@@ -216,6 +291,10 @@ def smoke_sample() -> dict:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, help="LoCoMo JSON files")
+    parser.add_argument("--baseline", default=BASELINE_REV,
+                        help=f"git revision of the search compared against, or none (default {BASELINE_REV})")
+    parser.add_argument("--study", action="store_true",
+                        help="cross-validate the constants of SearchTuning (locomo_cv.STUDIED; categories 1-4 only)")
     parser.add_argument("--smoke", action="store_true",
                         help="run on a small made-up conversation instead")
     args = parser.parse_args(argv)
@@ -223,12 +302,12 @@ def main(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
             path = Path(scratch) / "smoke.json"
             path.write_text(json.dumps([smoke_sample()]), encoding="utf-8")
-            run([path])
+            run([path], args.baseline, args.study)
         return 0
     if not args.paths:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    run(args.paths)
+    run(args.paths, args.baseline, args.study)
     return 0
 
 
