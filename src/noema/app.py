@@ -43,6 +43,7 @@ from .perception import (
 from .perception.sensors import build_sensors
 from .perception.sensors.scheduler import scheduler_sensors
 from .perception.sensors.webhook import intake_sensors
+from .perception.webhook_settings import TokenProblem, check_tokens
 from .providers.base import Provider
 from .scheduling.store import ScheduleStore, schedules_path
 from .scheduling.tools import schedule_tools
@@ -189,6 +190,11 @@ def build_app(
         unknown = unknown_tools(config.autonomy.tools, offered_tool_names(config, paths))
         if unknown:  # a misspelt name would leave its level, a deny perhaps, unapplied
             raise ConfigError(str(paths.config_file), unknown)
+    if config.webhook.enabled:  # an intake no token can open must not start
+        try:
+            check_tokens(config.webhook, load_secrets(paths))
+        except TokenProblem as exc:
+            raise ConfigError(str(paths.config_file), [str(exc)]) from None
     paths.ensure()
     lock = AgentLock(paths)  # raises AgentBusy if another process runs this agent
     try:
@@ -239,7 +245,7 @@ def _wire(
         bookmarks=archive.bookmark,  # a log sensor resumes where it stopped
     )
     if senses_on:  # the webhook is a sense: off with the others
-        sensors += intake_sensors(config.webhook, load_secrets(paths), listener.on_notice)
+        sensors += intake_sensors(config.webhook, load_secrets(paths))
     schedules = _open_schedules(paths, listener)
     # Alarms are the agent's own: they fire with the other senses off too (then
     # over the archive in memory, their place kept in the schedules file).

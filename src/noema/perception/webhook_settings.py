@@ -8,6 +8,9 @@ A generic event may say how urgent it is. With the person's token that hint
 is taken as given; an outside sender's hint is held to `outside_urgency_max`
 (`priority` by default: it may ask to be seen soon, not to interrupt whatever
 the agent is doing). The person's urgency rules still decide over any hint.
+
+An intake that is on must have a usable token: with none set, or one set to
+an empty or short value, the agent refuses to start and names the secret.
 """
 
 from __future__ import annotations
@@ -59,6 +62,13 @@ class WebhookSettings(BaseModel):
     # Outside senders: the name each is known by, and the secret holding its token.
     sources: dict[SourceName, SecretName] = {}
     max_body_bytes: int = Field(256 * 1024, ge=1024, le=16 * 1024 * 1024)
+    # A slow client is closed: its request's head must arrive within
+    # head_timeout_s, its body within body_timeout_s after that.
+    head_timeout_s: float = Field(10.0, gt=0, le=300)
+    body_timeout_s: float = Field(15.0, gt=0, le=600)
+    # Connections not yet past the token check, at once; past it the one that
+    # has waited longest is closed, so a flood cannot crowd the token holder out.
+    max_waiting_connections: int = Field(32, ge=2, le=1024)
     # The most urgent an outside sender's hint may make its event ("urgent"
     # lets any source with a token interrupt the agent); rules are not capped.
     outside_urgency_max: Literal["normal", "priority", "urgent"] = "priority"
@@ -100,6 +110,39 @@ class Token:
     value: bytes
     sender: str
     person: bool  # the person's own token: its events are authorised
+
+
+MIN_TOKEN_CHARS = 16
+
+
+class TokenProblem(ValueError):
+    """The intake is on but its tokens cannot admit anyone safely; the message
+    names the secret and the fix."""
+
+
+def check_tokens(settings: WebhookSettings, secrets: dict[str, str]) -> None:
+    """Refuse an intake with no usable token, or with a token that is set but
+    empty, padded with spaces or too short to resist guessing."""
+    named = [settings.person_token_secret, *sorted(set(settings.sources.values()))]
+    fix = ("set it in secrets.toml or the environment to a long random value "
+           "(e.g. the output of `openssl rand -hex 24`)")
+    for name in named:
+        if name not in secrets:
+            continue
+        value = secrets[name]
+        if not value.strip():
+            raise TokenProblem(f"the webhook token {name} is set but empty: {fix}, "
+                               "or remove it")
+        if value != value.strip():
+            raise TokenProblem(f"the webhook token {name} has spaces around it, which no "
+                               "Authorization header can carry: remove them")
+        if len(value) < MIN_TOKEN_CHARS:
+            raise TokenProblem(f"the webhook token {name} has {len(value)} characters; a token "
+                               f"needs at least {MIN_TOKEN_CHARS}: {fix}")
+    if not any(secrets.get(name) for name in named):
+        raise TokenProblem(
+            f"[webhook] enabled = true, but none of its tokens is set ({', '.join(named)}): "
+            f"{fix}, or set [webhook] enabled = false")
 
 
 def tokens_from(settings: WebhookSettings, secrets: dict[str, str]) -> list[Token]:

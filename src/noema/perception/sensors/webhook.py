@@ -15,50 +15,59 @@ Two formats, each on its own path and channel:
   `alertmanager` channel: an alert that fires then resolves is one value
   that changes.
 
-Every request needs `Authorization: Bearer <token>`, compared in constant
-time with each token configured (`hmac.compare_digest`, all of them, so the
-time taken does not tell which one nearly matched). The person's token makes
-the events authorised; the outside sources' tokens do not, and their events
-reach the model as outside data, with the source's name as sender.
+Every request needs `Authorization: Bearer <token>` (the scheme in any case,
+as RFC 7235 says; a second `Authorization` header is refused, not chosen
+between), compared in constant time with each token configured
+(`hmac.compare_digest`, all of them, so the time taken does not tell which
+one nearly matched). The person's token makes the events authorised; the
+outside sources' tokens do not, and their events reach the model as outside
+data, with the source's name as sender.
 
 A bad request is answered with its reason (401 no token, 403 wrong token,
 415 not JSON, 413 too big, 400 not parseable, 422 not the format) and
-reported on the `webhook.rejected` channel (aggregatable, keyed by status and
-path), so it is in the sensory archive; the token and the body never are.
-The body is counted while it is read and reading stops at the limit: a
-declared length over the limit is refused before a byte of body is read.
+counted on the `webhook.rejected` channel (aggregatable, keyed by status and
+one fixed word for the reason). Nothing a refused client wrote (its path,
+headers, body, address) goes into that event: a stranger does not get to
+write into the model's context by being refused. The log file has the detail.
 
-Starlette and uvicorn, both already in the lock (the fake model servers use
-them): a small routing layer over an ASGI server that runs inside our event
-loop, so the intake is one more task of the hub, restarted like any sensor.
+JSON is read with bounds: nesting at most `MAX_DEPTH` deep, numbers of at
+most `MAX_DIGITS` digits, no key twice in one object (two parsers would pick
+different values), no NaN or Infinity.
+
+The HTTP itself is `webhook_http.py` (h11, with timeouts and room bounded).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
+import re
 import socket
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..alertmanager import Notification, reports
+from ..alertmanager import AlertClock, Notification, reports
 from ..events import CHANNEL_PATTERN, MAX_KEY, Nature, SensorInfo, Urgency
 from ..hub import Emitter
-from ..webhook_settings import Token, WebhookSettings, tokens_from
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
+from ..webhook_settings import Token, WebhookSettings, check_tokens, tokens_from
+from .webhook_http import Answer, Closing, Handler, Head, HttpServer, Limits
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT = 64 * 1024
+MAX_DEPTH = 32  # JSON nesting: the formats need 4
+MAX_DIGITS = 40  # digits of a JSON number: more is no count or time anyone posts
 M = TypeVar("M", bound=BaseModel)
+
+PATHS = {"/events": "events", "/alertmanager": "alerts"}
+# RFC 7235 credentials: an auth-scheme token, then spaces and the rest.
+_CREDENTIALS = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)(?: +(.*))?")
+# A JSON string (skipped whole) or a bracket: enough to measure nesting.
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
 class GenericEvent(BaseModel):
@@ -73,58 +82,99 @@ class GenericEvent(BaseModel):
 
 
 class Refusal(Exception):
-    """A request refused: its status and the reason told to the poster."""
+    """A request refused: its status, the fixed word counted for it, and the
+    reason told to the poster (which only the poster sees)."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, kind: str, reason: str) -> None:
         super().__init__(reason)
         self.status = status
+        self.kind = kind
         self.reason = reason
 
 
-def check_token(header: str | None, tokens: list[Token]) -> Token:
-    """The token an `Authorization` header presents; Refusal 401 without one, 403
-    if it is none of `tokens`. Every token is compared, in constant time."""
-    if not header or not header.startswith("Bearer ") or not header[7:].strip():
-        raise Refusal(401, "a bearer token is required (Authorization: Bearer <token>)")
-    presented = header[7:].strip().encode()
+def check_token(values: list[bytes], tokens: list[Token]) -> Token:
+    """The token the `Authorization` header values present; Refusal 401 without
+    one, 400 for two headers, 403 if it is none of `tokens`. Every token is
+    compared, in constant time."""
+    if len(values) > 1:
+        raise Refusal(400, "two tokens", "send one Authorization header, not several")
+    match = _CREDENTIALS.fullmatch(values[0].decode("latin-1")) if values else None
+    presented = (match[2] or "").strip() if match else ""
+    if match is None or match[1].lower() != "bearer" or not presented:
+        raise Refusal(401, "no token", "a bearer token is required (Authorization: Bearer <token>)")
     found = None
     for token in tokens:
-        if hmac.compare_digest(presented, token.value) and found is None:
+        if hmac.compare_digest(presented.encode("latin-1"), token.value) and found is None:
             found = token
     if found is None:
-        raise Refusal(403, "the token is not one this agent accepts")
+        raise Refusal(403, "wrong token", "the token is not one this agent accepts")
     return found
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request's JSON body, read at most `limit` bytes far."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/json":
-        raise Refusal(415, "the body must be JSON (Content-Type: application/json)")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise Refusal(413, f"the body may be at most {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:  # stop here: the rest is never read
-            raise Refusal(413, f"the body may be at most {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+class _Unreadable(ValueError):
+    """JSON that is valid by the grammar but outside our bounds."""
+
+
+def _number(kind: type) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        if len(text) > MAX_DIGITS + 2:  # a sign and a point or exponent aside
+            raise _Unreadable(f"a number may have at most {MAX_DIGITS} digits")
+        return kind(text)
+
+    return read
+
+
+def _constant(name: str) -> Any:
+    raise _Unreadable(f"{name} is not a JSON number")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Unreadable(f"the key {key[:40]!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def load_json(body: bytes) -> Any:
+    """The body as JSON within our bounds; Refusal 400 naming what is wrong."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refusal(400, "bad JSON", "the body is not valid JSON (not UTF-8)") from None
+    depth = deepest = 0
+    for match in _JSON_NESTING.finditer(text):
+        bracket = match.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                raise Refusal(400, "bad JSON",
+                              f"the body is nested deeper than {MAX_DEPTH} levels")
+        elif bracket in "]}":
+            depth -= 1
+    try:
+        return json.loads(text, object_pairs_hook=_unique, parse_int=_number(int),
+                          parse_float=_number(float), parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise Refusal(400, "bad JSON", f"the body is not valid JSON ({exc})") from None
+    except _Unreadable as exc:
+        raise Refusal(400, "bad JSON", f"the body is not accepted JSON: {exc}") from None
+    except (RecursionError, ValueError):  # bounds above make these unlikely; never a 500
+        raise Refusal(400, "bad JSON", "the body is not accepted JSON") from None
 
 
 def parse(body: bytes, model: type[M]) -> M:
     """The body as `model`; Refusal 400 if it is not JSON, 422 if not the format."""
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Refusal(400, f"the body is not valid JSON ({exc})") from None
+    data = load_json(body)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:10])
-        raise Refusal(422, f"the body is not a valid {model.__name__}: {problems}") from None
+        raise Refusal(422, "not the format",
+                      f"the body is not a valid {model.__name__}: {problems}") from None
 
 
 class WebhookIntake:
@@ -137,20 +187,16 @@ class WebhookIntake:
     """
 
     def __init__(self, settings: WebhookSettings, tokens: list[Token]) -> None:
-        # The web stack is loaded only when the webhook is on.
-        from starlette.applications import Starlette
-        from starlette.exceptions import HTTPException
-        from starlette.routing import Route
-
         self.settings = settings
         self._tokens = tokens
         self._emitters: dict[str, Emitter] = {}
+        self._clock = AlertClock()
         self.ready = asyncio.Event()
         self.address: tuple[str, int] | None = None
-        self.app = Starlette(routes=[
-            Route("/events", self._events, methods=["POST"]),
-            Route("/alertmanager", self._alerts, methods=["POST"]),
-        ], exception_handlers={HTTPException: self._elsewhere})
+        self.http = HttpServer(Handler(self._admit, self._take, self._closed), Limits(
+            head_timeout_s=settings.head_timeout_s, body_timeout_s=settings.body_timeout_s,
+            max_waiting=settings.max_waiting_connections,
+            max_body_bytes=settings.max_body_bytes))
         self.server = _ServerSensor(self, SensorInfo(
             settings.channel,
             f"Events posted to the webhook at http://{settings.listen}/events by monitoring"
@@ -160,13 +206,13 @@ class WebhookIntake:
         self.alerts = _Outlet(self, SensorInfo(
             settings.alert_channel,
             "Prometheus Alertmanager alerts, one value per alert (by fingerprint):"
-            " firing, then resolved.",
+            " firing, then resolved; a notification of many alerts is one summary.",
             Nature.STATE, parameters={"listen": settings.listen}, can_silence=True,
         ))
         self.rejected = _Outlet(self, SensorInfo(
             settings.rejected_channel,
-            "Requests the webhook refused (bad token, too big, not the format), counted"
-            " by status and path.",
+            "Requests the webhook refused or closed, counted by status and reason"
+            " (what the refused client sent is never shown).",
             Nature.AGGREGATABLE, parameters={"listen": settings.listen}, can_silence=True,
         ))
 
@@ -190,37 +236,60 @@ class WebhookIntake:
 
     # -- requests ----------------------------------------------------------
 
-    async def _events(self, request: Request) -> JSONResponse:
-        return await self._handle(request, self._take_event)
-
-    async def _alerts(self, request: Request) -> JSONResponse:
-        return await self._handle(request, self._take_alerts)
-
-    async def _handle(self, request: Request,
-                      take: Callable[[bytes, Token], dict[str, Any]]) -> JSONResponse:
-        from starlette.responses import JSONResponse  # loaded with the intake (see __init__)
-
+    def _admit(self, head: Head) -> Answer | Token:
+        """Refuse on the head alone, before a byte of body is read; the token if admitted."""
         try:
-            token = check_token(request.headers.get("authorization"), self._tokens)
-            body = await read_body(request, self.settings.max_body_bytes)
-            accepted = take(body, token)
+            route = PATHS.get(head.path)
+            if route is None:
+                raise Refusal(404, "unknown path",
+                              "only POST /events and POST /alertmanager are served")
+            if head.method != "POST":
+                raise Refusal(405, "wrong method",
+                              "only POST /events and POST /alertmanager are served")
+            token = check_token(head.values(b"authorization"), self._tokens)
+            kinds = head.values(b"content-type")
+            kind = kinds[0].decode("latin-1").split(";")[0].strip().lower() if kinds else ""
+            if len(kinds) != 1 or kind != "application/json":
+                raise Refusal(415, "not JSON",
+                              "the body must be JSON (Content-Type: application/json)")
+            declared = head.value(b"content-length")  # h11 has checked it is digits
+            limit = self.settings.max_body_bytes
+            if declared is not None and int(declared) > limit:
+                raise Refusal(413, "too big", f"the body may be at most {limit} bytes")
+            self._emitter(self._channel_of(route))
         except Refusal as refusal:
-            self._report_refusal(request, refusal)
-            headers = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else None
-            return JSONResponse({"error": refusal.reason}, refusal.status, headers=headers)
-        return JSONResponse(accepted, 202)
+            return self._refused(head, refusal)
+        return token
 
-    async def _elsewhere(self, request: Request, exc: Exception) -> JSONResponse:
-        """A path or method the intake does not serve (404, 405): refused and reported too."""
-        from starlette.exceptions import HTTPException  # loaded with the intake (see __init__)
-        from starlette.responses import JSONResponse
+    def _take(self, head: Head, body: bytes, token: Token) -> Answer:
+        route = PATHS[head.path]
+        try:
+            accepted = (self._take_event if route == "events" else self._take_alerts)(body, token)
+        except Refusal as refusal:
+            return self._refused(head, refusal)
+        return Answer(202, accepted)
 
-        status = exc.status_code if isinstance(exc, HTTPException) else 400
-        refusal = Refusal(status, "only POST /events and POST /alertmanager are served"
-                          if status in (404, 405)
-                          else str(exc))
-        self._report_refusal(request, refusal)
-        return JSONResponse({"error": refusal.reason}, status)
+    def _channel_of(self, route: str) -> str:
+        return self.settings.channel if route == "events" else self.settings.alert_channel
+
+    def _refused(self, head: Head, refusal: Refusal) -> Answer:
+        log.info("webhook refused %s %.200r from %s: %s %s", head.method, head.path,
+                 head.client, refusal.status, refusal.kind)
+        self._count(refusal.status, refusal.kind)
+        headers = (("www-authenticate", "Bearer"),) if refusal.status == 401 else ()
+        return Answer(refusal.status, {"error": refusal.reason}, headers)
+
+    def _closed(self, closing: Closing) -> None:
+        """The server refused or dropped a request before any handler saw it."""
+        log.info("webhook closed a connection: %s %s", closing.status, closing.kind)
+        self._count(closing.status, closing.kind)
+
+    def _count(self, status: int, kind: str) -> None:
+        """One refusal on the rejected channel: the status and a fixed word, nothing else."""
+        emit = self._emitters.get(self.settings.rejected_channel)
+        if emit is not None:
+            emit(f"refused a request: {kind} ({status})", key=f"{status} {kind}",
+                 payload={"status": status, "reason": kind})
 
     def _take_event(self, body: bytes, token: Token) -> dict[str, Any]:
         event = parse(body, GenericEvent)
@@ -242,30 +311,24 @@ class WebhookIntake:
     def _take_alerts(self, body: bytes, token: Token) -> dict[str, Any]:
         notification = parse(body, Notification)
         emit = self._emitter(self.settings.alert_channel)
-        found = reports(notification)
+        found, stale = reports(notification, self._clock)
         for report in found:
             emit(report.text, sender=token.sender, key=report.key, authorised=token.person,
                  payload=report.payload)
-        return {"accepted": len(found)}
+        answer: dict[str, Any] = {"accepted": len(notification.alerts) - stale}
+        if stale:
+            answer["stale"] = stale
+            answer["note"] = "older than a state already seen for the same alert"
+        if found and found[0].payload.get("condensed"):
+            answer["condensed"] = True
+        return answer
 
     def _emitter(self, channel: str) -> Emitter:
         emit = self._emitters.get(channel)
         if emit is None:  # its sensor is restarting: the poster may retry
-            raise Refusal(503, f"the {channel} channel is not running; retry shortly")
+            raise Refusal(503, "channel not running",
+                          f"the {channel} channel is not running; retry shortly")
         return emit
-
-    def _report_refusal(self, request: Request, refusal: Refusal) -> None:
-        client = request.client.host if request.client else "unknown"
-        emit = self._emitters.get(self.settings.rejected_channel)
-        log.info("webhook refused %s from %s: %s %s", request.url.path, client,
-                 refusal.status, refusal.reason)
-        if emit is None:
-            return
-        emit(f"refused {request.method} {request.url.path} from {client}: "
-             f"{refusal.status} {refusal.reason}",
-             sender=client, key=f"{refusal.status} {request.url.path}",
-             payload={"status": refusal.status, "reason": refusal.reason,
-                      "path": request.url.path, "client": client})
 
     # -- serving -----------------------------------------------------------
 
@@ -277,34 +340,18 @@ class WebhookIntake:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
+            sock.listen(256)
+            sock.setblocking(False)
         except OSError:
             sock.close()
             raise
-        sock.listen(128)
-        sock.setblocking(False)
         self.address = sock.getsockname()[:2]
-        import uvicorn  # loaded only when the webhook is on
-
-        server = uvicorn.Server(uvicorn.Config(
-            self.app, lifespan="off", log_level="warning", access_log=False,
-            limit_concurrency=64, timeout_keep_alive=5,
-        ))
-        # Without uvicorn's signal handlers: Ctrl-C belongs to the agent, not to a sensor.
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
         self.lend(emit)
-        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         try:
-            while not server.started and not serving.done():
-                await asyncio.sleep(0.01)
-            self.ready.set()
-            await asyncio.shield(serving)
+            await self.http.serve(sock, self.ready.set)
         finally:
             self.ready.clear()
             self.withdraw(emit)
-            if not serving.done():
-                server.should_exit = True  # a clean stop: the socket is closed
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(serving, 5)
             sock.close()
 
 
@@ -334,15 +381,10 @@ class _Outlet:
             self._intake.withdraw(emit)
 
 
-def intake_sensors(settings: WebhookSettings, secrets: Mapping[str, str],
-                   notice: Callable[[str], None]) -> list[Any]:
-    """The webhook's sensors if it is on (none if off). With none of its token
-    secrets set, `notice` tells the person, since every request would be refused."""
+def intake_sensors(settings: WebhookSettings, secrets: Mapping[str, str]) -> list[Any]:
+    """The webhook's sensors if it is on (none if off); a `TokenProblem` naming
+    the secret to set when no usable token is configured."""
     if not settings.enabled:
         return []
-    tokens = tokens_from(settings, dict(secrets))
-    if not tokens:
-        names = ", ".join([settings.person_token_secret, *settings.sources.values()])
-        notice(f"the webhook at {settings.listen} is on, but none of its tokens is set "
-               f"({names}, in secrets.toml or the environment): every request is refused")
-    return WebhookIntake(settings, tokens).sensors()
+    check_tokens(settings, dict(secrets))
+    return WebhookIntake(settings, tokens_from(settings, dict(secrets))).sensors()
