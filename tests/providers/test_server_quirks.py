@@ -272,3 +272,48 @@ async def test_a_tokenizer_answering_nonsense_is_their_fault(openai_rig: Rig) ->
         provider = openai_rig.make(base_url=server.base_url, model=a_model())
         with pytest.raises(ProtocolViolation, match="without a token count"):
             await provider.count_tokens(["x"])
+
+
+# -- empty answers -----------------------------------------------------------------
+
+
+async def test_an_empty_answer_to_a_request_with_tools_is_asked_again_without_them(
+    openai_rig: Rig, sleeps: SleepRecorder,
+) -> None:
+    # llama.cpp's Python server, when its model picks words over a call.
+    openai_rig.server.script(FakeReply(text=""), FakeReply(text="Hello there."))
+    provider = openai_rig.make(model=a_model())
+
+    events = await events_of(provider, simple_request("hi", tools=(WRITE,)))
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello there."
+    first, second = openai_rig.server.requests
+    assert "tools" in first.body and "tools" not in second.body and "tool_choice" not in second.body
+    assert second.body["messages"] == first.body["messages"]
+    assert sleeps.waits == []
+
+
+async def test_an_empty_answer_is_said_to_be_one_and_not_retried(
+    openai_rig: Rig, sleeps: SleepRecorder,
+) -> None:
+    from noema.providers.base import EmptyAnswer
+
+    openai_rig.server.default = FakeReply(text="  \n")
+    provider = openai_rig.make(model=a_model())
+
+    with pytest.raises(EmptyAnswer, match="the model returned an empty answer"):
+        await events_of(provider, simple_request("hi"))
+    assert len(openai_rig.server.requests) == 1
+
+    with pytest.raises(EmptyAnswer, match="empty answer \\(it ended with 'length'\\)"):
+        openai_rig.server.default = FakeReply(text="", finish_reason="length")
+        await events_of(provider, simple_request("hi", tools=(WRITE,)))
+    assert len(openai_rig.server.requests) == 3 and sleeps.waits == []
+
+
+async def test_leading_blank_pieces_are_kept_once_words_follow(openai_rig: Rig) -> None:
+    openai_rig.server.script(FakeReply(text="\n\nAnswer follows"))
+
+    events = await events_of(openai_rig.make(model=a_model()), simple_request("hi"))
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "\n\nAnswer follows"

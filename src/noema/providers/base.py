@@ -230,5 +230,9 @@ class BadRequest(ProviderError):
         self.server_window = server_window
 
 
+class EmptyAnswer(ProviderError):
+    """The model answered with neither words nor a tool call."""
+
+
 class ProtocolViolation(ProviderError):
     """The endpoint streamed something that does not follow its own protocol."""

@@ -7,6 +7,7 @@ take the same request; they differ in what they send back at the edges
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from .base import (
     BadRequest,
+    EmptyAnswer,
     Finish,
     Message,
     MessageRole,
@@ -260,6 +262,42 @@ def _broke_after_headers(failure: Failure | None) -> bool:
 _WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
 
 
+class _NothingSaid(Exception):
+    """An answer that ended without words or a call (`finish`: its reason)."""
+
+    def __init__(self, finish: str | None) -> None:
+        super().__init__(finish)
+        self.finish = finish
+
+
+async def _unless_empty(
+    events: AsyncGenerator[StreamEvent, None],
+) -> AsyncGenerator[StreamEvent, None]:
+    """Passes `events` on once they hold a call or words other than
+    whitespace; an answer that ends before either raises `_NothingSaid`."""
+    held: list[StreamEvent] = []
+    said = False
+    finish: str | None = None
+    try:
+        async for event in events:
+            if not said:
+                said = isinstance(event, ToolCallDelta) or (
+                    isinstance(event, TextDelta) and bool(event.text.strip()))
+                if isinstance(event, Finish):
+                    finish = event.reason
+                if not said:
+                    held.append(event)
+                    continue
+                for earlier in held:
+                    yield earlier
+                held.clear()
+            yield event
+    finally:
+        await events.aclose()
+    if not said:
+        raise _NothingSaid(finish)
+
+
 # -- the provider -------------------------------------------------------------
 
 
@@ -352,6 +390,31 @@ class OpenAICompatProvider:
             await events.aclose()
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+        try:
+            async for event in _unless_empty(self._answer(request)):
+                yield event
+            return
+        except _NothingSaid as nothing:
+            finish = nothing.finish
+            if not request.tools:
+                raise self._empty(finish) from None
+        # llama.cpp's Python server answers nothing at all whenever its model
+        # picks words over a call (its grammar then allows only a call or the
+        # end): asked again without tools, the model says what it meant to.
+        log.info("%s answered a request with tools with nothing; asked again without tools",
+                 self.endpoint.where)
+        try:
+            async for event in _unless_empty(self._answer(dataclasses.replace(request, tools=()))):
+                yield event
+        except _NothingSaid as nothing:
+            raise self._empty(nothing.finish or finish) from None
+
+    def _empty(self, finish: str | None) -> EmptyAnswer:
+        why = f" (it ended with {finish!r})" if finish and finish != "stop" else ""
+        return EmptyAnswer(f"the model returned an empty answer{why}: {self.endpoint.where}, "
+                           f"model {self.model!r}")
+
+    async def _answer(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         if request.tools and not self.streams_tool_calls:
             for event in await self._whole(request):
                 yield event
