@@ -84,6 +84,22 @@ def _refusal(exc: Exception) -> click.ClickException:
     return click.ClickException(f"{exc}\nNothing was changed. {_DOCTOR}")
 
 
+def _warn_without_bubblewrap(obj: Context) -> None:
+    """One line at the start of an agent whose commands need a bubblewrap that
+    is not installed (a copy installed with pipx has no `./run` to fetch it)."""
+    import shutil
+
+    try:
+        shell = configuration.load_config(obj.paths).shell
+    except ConfigError:
+        return  # the command itself reports the configuration
+    if shell.sandbox == "bubblewrap" and shutil.which(shell.bwrap_path) is None:
+        click.echo(f"warning: bubblewrap ({shell.bwrap_path!r}) is not installed, so the agent "
+                   "cannot run commands or sandboxed MCP servers. Install it (Debian/Ubuntu: "
+                   "sudo apt-get install bubblewrap) or, to run commands without a sandbox, "
+                   'set [shell] sandbox = "none" in config.toml.', err=True)
+
+
 @click.group(invoke_without_command=True)
 @click.option("--agent", "-a", default=lambda: os.environ.get("NOEMA_AGENT", DEFAULT_AGENT),
               show_default="default", help="Which agent (each has its own data folder).")
@@ -101,6 +117,7 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
     if ctx.invoked_subcommand is None:
         if ctx.obj.config().has_model:
             _setup_logging(ctx.obj.paths, verbose)
+            _warn_without_bubblewrap(ctx.obj)
             ctx.invoke(chat)
         else:
             click.echo("No model is configured yet, so here is the offline demo.\n"
@@ -109,6 +126,8 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
         return
     if ctx.invoked_subcommand in RUNS_THE_AGENT:
         _setup_logging(ctx.obj.paths, verbose)
+    if ctx.invoked_subcommand in ("chat", "run"):
+        _warn_without_bubblewrap(ctx.obj)
     else:  # inspection commands leave no trace in the agent's folder
         logs.setup(None, verbose=verbose)
 
