@@ -22,10 +22,22 @@ PERSON = "ana@person.test"
 ALLOW = (PERSON,)
 
 
-def verdict(auth: str | list[str] | None, sender: str = PERSON, mode: str = "auto"):
-    message = mail(sender, "agent@noema.test", "s", "b")
+SIGNED = "from:to:subject:date:message-id"
+
+
+def signature(domain: str = "person.test", signed: str = SIGNED, selector: str = "sel") -> str:
+    """A DKIM-Signature header value as a signer writes it (the server checked it)."""
+    return (f"v=1; a=rsa-sha256; c=relaxed/relaxed; d={domain}; s={selector};"
+            f" h={signed}; bh=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=; b=AbCd")
+
+
+def verdict(auth: str | list[str] | None, sender: str = PERSON, mode: str = "auto",
+            signed: str | None = SIGNED, **headers: str):
+    message = mail(sender, "agent@noema.test", "s", "b", **headers)
     for value in [auth] if isinstance(auth, str) else auth or []:
         message["Authentication-Results"] = value
+    if signed is not None:
+        message["DKIM-Signature"] = signature(signed=signed)
     from noema.channels.mail.message import addresses
 
     return judge(message, addresses(message, "From"), ALLOW, mode, "mx.person.test")

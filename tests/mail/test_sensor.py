@@ -54,7 +54,9 @@ async def test_the_persons_authenticated_mail_is_the_person_speaking(rig):
     accounts.deliver(mail(
         f"Ana <{accounts.person_address}>", accounts.agent_address, "Plan for Monday",
         "Can you draft the plan?", cc="colleague@work.test",
-        auth=f"127.0.0.1; dkim=pass header.d={accounts.person_address.split('@')[1]}"))
+        auth=f"127.0.0.1; dkim=pass header.d={accounts.person_address.split('@')[1]}",
+        DKIM_Signature=f"v=1; a=rsa-sha256; d={accounts.person_address.split('@')[1]}; s=s1; "
+                       "h=from:to:cc:subject:date:message-id; bh=x; b=AbCd"))
     await rig.until(lambda: rig.person_turns(), "the person's message")
     [turn] = rig.person_turns()
     header, body = turn.content.split("\n", 1)

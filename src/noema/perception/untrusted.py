@@ -125,3 +125,18 @@ def plain_words(text: str, marker: str = DEFAULT_MARKER) -> str:
     if OPEN in text:
         text = _MARK.sub(lambda m: f" {m.group(2)}{m.group(3)} ", text)
     return text.replace(marker, " ") if marker in text else text
+
+
+def escape_invisible(text: str, keep_newlines: bool = False) -> str:
+    """Outside text with every invisible, control or bidirectional character
+    written as a visible `<U+202E>`, so a name or subject that hides or
+    reorders its letters shows how (stripping would hide the attempt).
+
+    Newlines are escaped too unless `keep_newlines`: a name is one line.
+    """
+    kept = _KEEP if keep_newlines else frozenset()
+    if text.isascii() and not _ASCII_CONTROLS.search(text) and (
+            keep_newlines or not any(c in text for c in "\n\t\r")):
+        return text
+    return "".join(c if (c in kept or (c not in "\n\t\r" and _visible(c)))
+                   else f"<U+{ord(c):04X}>" for c in text)

@@ -9,32 +9,44 @@ What is checked, precisely:
 
 1. The From line holds exactly one address and it is one of `allow_from`
    (compared case-insensitively). Otherwise the mail is a stranger's.
-2. With `authentication = "off"` that is all: the From line is trusted.
-3. Otherwise the *topmost* `Authentication-Results` header whose authserv-id
+2. Each of From, Sender, Reply-To, To, Cc, Subject, Date, Message-ID,
+   In-Reply-To and References appears at most once (RFC 5322 §3.6). A
+   second Subject or To prepended to a signed mail is what a replay with
+   the attacker's words looks like, so such a mail is not the person's,
+   whatever else it carries.
+3. With `authentication = "off"` that is all: the From line is trusted.
+4. Otherwise the *topmost* `Authentication-Results` header whose authserv-id
    equals the trusted one (`authserv_id`, default the IMAP host; compared
    case-insensitively) decides. The receiving server prepends its header,
    so a forged one carried in the mail sits below it; RFC 8601 §5 also
    asks that server to delete forged headers bearing its own id. Headers of
    any other authserv-id are ignored.
-4. That header must report at least one of, for the From domain *D* (a
+5. That header must report at least one of, for the From domain *D* (a
    domain is aligned with *D* when it equals *D* or *D* is a subdomain of
    it: `mail.example.org` is aligned with `example.org`):
-   - `dkim=pass` with `header.d` aligned (a valid signature by D);
+   - `dkim=pass` with `header.d` aligned, *and* a `DKIM-Signature` header
+     of that domain (the one named by `header.s`/`header.b` when the
+     result gives them; otherwise every one of that domain) whose `h=` tag
+     signs From and each of Subject, To, Cc, Date and Reply-To that the
+     mail shows. A valid signature over other headers proves nothing about
+     the ones the model reads;
    - `spf=pass` with `smtp.mailfrom` (an address or a domain) aligned
      (the envelope sender's domain allowed the sending host);
-   - `dmarc=pass` with `header.from` equal to *D*;
+   - `dmarc=pass` with `header.from` equal to *D*, when no DKIM-Signature
+     of an aligned domain is present or one covers the shown headers as
+     above (a DMARC pass through DKIM is only as good as what was signed);
    - `auth=pass` with `smtp.auth` equal to the From address or its local
      part (the sender logged in to the person's own server to send it).
-5. No trusted header at all: with `authentication = "auto"` (the default)
-   the From line is trusted, since the server adds no results to check;
-   with `"require"` the mail is a stranger's.
+6. No trusted header at all: `"require"` makes the mail a stranger's, and
+   so does `"auto"` when `authserv_id` is set in the configuration (the
+   person said which server vouches; its silence is no proof). With
+   `"auto"` and no `authserv_id` (a server that adds no results at all,
+   such as a plain local Dovecot) the From line is trusted.
 
-What is not checked: DKIM signatures and SPF records themselves (the
+What is not checked here: DKIM signatures and SPF records themselves (the
 server did that; its verdict is taken), DMARC policy, ARC chains, the
-Received path, nor whether the person's server strips forged headers. With
-"auto", a server that adds results only to some mails leaves the others
-trusted on their From line: choose "require" when the server always adds
-them.
+Received path. Replays and automatic mail are judged elsewhere
+(`provenance.py`): they never carry authority, whatever this verdict says.
 """
 
 from __future__ import annotations
@@ -46,6 +58,11 @@ from typing import Literal
 
 Mode = Literal["auto", "require", "off"]
 _COMMENT = re.compile(r"\([^()]*\)")
+# Headers RFC 5322 allows once; two of one are a forgery's mark.
+SINGLE_HEADERS = ("From", "Sender", "Reply-To", "To", "Cc", "Subject", "Date", "Message-ID",
+                  "In-Reply-To", "References")
+# What the model is shown of a mail, so what a DKIM pass must have signed (From always).
+SHOWN_HEADERS = ("subject", "to", "cc", "date", "reply-to")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +89,7 @@ class Verdict:
     person: bool  # the person speaking
     claimed: bool  # the From line names one of the person's addresses
     reason: str  # one line: why
+    authenticated: bool = False  # the trusted server vouched (not only the From line)
 
 
 def _strip_comments(text: str) -> str:
@@ -97,7 +115,7 @@ def parse_auth_results(value: str) -> AuthResults | None:
         for token in tokens[1:]:
             if "=" in token:
                 name, val = token.split("=", 1)
-                props[name.lower()] = val.strip('"').lower()
+                props[name.lower()] = val.strip('"')
         results.append(Result(method.split("/")[0].lower(), result.lower(), props))
     return AuthResults(authserv, tuple(results))
 
@@ -112,24 +130,83 @@ def trusted_results(message: Message, authserv_id: str) -> AuthResults | None:
     return None
 
 
+def duplicated(message: Message) -> tuple[str, int] | None:
+    """The first header RFC 5322 allows once that the mail carries several times."""
+    for name in SINGLE_HEADERS:
+        count = len(message.get_all(name) or [])
+        if count > 1:
+            return name, count
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """The tags of a DKIM-Signature header that say what it signed."""
+
+    domain: str  # d=, lower case
+    selector: str  # s=, lower case
+    b: str  # the signature, spaces removed
+    signed: frozenset[str]  # h=, lower-case header names
+
+
+def dkim_signatures(message: Message) -> list[Signature]:
+    """The DKIM-Signature headers of a mail, as far as they can be read."""
+    found = []
+    for value in message.get_all("DKIM-Signature") or []:
+        tags: dict[str, str] = {}
+        for part in str(value).split(";"):
+            name, eq, val = part.partition("=")
+            if eq:
+                tags[name.strip().lower()] = "".join(val.split())
+        found.append(Signature(tags.get("d", "").lower(), tags.get("s", "").lower(),
+                               tags.get("b", ""),
+                               frozenset(h.strip().lower() for h in tags.get("h", "").split(":")
+                                         if h.strip())))
+    return found
+
+
+def _shown(message: Message) -> set[str]:
+    return {"from"} | {name for name in SHOWN_HEADERS if message.get(name) is not None}
+
+
+def _covers(signature: Signature, shown: set[str]) -> bool:
+    return shown <= signature.signed
+
+
+def _signatures_cover(message: Message, domain: str, selector: str = "", b: str = "") -> bool:
+    """Whether the DKIM signature(s) of `domain` the result names sign every shown header."""
+    chosen = [s for s in dkim_signatures(message) if s.domain == domain
+              and (not selector or s.selector == selector)
+              and (not b or s.b.startswith(b))]
+    shown = _shown(message)
+    return bool(chosen) and all(_covers(s, shown) for s in chosen)
+
+
 def _aligned(domain: str, claimed: str) -> bool:
     domain = domain.rsplit("@", 1)[-1].strip(".").lower()
     return bool(domain) and (claimed == domain or claimed.endswith("." + domain))
 
 
-def passes(results: AuthResults, address: str) -> str | None:
-    """The first result that vouches for `address`, as 'dkim=pass', or None."""
+def passes(results: AuthResults, address: str, message: Message | None = None) -> str | None:
+    """The first result that vouches for `address`, as 'dkim=pass', or None.
+    With `message`, a DKIM pass counts only if its signature covers the shown headers."""
     local, _, domain = address.lower().partition("@")
     for r in results.results:
         if r.result != "pass":
             continue
-        props = r.properties
+        props = {k: (v if k == "header.b" else v.lower()) for k, v in r.properties.items()}
         if r.method == "dkim" and _aligned(props.get("header.d", ""), domain):
-            return "dkim=pass"
+            if message is None or _signatures_cover(message, props["header.d"].strip("."),
+                                                    props.get("header.s", ""),
+                                                    props.get("header.b", "")):
+                return "dkim=pass"
         if r.method == "spf" and _aligned(props.get("smtp.mailfrom", ""), domain):
             return "spf=pass"
         if r.method == "dmarc" and props.get("header.from", "") == domain:
-            return "dmarc=pass"
+            aligned = [s for s in dkim_signatures(message) if _aligned(s.domain, domain)] \
+                if message is not None else []
+            if not aligned or any(_covers(s, _shown(message)) for s in aligned):
+                return "dmarc=pass"
         if r.method == "auth" and props.get("smtp.auth", "") in (address.lower(), local):
             return "auth=pass"
     return None
@@ -140,25 +217,39 @@ def _summary(results: AuthResults) -> str:
 
 
 def judge(message: Message, senders: tuple[str, ...], allow_from: tuple[str, ...],
-          mode: Mode, authserv_id: str) -> Verdict:
-    """Whether `message` (From addresses `senders`) is the person speaking."""
+          mode: Mode, authserv_id: str, *, authserv_configured: bool = False) -> Verdict:
+    """Whether `message` (From addresses `senders`) is the person speaking.
+
+    `authserv_configured`: the person named the trusted server, so under
+    "auto" its results are required."""
     if len(senders) != 1 or senders[0] not in allow_from:
         claimed = any(s in allow_from for s in senders)
         why = "more than one From address" if claimed else "not one of the person's addresses"
         return Verdict(False, claimed, why)
     address = senders[0]
+    try:
+        twice = duplicated(message)
+    except Exception:  # a header the parser chokes on proves nothing
+        return Verdict(False, True, "its headers could not be read")
+    if twice is not None:
+        name, count = twice
+        return Verdict(False, True, f"it carries {count} {name} headers, where a mail has one "
+                                    "(the mark of headers added to someone else's mail)")
     if mode == "off":
         return Verdict(True, True, "the From line is trusted ([mail] authentication = off)")
     try:
         results = trusted_results(message, authserv_id)
-    except Exception:  # a header the parser chokes on proves nothing
+    except Exception:
         return Verdict(False, True, "its Authentication-Results could not be read")
     if results is None:
-        if mode == "require":
+        if mode == "require" or authserv_configured:
             return Verdict(False, True, f"no Authentication-Results from {authserv_id}")
         return Verdict(True, True, f"no Authentication-Results from {authserv_id} to check")
-    vouch = passes(results, address)
+    try:
+        vouch = passes(results, address, message)
+    except Exception:
+        vouch = None
     if vouch is None:
-        return Verdict(False, True, f"{authserv_id} found no pass for {address} "
-                                    f"({_summary(results)})")
-    return Verdict(True, True, f"{authserv_id}: {vouch}")
+        return Verdict(False, True, f"{authserv_id} found no pass for {address} that covers "
+                                    f"what the mail shows ({_summary(results)})")
+    return Verdict(True, True, f"{authserv_id}: {vouch}", authenticated=True)

@@ -59,7 +59,9 @@ class MailChannel:
         return StateBookmark(self.state, name)
 
     def _remember(self, mail: Mail) -> None:
-        """The person wrote with these addresses: mail to them needs no approval."""
+        """The person wrote with these addresses (a mail the trusted server vouched for,
+        its From and the recipients the person gave it, never its Reply-To): mail to
+        them needs no approval."""
         self.state.know((mail.from_address, *mail.to, *mail.cc), "person's mail")
 
     # -- the Channel protocol -----------------------------------------------------------
@@ -92,7 +94,7 @@ class MailChannel:
                 message = compose(sender=self.settings.own_address,
                                   display_name=self.settings.display_name,
                                   to=(record.sender,), subject="", body=answer.content,
-                                  thread=thread)
+                                  thread=thread, auto_reply=True)
                 owed = self.state.owe(answer.id, question.id, (record.sender,),
                                       message.as_bytes())
         await self._deliver(owed)
@@ -102,6 +104,7 @@ class MailChannel:
             current = self.state.owed(owed.answer_id)
             if current is None or current.sent:
                 return
+            self.state.record_message(_message_id(current.message), "sent", "outbox")
             await send(self.settings, self.account.password, current.message,
                        self.settings.own_address, current.recipients)
             self.state.mark_sent(current.answer_id)
@@ -113,11 +116,21 @@ class MailChannel:
         if problem:
             return ChannelView(name=self.name, state="off", detail=problem)
         health = self.sensor.health
-        return ChannelView(name=self.name, state=health.state, detail=health.detail)
+        detail = health.detail
+        if self.sensor.forged_own:
+            detail += f" · {self.sensor.forged_own} forged from its own address"
+        return ChannelView(name=self.name, state=health.state, detail=detail)
 
     async def aclose(self) -> None:
         await self.account.aclose()
         self.state.close()
+
+
+def _message_id(message: bytes) -> str:
+    """The Message-ID of a message the channel composed."""
+    from .message import parse_bytes
+
+    return str(parse_bytes(message).get("Message-ID", "")).strip()
 
 
 def _open_state(ctx: ChannelContext) -> MailState:

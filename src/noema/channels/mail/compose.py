@@ -62,8 +62,13 @@ def thread_references(thread: Thread) -> tuple[str, ...]:
 
 
 def compose(*, sender: str, display_name: str, to: tuple[str, ...], subject: str, body: str,
-            thread: Thread | None = None, cc: tuple[str, ...] = ()) -> EmailMessage:
-    """A plain-text mail with a fresh Message-ID, threaded under `thread` if given."""
+            thread: Thread | None = None, cc: tuple[str, ...] = (),
+            auto_reply: bool = False) -> EmailMessage:
+    """A plain-text mail with a fresh Message-ID, threaded under `thread` if given.
+
+    `auto_reply`: sent by the reply router without anyone writing it, so it
+    says so (`Auto-Submitted: auto-replied`, RFC 3834): another agent or an
+    autoresponder receiving it does not answer it, and the exchange stops."""
     message = EmailMessage(policy=SMTP)
     message["From"] = email.utils.formataddr((display_name, sender)) if display_name else sender
     message["To"] = ", ".join(to)
@@ -77,5 +82,7 @@ def compose(*, sender: str, display_name: str, to: tuple[str, ...], subject: str
     if thread is not None and thread.message_id:
         message["In-Reply-To"] = thread.message_id
         message["References"] = " ".join(thread_references(thread))
+    if auto_reply:
+        message["Auto-Submitted"] = "auto-replied"
     message.set_content(body if body.endswith("\n") else body + "\n")
     return message

@@ -21,6 +21,7 @@ from .settings import MailSettings
 LOGOUT_WAIT_S = 0.5
 _UID = re.compile(rb"UID (\d+)")
 _FLAGS = re.compile(rb"FLAGS \(([^)]*)\)")
+_SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _UIDVALIDITY = re.compile(rb"UIDVALIDITY (\d+)")
 _UIDNEXT = re.compile(rb"UIDNEXT (\d+)")
 _EXISTS = re.compile(rb"^(\d+) EXISTS")
@@ -48,6 +49,7 @@ class Fetched:
     uid: int
     flags: frozenset[str]
     data: bytes  # the literal fetched (the whole mail, or its header)
+    size: int | None = None  # RFC822.SIZE, when it was asked for
 
 
 def _honour_cancellation() -> None:
@@ -95,7 +97,8 @@ def _one(meta: bytes, data: bytes) -> list[Fetched]:
         return []
     flags = _FLAGS.search(meta)
     names = frozenset(flags.group(1).decode(errors="replace").split()) if flags else frozenset()
-    return [Fetched(int(uid.group(1)), names, data)]
+    size = _SIZE.search(meta)
+    return [Fetched(int(uid.group(1)), names, data, int(size.group(1)) if size else None)]
 
 
 class _Protocol(aioimaplib.IMAP4ClientProtocol):
@@ -235,6 +238,30 @@ class ImapConnection:
         items = f"(UID FLAGS {parts})"
         response = await self._run("a fetch", self._client.uid("fetch", _set(uids), items))
         return parse_fetch(response.lines[:-1])
+
+    async def sizes(self, uids: list[int]) -> dict[int, int]:
+        """RFC822.SIZE of each of `uids` still there: what fetching it whole would cost."""
+        return {f.uid: f.size or 0 for f in await self.fetch(uids, "RFC822.SIZE")}
+
+    async def download(self, uid: int, size: int, sink, chunk: int = 1024 * 1024) -> bool:
+        """The raw mail `uid` (`size` bytes) into `sink`, `chunk` bytes per command, so
+        neither this process nor the client library holds a big mail whole. False if
+        the mail is not there."""
+        offset = 0
+        while offset < size or offset == 0:
+            found = await self.fetch([uid], f"BODY.PEEK[]<{offset}.{chunk}>")
+            if not found:
+                return False
+            data = found[0].data
+            sink(data)
+            offset += len(data)
+            if len(data) < chunk:
+                break
+        return True
+
+    async def noop(self) -> None:
+        """A NOOP: the server tells this session of mail that arrived since its last look."""
+        await self._run("a NOOP", self._client.noop())
 
     async def mark_seen(self, uid: int) -> None:
         await self._run("setting \\Seen", self._client.uid("store", str(uid), "+FLAGS.SILENT",

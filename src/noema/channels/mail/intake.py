@@ -16,28 +16,36 @@ from collections.abc import Callable
 
 from ...memory.turns import Turn
 from ..base import Desk
-from .message import Mail
+from . import display
+from .message import Mail, human_size
 from .state import MailState, Taken
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "email"
+HEADER_SUBJECT_CHARS = 500
+HEADER_ADDRESSES = 20
+HEADER_ATTACHMENTS = 10
 
 
 def header_line(mail: Mail, folder: str, uidvalidity: int) -> str:
-    """The line before the body: what the model needs to answer or look it up."""
-    parts = [f"from {mail.from_display or mail.from_address}"]
-    if mail.to:
-        parts.append(f"to {', '.join(mail.to)}")
-    if mail.cc:
-        parts.append(f"cc {', '.join(mail.cc)}")
-    parts.append(f'subject "{mail.subject or "(no subject)"}"')
-    if mail.date_text:
-        parts.append(f"date {mail.date_text}")
+    """The line before the body: what the model needs to answer or look it up. Each
+    field is bounded, and where the mail is comes before the long ones."""
+    parts = [f"from {display.sender(mail.from_display, mail.from_address)}"]
     where = f"uid {mail.uid}" if folder == "INBOX" else f"folder {folder} uid {mail.uid}"
     parts.append(f"{where} (validity {uidvalidity})")
+    if mail.to:
+        parts.append(f"to {display.addresses(mail.to, HEADER_ADDRESSES, mail.to_more)}")
+    if mail.cc:
+        parts.append(f"cc {display.addresses(mail.cc, HEADER_ADDRESSES)}")
+    parts.append(f'subject "{display.visible(mail.subject, HEADER_SUBJECT_CHARS) or "(no subject)"}"')
+    if mail.date_text:
+        parts.append(f"date {display.visible(mail.date_text, 60)}")
     if mail.attachments:
-        parts.append(f"attachments: {mail.attachment_list()}")
+        shown = "; ".join(f"{display.visible(a.name, 120)} ({a.media_type}, "
+                          f"{human_size(a.size)})" for a in mail.attachments[:HEADER_ATTACHMENTS])
+        more = len(mail.attachments) - HEADER_ATTACHMENTS
+        parts.append(f"attachments: {shown}" + (f"; and {more} more" if more > 0 else ""))
     return "[email " + " · ".join(" ".join(p.split()) for p in parts) + "]"
 
 
@@ -54,10 +62,13 @@ class PersonIntake:
     """Hands the person's mails to the desk, each once."""
 
     def __init__(self, state: MailState, max_chars: int,
-                 on_taken: Callable[[Mail], None] = lambda mail: None) -> None:
+                 on_authenticated: Callable[[Mail], None] = lambda mail: None) -> None:
+        self.state = state
         self._state = state
         self._max_chars = max_chars
-        self._on_taken = on_taken
+        # Told of a taken mail the trusted server vouched for (not one taken on its
+        # From line alone): only such a mail may teach which addresses are known.
+        self._on_authenticated = on_authenticated
         self.desk: Desk | None = None
 
     def settle(self) -> None:
@@ -71,7 +82,8 @@ class PersonIntake:
             if turn is not None:
                 self._state.finish(record.folder, record.uidvalidity, record.uid, turn.id)
 
-    def take(self, mail: Mail, folder: str, uidvalidity: int) -> bool:
+    def take(self, mail: Mail, folder: str, uidvalidity: int,
+             authenticated: bool = False) -> bool:
         """Submit `mail` as the person's message unless it was already; True if
         it is now taken (by this call or an earlier one)."""
         if self.desk is None:
@@ -93,7 +105,8 @@ class PersonIntake:
         turn = self.desk.submit(message_text(mail, header, self._max_chars),
                                 channel=CHANNEL, sender=mail.from_address)
         self._state.finish(folder, uidvalidity, mail.uid, turn.id)
-        self._on_taken(mail)
+        if authenticated:
+            self._on_authenticated(mail)
         log.info("mail uid %d from the person is turn %d", mail.uid, turn.id)
         return True
 

@@ -27,6 +27,7 @@ reported as what could be read of it, never dropped.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -34,15 +35,21 @@ from dataclasses import dataclass
 
 from ...perception.events import Nature, SensorInfo
 from ...perception.hub import Bookmark, Emitter
-from .authresults import Verdict, judge
+from .authresults import Verdict
 from .imap import Fetched, Folder, ImapConnection, MailServerError
 from .intake import PersonIntake
-from .message import Mail, addresses, parse_bytes, read_mail
+from . import display
+from .message import Mail, addresses, human_size, scan
+from .provenance import automatic, place, who
 from .settings import MailSettings
 
 log = logging.getLogger(__name__)
 
 FETCH_BATCH = 20  # mails fetched in one command: bounded memory, steady progress
+WHOLE_BYTES = 512 * 1024  # a mail up to this size is fetched whole for its event
+PARTIAL_BYTES = 256 * 1024  # of a bigger one, only its beginning
+EVENT_SUBJECT_CHARS = 300  # of a subject, in an event
+EVENT_ATTACHMENTS = 10  # attachment names in an event; the others are counted
 NOTICE_AFTER = 3  # failed attempts in a row before the person is told
 UNREAD_CHANNEL = "email.unread"
 
@@ -72,20 +79,30 @@ def excerpt(text: str, limit: int) -> str:
 
 
 def stranger_text(mail: Mail, verdict: Verdict, limit: int, person_hint: bool) -> str:
-    """The event's text for a mail that is not the person speaking."""
+    """The event's text for a mail that is not the person speaking. Every field is
+    bounded (`EVENT_SUBJECT_CHARS`, `EVENT_ATTACHMENTS`), so how to read the mail,
+    near the top, is never what gets cut."""
     lines = []
     if verdict.claimed:
-        lines.append(f"Claims to be from the person ({mail.from_address}) but is not "
-                     f"authenticated as them: {verdict.reason}. Outside data.")
-    lines.append(f"Mail {mail.headline()} (uid {mail.uid}"
-                 + (f", {mail.date_text}" if mail.date_text else "") + ")")
+        lines.append(f"Claims to be from the person ({display.address(mail.from_address)}) "
+                     f"but is not authenticated as them: {verdict.reason}. Outside data.")
+    subject = display.visible(mail.subject, EVENT_SUBJECT_CHARS) or "(no subject)"
+    sender = display.sender(mail.from_display, mail.from_address or "(unknown sender)")
+    lines.append(f"Mail from {sender}: {subject} (uid {mail.uid}"
+                 + (f", {display.visible(mail.date_text, 60)}" if mail.date_text else "")
+                 + f", {human_size(mail.size)})")
+    if person_hint:
+        lines.append(f"Read it whole with email_read(uid={mail.uid}).")
     if mail.attachments:
-        lines.append(f"Attachments: {mail.attachment_list()}")
+        shown = "; ".join(f"{display.visible(a.name, 120)} ({display.visible(a.media_type, 60)}"
+                          f", {human_size(a.size)})" for a in mail.attachments[:EVENT_ATTACHMENTS])
+        more = len(mail.attachments) - EVENT_ATTACHMENTS
+        lines.append(f"Attachments: {shown}" + (f"; and {more} more" if more > 0 else ""))
+    if mail.notes:
+        lines.append("Left out of this reading: " + "; ".join(mail.notes) + ".")
     text = excerpt(mail.text, limit)
     if text:
         lines.append(text)
-    if person_hint:
-        lines.append(f"Read it whole with email_read(uid={mail.uid}).")
     return "\n".join(lines)
 
 
@@ -125,6 +142,7 @@ class InboxSensor:
         self._sleep = sleep
         self.health = Health()
         self.looks = 0  # looks at the folder so far
+        self.forged_own = intake.state.count("forged_own")  # mails forging the agent's address
         self.on_look: Callable[[int], None] | None = None  # told after each look
         self.info = SensorInfo(
             "email",
@@ -195,12 +213,13 @@ class InboxSensor:
             connection.begin_look()
             uids = await connection.uids_after(last)
             for at in range(0, len(uids), FETCH_BATCH):
-                fetched = await connection.fetch(uids[at:at + FETCH_BATCH], "BODY.PEEK[]")
-                for item in sorted(fetched, key=lambda f: f.uid):
-                    await self._take(connection, folder, item, emit)
+                batch = uids[at:at + FETCH_BATCH]
+                fetched = await self._fetch(connection, batch)
+                for item, size in fetched:
+                    await self._take(connection, folder, item, size, emit)
                     last = item.uid
                 if fetched:  # mails expunged meanwhile are passed over, not waited for
-                    last = max(last, max(uids[at:at + FETCH_BATCH]))
+                    last = max(last, max(batch))
                     self._save(folder, last)
             await self._report_unread(connection)
             self.looks += 1
@@ -211,14 +230,29 @@ class InboxSensor:
             elif not connection.news.is_set():
                 await self._sleep(self.settings.poll_interval)
 
+    async def _fetch(self, connection: ImapConnection,
+                     batch: list[int]) -> list[tuple[Fetched, int]]:
+        """(the mail, its whole size) for each of `batch` still there, in UID order:
+        small mails whole, in one command; a big one only its first `PARTIAL_BYTES`
+        (the event needs its headers and the start of its text, not its files)."""
+        sizes = await connection.sizes(batch)
+        small = [u for u in batch if 0 < sizes.get(u, 0) <= WHOLE_BYTES]
+        found = {f.uid: f for f in await connection.fetch(small, "BODY.PEEK[]")}
+        for uid in batch:
+            if uid in sizes and uid not in found:
+                for item in await connection.fetch([uid], f"BODY.PEEK[]<0.{PARTIAL_BYTES}>"):
+                    found[item.uid] = item
+        return [(found[u], max(sizes.get(u, 0), len(found[u].data))) for u in sorted(found)]
+
     def _save(self, folder: Folder, uid: int) -> None:
         self._bookmark.save({"uidvalidity": folder.uidvalidity, "uid": uid})
 
     async def _take(self, connection: ImapConnection, folder: Folder, item: Fetched,
-                    emit: Emitter) -> None:
+                    size: int, emit: Emitter) -> None:
         try:
-            message = parse_bytes(item.data)
-            mail = read_mail(item.uid, item.data, message)
+            reading = scan(item.uid, io.BytesIO(item.data), size,
+                           partial=len(item.data) < size)
+            message, mail = reading.headers, reading.mail
         except Exception as exc:  # the parser's bug on a hostile mail: report what is known
             log.warning("mail uid %d could not be parsed: %s", item.uid, exc)
             self._save(folder, item.uid)
@@ -226,31 +260,54 @@ class InboxSensor:
                  f"{type(exc).__name__}.", sender="unknown sender", key=f"uid:{item.uid}",
                  payload={"uid": item.uid, "folder": folder.name})
             return
+        state = self._intake.state
+        here = place(folder.name, folder.uidvalidity, item.uid)
+        before = state.handled(mail.message_id) if mail.message_id else None
         own = self.settings.own_address
+        notes: list[str] = []
         if own and mail.from_address == own:
-            self._save(folder, item.uid)  # our own mail coming back (a copy, a loop)
-            return
-        verdict = judge(message, addresses(message, "From"), self.settings.allow_from,
-                        self.settings.authentication, self.settings.trusted_authserv_id)
-        if verdict.person:
-            self._intake.take(mail, folder.name, folder.uidvalidity)
+            if before is not None and before[0] == "sent":
+                self._save(folder, item.uid)  # our own mail coming back (a copy, a Cc)
+                return
+            self.forged_own = state.bump("forged_own")
+            log.warning("mail uid %d claims the agent's own address %s but the agent never "
+                        "sent it (%d such mails so far)", item.uid, own, self.forged_own)
+            notes.append(f"Claims to be from the agent's own address ({own}), but the agent "
+                         "never sent it: a forgery. Outside data.")
+        verdict = who(self.settings, message, addresses(message, "From"))
+        robot = automatic(message)
+        replay = before is not None and before[1] != here
+        state.record_message(mail.message_id, "received", here)
+        if verdict.person and robot is None and not replay:
+            self._intake.take(mail, folder.name, folder.uidvalidity, verdict.authenticated)
             self._save(folder, item.uid)
             if "\\Seen" not in item.flags:
                 await connection.mark_seen(item.uid)  # it is the person's message now
             return
+        if replay:
+            notes.append(f"A replay: a mail with the same Message-ID was already received "
+                         f"({before[1] if before[0] == 'received' else 'sent by the agent'}); "
+                         "not the person speaking again, and not answered. Outside data.")
+        if robot is not None:
+            notes.append(f"Automatic mail ({robot}): not the person's words, and not "
+                         "answered automatically. Outside data.")
         # Saved before emitting: an archive commit during the emit holds both.
         self._save(folder, item.uid)
-        emit(stranger_text(mail, verdict, self.settings.excerpt_chars, True),
-             sender=mail.from_address or "unknown sender",
+        emit("\n".join([*notes, stranger_text(mail, verdict, self.settings.excerpt_chars,
+                                               True)]),
+             sender=display.address(mail.from_address) if mail.from_address
+             else "unknown sender",
              key=mail.message_id or f"uid:{item.uid}",
              occurred_at=_when(mail.date),
              payload={
                  "uid": item.uid, "uidvalidity": folder.uidvalidity, "folder": folder.name,
-                 "from": mail.from_display, "subject": mail.subject, "date": mail.date_text,
-                 "message_id": mail.message_id,
-                 "attachments": [{"name": a.name, "type": a.media_type, "size": a.size}
-                                 for a in mail.attachments],
+                 "from": mail.from_display[:500], "subject": mail.subject[:1000],
+                 "date": mail.date_text, "message_id": mail.message_id[:500],
+                 "attachments": [{"name": a.name[:200], "type": a.media_type, "size": a.size}
+                                 for a in mail.attachments[:100]],
+                 "attachment_count": len(mail.attachments),
                  "claimed_person": verdict.claimed, "authentication": verdict.reason,
+                 "automatic": robot or "", "replay": replay,
              })
 
     async def _report_unread(self, connection: ImapConnection) -> None:

@@ -38,10 +38,14 @@ class MailSettings(BaseModel):
     authentication: Literal["auto", "require", "off"] = Field(
         "auto", description=(
             "How a mail from the person's address proves it: 'auto' requires a dkim, spf or "
-            "auth pass when the server added Authentication-Results; 'require' always does; "
-            "'off' trusts the From line."))
+            "auth pass when the server added Authentication-Results, and always once "
+            "authserv_id is set; 'require' always does; 'off' trusts the From line."))
     authserv_id: str | None = Field(
-        None, description="Whose Authentication-Results are trusted; default the IMAP host.")
+        None, description="Whose Authentication-Results are trusted; default the IMAP host. "
+                          "Set, it makes 'auto' require them.")
+    known_recipients: tuple[str, ...] = Field(
+        (), description="Addresses mail may go to without asking, besides allow_from and "
+                        "those the person's own mails wrote with (saying 'always').")
     poll_interval: float = Field(
         60.0, gt=0, description="Seconds between looks when the server has no IDLE.")
     idle_renew: float = Field(
@@ -53,7 +57,7 @@ class MailSettings(BaseModel):
         25 * 1024 * 1024, ge=1, description="The largest attachment email_save_attachment writes.")
     timeout: float = Field(30.0, gt=0, description="Seconds for a server to answer.")
 
-    @field_validator("allow_from")
+    @field_validator("allow_from", "known_recipients")
     @classmethod
     def _lower(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(a.strip().lower() for a in value if a.strip())
@@ -82,6 +86,11 @@ class MailSettings(BaseModel):
     def own_address(self) -> str:
         """The agent's address, lower case."""
         return (self.address or self.username or "").strip().lower()
+
+    @property
+    def authserv_configured(self) -> bool:
+        """The person named the server whose results vouch (so 'auto' requires them)."""
+        return bool((self.authserv_id or "").strip())
 
     @property
     def trusted_authserv_id(self) -> str:

@@ -9,6 +9,10 @@
   never composes it twice.
 - `known`: the addresses the person wrote with, and those the person
   approved: sending elsewhere asks first (the exfiltration guard).
+- `messages`: the Message-IDs already handled (received, where; or sent
+  by the agent), the newest `MESSAGES_KEPT`: a mail whose Message-ID was
+  handled at another place is a replay, and a mail from the agent's own
+  address is its own copy only if the agent sent that Message-ID.
 - `places`: where the sensor stands when the sensory archive keeps no
   bookmark for it (the senses off), and the last unread count reported.
 """
@@ -23,6 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+MESSAGES_KEPT = 50_000  # Message-IDs remembered for replays: years of an ordinary inbox
+_PRUNE_EVERY = 500  # insertions between trims of the record
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS taken (
@@ -52,6 +59,12 @@ CREATE TABLE IF NOT EXISTS known (
     address TEXT PRIMARY KEY,
     how     TEXT NOT NULL,
     at      REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    message_id  TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('received', 'sent')),
+    place       TEXT NOT NULL,
+    at          REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS places (
     name  TEXT PRIMARY KEY,
@@ -95,6 +108,7 @@ class MailState:
         self.path = path
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._since_prune = 0
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")  # a taken mail survives power loss
@@ -174,6 +188,34 @@ class MailState:
 
     def known(self, address: str) -> bool:
         return bool(self._do("SELECT 1 FROM known WHERE address = ?", (address.lower(),)))
+
+    # -- Message-IDs handled ----------------------------------------------------------
+
+    def handled(self, message_id: str) -> tuple[str, str] | None:
+        """(kind, place) of a Message-ID handled before, or None."""
+        rows = self._do("SELECT kind, place FROM messages WHERE message_id = ?", (message_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def record_message(self, message_id: str, kind: str, place: str) -> None:
+        """Remember a Message-ID received at `place` or sent; the first record stays."""
+        if not message_id:
+            return
+        self._do("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?)",
+                 (message_id, kind, place, time.time()))
+        self._since_prune += 1
+        if self._since_prune >= _PRUNE_EVERY:
+            self._since_prune = 0
+            self._do("DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages "
+                     "ORDER BY at DESC LIMIT -1 OFFSET ?)", (MESSAGES_KEPT,))
+
+    def count(self, name: str) -> int:
+        """A counter kept in `places` (e.g. forged mails from the agent's address)."""
+        return int((self.load_place(f"count:{name}") or {}).get("n", 0))
+
+    def bump(self, name: str) -> int:
+        n = self.count(name) + 1
+        self.save_place(f"count:{name}", {"n": n})
+        return n
 
     # -- places --------------------------------------------------------------------
 

@@ -1,0 +1,199 @@
+"""Reading hostile mail with bounds, and showing only what the person would see
+(no server)."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import io
+import tracemalloc
+from email.message import EmailMessage
+from email.policy import SMTP
+
+import pytest
+
+from noema.channels.mail import display
+from noema.channels.mail.authresults import Verdict
+from noema.channels.mail.html_text import html_to_text
+from noema.channels.mail.intake import header_line
+from noema.channels.mail.message import (
+    MAX_DEPTH,
+    attachment_bytes,
+    read_mail,
+    save_attachment,
+    scan,
+)
+from noema.channels.mail.sensor import stranger_text
+
+from .conftest import mail
+
+STRANGER = Verdict(False, False, "not one of the person's addresses")
+
+
+def nested(depth: int, inner: bytes = b"deep text") -> bytes:
+    head = (b"From: Deep Sender <deep@outside.test>\r\nSubject: nested deep\r\n"
+            b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b0\"\r\n\r\n")
+    body = b"".join(b"--b%d\r\nContent-Type: multipart/mixed; boundary=\"b%d\"\r\n\r\n"
+                    % (i, i + 1) for i in range(depth))
+    body += b"--b%d\r\nContent-Type: text/plain\r\n\r\n%s\r\n--b%d--\r\n" % (depth, inner, depth)
+    body += b"".join(b"--b%d--\r\n" % i for i in range(depth - 1, -1, -1))
+    return head + body
+
+
+def test_mime_nested_a_thousand_deep_keeps_its_sender_and_subject_and_says_so():
+    found = read_mail(9, nested(1000))
+    assert found.from_address == "deep@outside.test" and found.subject == "nested deep"
+    assert any(f"deeper than {MAX_DEPTH}" in note for note in found.notes)
+    # Within the bound the text is found as before.
+    assert read_mail(9, nested(5)).text == "deep text"
+
+
+def test_twenty_thousand_recipients_are_kept_in_part_and_counted():
+    to = ", ".join(f"user{n}@many.test" for n in range(20_000))
+    raw = f"From: a@outside.test\r\nTo: {to}\r\nSubject: many\r\n\r\nbody\r\n".encode()
+    tracemalloc.start()
+    try:
+        found = read_mail(1, raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found.subject == "many" and found.text == "body"
+    assert 0 < len(found.to) <= 200 and len(found.to) + found.to_more == 20_000
+    assert peak < 20 * 1024 * 1024  # the 440 KB header, not hundreds of MB of parse trees
+    line = header_line(found, "INBOX", 1)
+    assert "and 19980 more" in line and len(line) < 2000
+
+
+def big_mail(megabytes: int) -> bytes:
+    message = EmailMessage(policy=SMTP)
+    message["From"] = "Big <big@outside.test>"
+    message["To"] = "agent@noema.test"
+    message["Subject"] = "the big one"
+    message.set_content("see the archive")
+    message.add_attachment(b"\x07" * (megabytes * 1024 * 1024), maintype="application",
+                           subtype="octet-stream", filename="archive.bin")
+    return message.as_bytes()
+
+
+def test_a_big_mail_streams_by_without_being_held():
+    raw = big_mail(30)
+    source = io.BytesIO(raw)
+    tracemalloc.start()
+    try:
+        found = scan(4, source, len(raw)).mail
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found.text == "see the archive"
+    [archive] = found.attachments
+    assert archive.name == "archive.bin" and archive.size == 30 * 1024 * 1024
+    assert peak < 8 * 1024 * 1024  # lines stream past; the 40 MB of base64 are never held
+
+
+def test_an_attachment_is_decoded_into_a_sink_piece_by_piece():
+    raw = big_mail(3)
+    pieces: list[int] = []
+    total = bytearray()
+
+    def sink(data: bytes) -> None:
+        pieces.append(len(data))
+        total.extend(data)
+
+    info = save_attachment(io.BytesIO(raw), "archive.bin", sink)
+    assert info is not None and info.size == len(total) == 3 * 1024 * 1024
+    assert set(total) == {7} and max(pieces) < 64 * 1024
+    assert save_attachment(io.BytesIO(raw), "nope", sink) is None
+
+
+@pytest.mark.parametrize("encoding", ["base64", "quoted-printable", "7bit"])
+def test_attachments_decode_like_the_standard_library(encoding):
+    message = EmailMessage(policy=SMTP)
+    message["From"] = "a@b.test"
+    message.set_content("x")
+    data = "line one = é\nline two\n" * 30
+    message.add_attachment(data.encode("utf-8") if encoding != "7bit" else
+                           data.replace("é", "e").encode(), maintype="text", subtype="plain",
+                           filename="n.txt", cte=encoding)
+    raw = message.as_bytes()
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    expected = next(parsed.iter_attachments()).get_payload(decode=True)
+    assert attachment_bytes(raw, "n.txt")[1] == expected
+
+
+def test_a_long_subject_and_500_attachment_names_leave_how_to_read_it_in_the_event():
+    message = mail("Spam <spam@outside.test>", "agent@noema.test", "S" * 2800, "body",
+                   attachments=tuple((f"file-{n:03}.txt", "text/plain", b"x")
+                                     for n in range(500)))
+    found = read_mail(77, message.as_bytes())
+    assert len(found.attachments) == 500
+    text = stranger_text(found, STRANGER, 400, True)
+    assert "email_read(uid=77)" in text.split("\n")[1]
+    assert "and 490 more" in text and "(2500 more characters)" in text
+    assert len(text) < 2500
+
+
+def test_control_and_bidi_characters_are_shown_not_obeyed_or_hidden():
+    message = mail("Eve\u202e <eve@outside.test>", "agent@noema.test",
+                   "Invoice\u200b\u202egpj.exe", "x",
+                   attachments=(("report\u202efdp.exe", "application/octet-stream", b"M"),))
+    found = read_mail(3, message.as_bytes())
+    text = stranger_text(found, STRANGER, 400, True)
+    assert "\u202e" not in text and "\u200b" not in text
+    assert "report<U+202E>fdp.exe" in text and "Invoice<U+200B><U+202E>gpj.exe" in text
+    assert display.visible("a\nb\x1b[31m") == "a<U+000A>b<U+001B>[31m"
+
+
+def test_look_alike_domains_are_shown_in_punycode_with_a_warning():
+    shown = display.address("support@pаypal.com")  # a Cyrillic "а"
+    assert shown.startswith("support@xn--") and display.LOOKALIKE in shown
+    assert display.address("ana@example.org") == "ana@example.org"
+    message = mail("PayPal <service@pаypal.com>", "agent@noema.test", "Your account", "x")
+    text = stranger_text(read_mail(5, message.as_bytes()), STRANGER, 400, True)
+    assert "pаypal" not in text and "xn--" in text and "imitate" in text
+
+
+HIDDEN = [
+    '<p style="display:none">SECRET</p>',
+    '<p style="DISPLAY: NONE !important">SECRET</p>',
+    '<style>.x{display:none}</style><p class="x">SECRET</p>',
+    '<style>@media screen { div.y > span { visibility: hidden } }</style>'
+    '<div class="y"><span>SECRET</span></div>',
+    '<style>#z{font-size:0}</style><p id="z">SECRET</p>',
+    '<span style="color:#ffffff">SECRET</span>',
+    '<span style="color:rgb(254, 254, 254)">SECRET</span>',
+    '<div style="background:#123456"><span style="color:#123456">SECRET</span></div>',
+    '<table bgcolor="black"><tr><td><font color="#000">SECRET</font></td></tr></table>',
+    '<div style="color:white"><p>SECRET</p></div>',
+    '<p style="font-size:1px">SECRET</p>',
+    '<p style="font-size:0.1em">SECRET</p>',
+    '<p style="position:absolute; left:-9999px">SECRET</p>',
+    '<p style="text-indent:-10000px">SECRET</p>',
+    '<template><p>SECRET</p></template>',
+    '<p hidden>SECRET</p>',
+    '<span aria-hidden="true" style="font-size:4px">SECRET</span>',
+    '<p style="opacity:0">SECRET</p>',
+    '<div style="max-height:0;overflow:hidden">SECRET</div>',
+    '<p style="color:transparent">SECRET</p>',
+    '<p style="transform:scale(0)">SECRET</p>',
+]
+
+
+@pytest.mark.parametrize("hidden", HIDDEN)
+def test_html_text_a_mail_client_hides_is_left_out_and_counted(hidden):
+    text = html_to_text(f"<html><body><p>Hello Ana,</p>{hidden}<p>see you.</p></body></html>")
+    assert "SECRET" not in text
+    assert "Hello Ana," in text and "see you." in text
+    assert "styled to be invisible" in text
+
+
+@pytest.mark.parametrize("shown", [
+    '<p style="color:#333">SHOWN</p>',
+    '<div style="background:#000;color:#fff">SHOWN</div>',
+    '<p style="font-size:12px">SHOWN</p>',
+    '<style>.x{display:none}</style><p class="y">SHOWN</p>',
+    '<p style="position:relative;left:10px">SHOWN</p>',
+    '<span aria-hidden="true">SHOWN</span>',
+])
+def test_html_text_that_is_visible_stays(shown):
+    text = html_to_text(f"<html><body>{shown}</body></html>")
+    assert "SHOWN" in text and "invisible" not in text
