@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from zoneinfo import ZoneInfo
 
 from .channels import Channel, ChannelContext, Desk, ReplyRouter
@@ -26,7 +26,13 @@ from .memory.session import Session
 from .memory.store import TurnStore
 from .memory.turns import Flag, Turn, TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
-from .orchestrator.context import MAX_ANSWER_ROOM, request_overhead, tool_budget, tools_tokens
+from .orchestrator.context import (
+    MAX_ANSWER_ROOM,
+    ContextLimits,
+    request_overhead,
+    tool_budget,
+    tools_tokens,
+)
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
 from .orchestrator.prompt import build_system_prompt
 from .paths import AgentLock, AgentPaths
@@ -58,6 +64,7 @@ if TYPE_CHECKING:  # each loaded only when configured: [docs] folders, [[mcp.ser
     from .toolservers import ToolServers
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class NoModelConfigured(Exception):
@@ -309,14 +316,12 @@ def _wire(
                        *hands.gate.wrap_all(channel_tools)],
                       pending=lambda: agent_ref[0].pending_events(), guard=hands.gate.wrap_all)
     _arrange_tools(tools, provider.context_window, session, [
-        ("files", "files in the workspaces (find, grep, patch, history, restore) and commands",
-         hands.tools),
-        ("memory", "the full history: search, turns, observations", memory.tools),
-        ("docs", "the person's document library", docs_offered),
-        ("web", "web search and pages", web_offered),
-        ("schedule", "alarms and recurring reminders", schedule_tools(schedules, zone)),
-        *((channel.name, f"the {channel.name} channel: send and read", channel.tools())
-          for channel in channels),
+        ("files", "find, grep, patch, restore files", hands.tools),
+        ("memory", "search all history, observations", memory.tools),
+        ("docs", "the document library", docs_offered),
+        ("web", "search and read the web", web_offered),
+        ("schedule", "alarms, reminders", schedule_tools(schedules, zone)),
+        *((channel.name, f"{channel.name}: send, read", channel.tools()) for channel in channels),
     ])
     replies = ReplyRouter(store, {c.name: c for c in channels}, listener.on_notice)
 
@@ -360,8 +365,7 @@ def _arrange_tools(tools: ToolRegistry, window: int, session: Session,
                    groups: list[tuple[str, str, list[Tool]]]) -> None:
     """Group the tools, size what is offered to the window, and enable again
     what the model enabled in this session (the calls still in it)."""
-    tools.group("senses", "the senses: sensors, silencing, the sensory archive; environment "
-                "notes and skills", [n for n in tools.names()
+    tools.group("senses", "sensors, their archive, notes, skills", [n for n in tools.names()
                                      if n not in {t.name for _, _, ts in groups for t in ts}],
                 core=CORE_TOOLS)
     for name, summary, members in groups:
@@ -392,6 +396,49 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
     """The names of the tools an agent with this configuration is offered, found
     by building them over empty stores in memory: nothing on disk is touched
     (for `noema config check`, which must not need the agent stopped)."""
+    return _tools_for_checks(config, paths, lambda tools: [*tools.names(),
+                                                            *_channel_tool_names(config)])
+
+
+def window_problems(config: Config, paths: AgentPaths) -> list[str]:
+    """Why the configured windows cannot hold a request (for `noema config
+    check`), each naming the key and the fix; empty when they can."""
+    from .memory.chronicler import protocol_tokens
+    from .orchestrator.window_check import RequestNeeds, window_problems as problems
+
+    reasoning = config.models.reasoning
+    if reasoning is None:
+        return []
+    chronicler = config.models.chronicler or reasoning
+    system = request_overhead(build_system_prompt(
+        Identity(paths.identity_dir), agent_name=paths.name, language=config.agent.language),
+        ContextLimits(reasoning.resolved_context_window)).system
+
+    def sizes(tools: ToolRegistry) -> tuple[int, int]:
+        everything = tools_tokens(tools.specs())
+        tools.size_to(0, tools_tokens)  # what a window too small for all of them is offered
+        return everything, tools_tokens(tools.specs())
+
+    def arranged(tools: ToolRegistry) -> tuple[int, int]:
+        for name in tools.names():
+            tools.group("checked", "every tool", [name], core=CORE_TOOLS)
+        return sizes(tools)
+
+    everything, core = _tools_for_checks(config, paths, arranged)
+    return problems(RequestNeeds(
+        window=reasoning.resolved_context_window, system=system, all_tools=everything,
+        core_tools=core, chronicler_window=chronicler.resolved_context_window,
+        chronicler_protocol=protocol_tokens(config.memory.language_or(config.agent.language),
+                                            paths.name),
+        chronicler_input_fraction=config.memory.chronicler_input_fraction,
+        max_answer=reasoning.max_output_tokens,
+    ), chronicler_key=("models.chronicler.context_window" if config.models.chronicler
+                       else "models.reasoning.context_window"))
+
+
+def _tools_for_checks(config: Config, paths: AgentPaths, use: Callable[[ToolRegistry], T]) -> T:
+    """`use` applied to the tools of an agent with this configuration, built
+    over empty stores in memory: nothing on disk is touched."""
     from .docs.tools import offered_docs_tools
     from .memory.recall_tools import memory_tools
     from .memory.search import HistorySearch
@@ -415,7 +462,7 @@ def offered_tool_names(config: Config, paths: AgentPaths) -> list[str]:
                            *web_tools(config.web, load_secrets(paths), SessionDelimiter.new()),
                            *schedule_tools(ScheduleStore(":memory:"), ZoneInfo("UTC"))],
                           pending=lambda: "")
-        return [*tools.names(), *_channel_tool_names(config)]
+        return use(tools)
     finally:
         search.close()
         archive.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -22,7 +21,6 @@ from .health import DamagedDatabase, DiskFull, UnusableDatabase, opening
 from .health.agent_files import lost_history, repositories
 from .interfaces.setup_cli import CHOICES as SETUP_PROVIDERS
 from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
-from .privacy import go_private
 from .providers.base import ProviderError
 
 if TYPE_CHECKING:
@@ -58,14 +56,8 @@ class Context:
 
 
 def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
-    from .health.modes import tighten_on_start
-
     paths.ensure()
     logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
-    tightened = tighten_on_start(paths)
-    if tightened:
-        logging.getLogger(__name__).warning("modes: %s", tightened)
-        click.echo(f"note: {tightened}", err=True)
 
 
 RUNS_THE_AGENT = {"chat", "run", "ui"}  # `ui` runs the agent when no `noema run` does
@@ -545,7 +537,7 @@ def config_check(obj: Context) -> None:
     """Validate the configuration and check that the model's key is present."""
     from .providers.catalog import build_provider
 
-    from .app import offered_tool_names
+    from .app import offered_tool_names, window_problems
 
     cfg = obj.config()
     problems: list[str] = []
@@ -557,6 +549,7 @@ def config_check(obj: Context) -> None:
             except ProviderError as exc:
                 problems.append(f"models.{role}: {exc}")
     problems += configuration.unknown_tools(cfg.autonomy.tools, offered_tool_names(cfg, obj.paths))
+    problems += window_problems(cfg, obj.paths)  # a window no request fits fails every message
     warning = configuration.secrets_file_warning(obj.paths)
     if warning:
         problems.append(warning)
@@ -668,7 +661,6 @@ def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
 
 
 def main() -> None:
-    go_private()  # before anything is written: the agent's data is the person's alone
     cli(prog_name="noema")
 
 

@@ -5,7 +5,6 @@ This package is a leaf: it knows SQLite files and git repositories, not what
 Noema keeps in them, so the stores can use it when they open.
 """
 
-from ..privacy import private_file
 from .sqlite_files import (
     DamagedDatabase,
     DiskFull,
@@ -24,5 +23,4 @@ __all__ = [
     "check_open",
     "free_bytes",
     "opening",
-    "private_file",
 ]

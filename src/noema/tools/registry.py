@@ -300,9 +300,8 @@ class ToolRegistry:
             return registry.enable(groups, disable)
 
         enable_tools.__doc__ = (
-            "Offer more tools: enable groups by name (they stay offered while you run), or "
-            "disable them to make room; with no argument it lists the groups and their tools. "
-            f"Groups not enabled now: {listing or 'none'}.\n\n"
+            "Offer more tools by group (they stay offered); no argument lists each "
+            f"group's tools. Not enabled: {listing or 'none'}.\n\n"
             "Args:\n    groups: Groups to enable.\n    disable: Groups to stop offering."
         )
         made = tool(side_effects=False)(enable_tools)
