@@ -23,6 +23,7 @@ from noema.web import WebSettings
 from noema.web.tools import web_tools
 from noema.web.addresses import AddressGuard, Refused, read_host, refusal
 from noema.web.fetch import Fetcher, direct_connect, verify_peer
+from tests.fakes.connect_proxy import TunnelProxy
 from tests.fakes.web_server import ARTICLE, WebServer, page, redirect, tls_contexts
 
 PUBLIC = ipaddress.ip_address("93.184.215.14")  # looks public; never contacted
@@ -251,36 +252,43 @@ async def test_unresolvable_names_and_bad_addresses_are_clear_errors():
         await AddressGuard().resolve("[::1", 80)
 
 
-def proxied(web, resolver) -> ToolRegistry:
-    """Tools that go through the fake server acting as the person's HTTP proxy."""
-    settings = WebSettings(proxy=web.url(""))
+def proxied(proxy, resolver) -> ToolRegistry:
+    """Tools that go through a tunnelling proxy (tests/fakes/connect_proxy.py)."""
+    settings = WebSettings(proxy=proxy.url)
     return ToolRegistry(web_tools(settings, {}, SessionDelimiter("0123456789ab"),
-                                  resolver=resolver, connect=Connector()))
+                                  resolver=resolver))
 
 
 async def test_a_proxy_is_used_and_the_target_is_still_checked_here(web):
     resolver = Resolver({"news.example.org": [[str(PUBLIC)]],
                          "intranet.example.com": [["10.0.0.9"]]})
-    reg = proxied(web, resolver)
-    result = await fetch(reg, "http://news.example.org/article.html")
-    assert not result.is_error, result.content
-    assert "fourˆmetres" in result.content
-    _, _, headers, _ = web.requests[-1]
-    assert headers["Host"] == "news.example.org"  # the proxy was asked for the target
-    before = len(web.requests)
-    for url, why in [
-        ("http://10.0.0.5/", "10.0.0.5 is a private address"),
-        ("http://0x7f.1/", "127.0.0.1 is a loopback address"),
-        ("http://intranet.example.com/", "intranet.example.com resolves to 10.0.0.9"),
-    ]:
-        refused = await fetch(reg, url)
-        assert refused.is_error and why in refused.content
-    assert len(web.requests) == before  # the proxy was never asked for them
+    with TunnelProxy() as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        reg = proxied(proxy, resolver)
+        result = await fetch(reg, f"http://news.example.org:{web.port}/article.html")
+        assert not result.is_error, result.content
+        assert "fourˆmetres" in result.content
+        # The proxy was asked for the checked address; the name went only to the site.
+        assert proxy.asked == [f"CONNECT {PUBLIC}:{web.port} HTTP/1.1"]
+        _, _, headers, _ = web.requests[-1]
+        assert headers["Host"] == f"news.example.org:{web.port}"
+        before = len(web.requests)
+        for url, why in [
+            ("http://10.0.0.5/", "10.0.0.5 is a private address"),
+            ("http://0x7f.1/", "127.0.0.1 is a loopback address"),
+            ("http://intranet.example.com/", "intranet.example.com resolves to 10.0.0.9"),
+        ]:
+            refused = await fetch(reg, url)
+            assert refused.is_error and why in refused.content
+        assert len(web.requests) == before and len(proxy.asked) == 1  # never asked for them
 
 
 async def test_a_redirect_through_the_proxy_is_checked_too(web):
     resolver = Resolver({"news.example.org": [[str(PUBLIC)]]})
-    result = await fetch(proxied(web, resolver), "http://news.example.org/to-loopback")
+    with TunnelProxy() as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        result = await fetch(proxied(proxy, resolver),
+                             f"http://news.example.org:{web.port}/to-loopback")
     assert result.is_error and "127.0.0.1 is a loopback address" in result.content
 
 

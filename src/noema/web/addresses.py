@@ -2,11 +2,14 @@
 address it names, and every address judged after DNS resolution.
 
 A page fetch must not become a way into the person's own network (a router's
-admin page, a database on localhost, a cloud's metadata service), so private,
-loopback, link-local, shared (CGNAT), multicast, reserved and unspecified
-addresses are refused, as are IPv6 addresses that carry such an IPv4 address
-inside them (mapped, compatible, 6to4, Teredo, NAT64). The person can open a
-range with `[web] allow_ranges`; cloud metadata addresses stay closed.
+admin page, a database on localhost, a cloud's metadata service), so the rule
+is one question: is the address globally reachable? Python's `is_global`
+(from the IANA special-purpose registries) answers it, and the few ranges its
+table gets wrong or leaves out are refused by name (`NOT_GLOBAL`: IPv6
+site-local, local-use NAT64, multicast, newer special ranges). An IPv6
+address that carries an IPv4 address (mapped, 6to4, Teredo, NAT64) is judged
+by the IPv4 address too. The person can open a range with
+`[web] allow_ranges`; cloud metadata addresses stay closed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,20 @@ METADATA_NAMES = frozenset({
 
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+# Ranges `is_global` calls global (in Python 3.11 and up to the version that
+# fixed each) that are not reachable from the whole internet, with their words.
+NOT_GLOBAL: tuple[tuple[Network, str], ...] = tuple(
+    (ipaddress.ip_network(net), words) for net, words in (
+        ("fec0::/10", "a site-local address"),  # RFC 3879: deprecated, still routed in sites
+        ("64:ff9b:1::/48", "a local-use NAT64 address"),  # RFC 8215
+        ("::/96", "an IPv4-compatible address"),  # RFC 4291: deprecated, never routed
+        ("5f00::/16", "an SRv6 segment address"),  # RFC 9602
+        ("3fff::/20", "a documentation address"),  # RFC 9637
+        ("ff00::/8", "a multicast address"),  # is_global looks at the scope bits only
+        ("224.0.0.0/4", "a multicast address"),  # is_global is True for most of it
+        ("192.0.0.0/24", "an IETF protocol address"),  # 3.11 knows only parts of it
+    ))
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 # What inet_aton would read as an IPv4 address: 1 to 4 parts, each decimal,
 # octal (leading 0) or hexadecimal (0x), as in 2130706433, 0177.0.0.1, 0x7f.1.
@@ -101,7 +118,9 @@ def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address
 
 
 def _kind(ip: IPAddress) -> str | None:
-    """What makes an address non-public, in words, or None if it is public."""
+    """An address that is not globally reachable, in words (None if no word fits).
+
+    Only the words: whether the address is refused is `refusal`'s question."""
     if ip.is_unspecified:
         return "an unspecified address"
     if ip.is_loopback:
@@ -116,18 +135,23 @@ def _kind(ip: IPAddress) -> str | None:
         return "a reserved address"
     if ip.is_private:
         return "a private address"
-    if not ip.is_global:
-        return "a special-purpose address"
     return None
 
 
 def refusal(ip: IPAddress, allowed: Sequence[Network] = ()) -> str | None:
-    """Why the fetch may not reach `ip` ("… is a private address"), or None."""
+    """Why the fetch may not reach `ip` ("… is a private address"), or None.
+
+    Reachable means globally reachable: `is_global`, less `NOT_GLOBAL`; an
+    address the person's `allowed` ranges hold passes (metadata never does).
+    """
     if ip in METADATA_ADDRESSES:
         return f"{ip} is a cloud metadata address"
     if any(ip.version == net.version and ip in net for net in allowed):
         return None
     if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # the same host as its IPv4 address, judged as it
+            why = refusal(ip.ipv4_mapped, allowed)
+            return f"{ip} is an IPv4-mapped address of {why}" if why else None
         inner = embedded_ipv4(ip)
         if inner is not None:
             scheme, v4 = inner
@@ -135,10 +159,16 @@ def refusal(ip: IPAddress, allowed: Sequence[Network] = ()) -> str | None:
             if why is not None:
                 return f"{ip} is {scheme} of {why}"
             if scheme == "a Teredo address":
-                return refusal(ip.teredo[0], allowed)  # the relay server too
-            return None
-    kind = _kind(ip)
-    return f"{ip} is {kind}" if kind else None
+                server = refusal(ip.teredo[0], allowed)  # the relay server too
+                if server is not None:
+                    return f"{ip} is {scheme} relayed by {server}"
+    named = next((words for net, words in NOT_GLOBAL
+                  if ip.version == net.version and ip in net), None)
+    if named is None and ip.is_global:
+        return None
+    if named is None or ip.is_unspecified or ip.is_loopback:  # ::1 is loopback first
+        named = _kind(ip) or "a special-purpose address"
+    return f"{ip} is {named}"
 
 
 async def system_resolver(name: str, port: int) -> list[IPAddress]:

@@ -7,10 +7,10 @@ is allowed, connects to a checked address (the Host header and TLS name stay
 the URL's), and checks the connected socket's peer before a byte is sent.
 Every redirect goes through the same door, because each hop is a new request.
 
-With a proxy the connection goes to the proxy, which resolves the target
-itself; the target's name is then resolved and checked here before each hop,
-which refuses every literal address and every name that resolves to a
-refused address now, but cannot see what the proxy's own resolver answers.
+With a proxy the same holds: the backend resolves and checks the name here,
+then asks the proxy for a tunnel to the checked address, never to the name
+(`tunnel.py`), so the proxy's own resolver has no say in where the request
+goes.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import httpx2
 from ..tools.errors import ToolError, shorten
 from .addresses import AddressGuard, IPAddress, Refused, Resolver, read_host, system_resolver
 from .settings import WebSettings
+from .tunnel import tunnel_connector
 
 Connector = Callable[[IPAddress, int, "float | None"], Awaitable[httpcore2.AsyncNetworkStream]]
 # Called with (from, to) before a redirect is followed; raises ToolError to stop it.
@@ -92,10 +93,8 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-def _transport(settings: WebSettings, guard: AddressGuard, connect: Connector,
+def _transport(guard: AddressGuard, connect: Connector,
                verify: ssl.SSLContext | bool) -> httpx2.AsyncBaseTransport:
-    if settings.proxy:
-        return httpx2.AsyncHTTPTransport(proxy=settings.proxy, trust_env=False, verify=verify)
     transport = httpx2.AsyncHTTPTransport(trust_env=False, verify=verify)
     # httpx offers no way to choose the network backend of its pool, so the
     # pool is rebuilt with the same TLS context and the guarded backend.
@@ -115,6 +114,8 @@ class Fetcher:
                  ) -> None:
         self.settings = settings
         self.guard = AddressGuard(settings.allowed_networks, resolver)
+        if settings.proxy and connect is direct_connect:  # the proxy is the way out
+            connect = tunnel_connector(settings.proxy)
         self._connect = connect
         self._verify = verify  # the system's certificate authorities, unless a test brings its own
 
@@ -125,7 +126,7 @@ class Fetcher:
         s = self.settings
         timeout = httpx2.Timeout(s.read_timeout_s, connect=s.connect_timeout_s)
         client = httpx2.AsyncClient(
-            transport=_transport(s, self.guard, self._connect, self._verify), timeout=timeout,
+            transport=_transport(self.guard, self._connect, self._verify), timeout=timeout,
             follow_redirects=False, trust_env=False, headers={"User-Agent": USER_AGENT},
         )
         try:
@@ -196,9 +197,6 @@ class Fetcher:
         except (httpx2.InvalidURL, ValueError):
             raise ToolError(f"{shorten(url)} is not a valid web address") from None
         self.guard.check_literal(read_host(target.raw_host.decode("ascii")))
-        if self.settings.proxy:  # the proxy resolves; look now at what it will be told
-            await self.guard.resolve(target.raw_host.decode("ascii"), target.port or (
-                443 if target.scheme == "https" else 80))
         return checked
 
     async def _read(self, response: httpx2.Response, accept: frozenset[str]) -> Fetched:
