@@ -84,6 +84,13 @@ def _locate(policy: AccessPolicy, path: str, cwd: Path | None) -> tuple[Root, st
     return root, rel
 
 
+def _never_existed(store: VersionStore, rel: str) -> bool:
+    """Whether nothing stands at `rel` now and no version ever held it."""
+    if os.path.lexists(store.workdir / rel):
+        return False
+    return not store.log(rel, 1)
+
+
 def _existing(versions: Versions, root: Root) -> VersionStore:
     stores = {s.workdir: s for s in versions.existing()}
     if root.path not in stores:
@@ -149,6 +156,13 @@ def diff(
                 f"no workspace has a version {version!r}; see `noema history`"
             )
         joined = "".join(texts)
+        if not joined and path is not None:
+            (store, rel), = stores
+            if rel is not None and _never_existed(store, rel):
+                raise VersionsCommandError(
+                    f"{rel} has never existed in {store.workdir}: it is not there now and no "
+                    "version ever held it (`noema history` lists the versions)"
+                )
         if version is not None:
             return joined or "No changes."
         return _with_left_out(
