@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from .health import DamagedDatabase, DiskFull, UnusableDatabase, opening
 from .health.agent_files import lost_history, repositories
 from .interfaces.setup_cli import CHOICES as SETUP_PROVIDERS
 from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
+from .privacy import go_private
 from .providers.base import ProviderError
 
 if TYPE_CHECKING:
@@ -56,8 +58,14 @@ class Context:
 
 
 def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
+    from .health.modes import tighten_on_start
+
     paths.ensure()
     logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
+    tightened = tighten_on_start(paths)
+    if tightened:
+        logging.getLogger(__name__).warning("modes: %s", tightened)
+        click.echo(f"note: {tightened}", err=True)
 
 
 RUNS_THE_AGENT = {"chat", "run", "ui"}  # `ui` runs the agent when no `noema run` does
@@ -661,6 +669,7 @@ def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
 
 
 def main() -> None:
+    go_private()  # before anything is written: the agent's data is the person's alone
     cli(prog_name="noema")
 
 

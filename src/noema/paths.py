@@ -62,6 +62,26 @@ class AgentPaths:
         return self.root / "archive.db"
 
     @property
+    def schedules_db(self) -> Path:
+        """Alarms and recurring schedules."""
+        return self.root / "schedules.db"
+
+    @property
+    def mail_db(self) -> Path:
+        """The mail channel's record: mails taken, the outbox, known addresses."""
+        return self.root / "mail.db"
+
+    @property
+    def telegram_db(self) -> Path:
+        """The Telegram channel's record: the update offset, the outbox."""
+        return self.root / "telegram.db"
+
+    @property
+    def docs_db(self) -> Path:
+        """The document library's index (rebuilt from the files when lost)."""
+        return self.root / "docs.db"
+
+    @property
     def versions_dir(self) -> Path:
         """Git repositories that version the workspaces."""
         return self.root / "versions"
@@ -93,6 +113,8 @@ class AgentPaths:
 
     def ensure(self) -> AgentPaths:
         """Create the folder tree (private to the user) if missing."""
+        if self.agents_dir != self.root:  # made here, not as a parent with the umask's mode
+            self.agents_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         for folder in (self.root, self.identity_dir, self.logs_dir):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -20,6 +22,7 @@ from noema.memory.turns import NewTurn, TurnKind
 from noema.paths import AgentPaths
 from noema.perception.archive import SensoryArchive
 from noema.perception.events import Event
+from noema.privacy import go_private
 from noema.tools.hands import build_hands
 
 SCRIPT = '[[responses]]\ntext = "Hello again."\n'
@@ -31,9 +34,25 @@ def config_text(workspace: Path) -> str:
             f"script = 'script.toml'\n[[files.roots]]\npath = '{workspace}'\n")
 
 
+@contextmanager
+def private_umask() -> Iterator[None]:
+    """Files made as the `noema` command makes them: under the umask 077."""
+    before = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
 def make_agent(home: Path, workspace: Path, *, turns: int = 600, events: int = 600) -> AgentPaths:
     """The default agent under `home`: turns, archived events and a versions
-    repository with two versions of the workspace."""
+    repository with two versions of the workspace, every file private as
+    the `noema` command leaves them."""
+    with private_umask():
+        return _make_agent(home, workspace, turns=turns, events=events)
+
+
+def _make_agent(home: Path, workspace: Path, *, turns: int, events: int) -> AgentPaths:
     paths = AgentPaths.for_agent("default", home).ensure()
     paths.config_file.write_text(config_text(workspace))
     (paths.root / "script.toml").write_text(SCRIPT)
@@ -60,10 +79,17 @@ def make_agent(home: Path, workspace: Path, *, turns: int = 600, events: int = 6
 
 def noema(home: Path, *args: str, env: dict[str, str] | None = None,
           input: str | None = None) -> Result:
-    """Run the `noema` command as a person would, for agents under `home`."""
+    """Run the `noema` command as a person would, for agents under `home`
+    (under the umask 077 its entry point sets)."""
     clean = {k: None for k in os.environ if k.startswith("NOEMA")}
-    return CliRunner().invoke(cli, list(args), input=input,
-                              env={**clean, "NOEMA_HOME": str(home), **(env or {})})
+    previous = os.umask(0o077)
+    os.umask(previous)
+    go_private()
+    try:
+        return CliRunner().invoke(cli, list(args), input=input,
+                                  env={**clean, "NOEMA_HOME": str(home), **(env or {})})
+    finally:
+        os.umask(previous)
 
 
 def pages(path: Path) -> int:

@@ -9,12 +9,18 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from noema.channels.mail.state import MailState
+from noema.channels.telegram.incoming import Incoming
+from noema.channels.telegram.state import TelegramState
+from noema.docs.formats import Outline, Section
+from noema.docs.store import DocsStore, FileStamp, index_file
 from noema.health.agent_files import repositories
-from noema.paths import AgentLock
+from noema.paths import AgentLock, AgentPaths
 from noema.scheduling.store import ScheduleStore, schedules_path
 
 from .damage import (
     copy_agent,
+    private_umask,
     empty,
     garble_page,
     main_table_page,
@@ -66,7 +72,10 @@ def test_a_healthy_agent_is_said_healthy(agent):
     assert lines[1].startswith("ok") and "archive.db" in lines[1]
     assert lines[2].startswith("ok") and "schedules.db (alarms and schedules)" in lines[2]
     assert lines[3].startswith("ok") and lines[3].split()[1].startswith("versions/")
-    assert lines[-1] == "all healthy" and len(lines) == 5
+    assert lines[4] == "ok       permissions: only you can read the agent's folder"
+    assert lines[-1] == "all healthy" and len(lines) == 6
+    # Stores made by use are listed once they exist, not before.
+    assert "mail.db" not in result.output and "docs.db" not in result.output
 
 
 def test_a_new_agent_has_nothing_to_check_and_is_healthy(tmp_path):
@@ -252,3 +261,129 @@ def test_schedules_whose_numbering_is_lost_are_numbered_after_what_was_kept(agen
         added = schedules.add_alarm("after the repair", NOW + 7200, rule="in two hours",
                                     zone="Europe/Madrid", now=NOW)
     assert added.id == ALARMS + 1
+
+
+# -- who may read the agent's data ----------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return path.lstat().st_mode & 0o777
+
+
+def test_loose_modes_are_found_and_made_private_without_touching_links(agent, tmp_path):
+    (gitdir,) = repositories(agent)
+    blob = _head_blob(gitdir)
+    outside = tmp_path / "the person's own file"
+    outside.write_text("not the agent's")
+    outside.chmod(0o644)
+    (agent.root / "a link").symlink_to(outside)
+    agent.root.chmod(0o755)
+    agent.turns_db.chmod(0o644)
+    blob.chmod(0o444)  # git's own read-only object, readable by all
+    (gitdir / "objects").chmod(0o755)
+
+    found = doctor(agent)
+    assert found.exit_code == 1
+    (line,) = [l for l in found.output.splitlines() if l.startswith("LOOSE")]
+    assert line.startswith("LOOSE    permissions: 2 files and 2 folders (")
+    assert "turns.db" in line and "can be read by other users of this machine" in line
+    assert "makes them readable by you alone" in found.output
+
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert "made private: 2 files and 2 folders" in repaired.output
+    assert repaired.output.splitlines()[-1] == "all healthy"
+    assert (mode(agent.root), mode(agent.turns_db), mode(gitdir / "objects")) == (0o700, 0o600, 0o700)
+    assert mode(blob) == 0o400  # still read-only, now for its owner alone
+    assert mode(outside) == 0o644  # a link is not followed: what it points at is not the agent's
+    assert noema(agent.root.parent.parent, "history").exit_code == 0  # the repository still reads
+
+
+def test_the_folder_of_all_agents_is_checked_too(agent):
+    agent.agents_dir.chmod(0o755)
+    found = doctor(agent)
+    assert found.exit_code == 1 and "LOOSE    permissions: 1 folder" in found.output
+    assert doctor(agent, "--repair").exit_code == 0
+    assert mode(agent.agents_dir) == 0o700
+
+
+# -- the stores made by use: mail, Telegram, the document index -----------------------
+
+
+MAILS = 300
+
+
+def fill_channel_stores(paths: AgentPaths) -> None:
+    with private_umask():
+        mail = MailState(paths.mail_db)
+        for uid in range(1, MAILS + 1):
+            mail.begin("INBOX", 7, uid, header=f"mail {uid} about the herons " * 4,
+                       sender="me@example.org", subject=f"herons {uid}",
+                       message_id=f"<{uid}@example.org>", references=())
+        mail.close()
+        telegram = TelegramState(paths.telegram_db)
+        telegram.take(41, [Incoming(40 + n, 99, 1e9, f"message {n}") for n in range(2)], [5])
+        telegram.close()
+        docs = DocsStore(index_file(paths))
+        docs.put(FileStamp("/ws/lease.md", "h", 10, 1), "markdown",
+                 Outline("Lease", (Section(1, "Rent", "The rent is due monthly."),)),
+                 untrusted=False)
+        docs.close()
+
+
+def test_the_channel_stores_and_the_document_index_are_named_as_their_owners_name_them():
+    from noema.channels.mail.channel import STATE_FILE as MAIL_FILE
+    from noema.channels.telegram.channel import STATE_FILE as TELEGRAM_FILE
+    from noema.scheduling.store import SCHEDULES_FILE
+
+    paths = AgentPaths.for_agent("x", Path("/nowhere"))
+    assert paths.mail_db.name == MAIL_FILE and paths.telegram_db.name == TELEGRAM_FILE
+    assert index_file(paths) == paths.docs_db and paths.schedules_db.name == SCHEDULES_FILE
+    assert schedules_path(paths) == paths.schedules_db
+
+
+def test_healthy_channel_stores_are_listed_once_they_exist(agent):
+    fill_channel_stores(agent)
+    result = doctor(agent)
+    assert result.exit_code == 0, result.output
+    for line in ("ok       mail.db (the mail channel's record)",
+                 "ok       telegram.db (the Telegram channel's record)",
+                 "ok       docs.db (the document index)"):
+        assert line in result.output.splitlines()
+
+
+def test_damaged_channel_stores_and_document_index_are_found_and_repaired(agent):
+    fill_channel_stores(agent)
+    garble_page(agent.mail_db, main_table_page(agent.mail_db, "taken"))
+    overwrite_header(agent.telegram_db)
+    truncate_half(agent.docs_db)
+
+    found = doctor(agent)
+    assert found.exit_code == 1
+    for name in ("mail.db", "telegram.db", "docs.db"):
+        assert f"DAMAGED  {name}" in found.output
+    assert "3 of 7 damaged" in found.output
+
+    repaired = doctor(agent, "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert "repaired mail.db: taken: kept" in repaired.output
+    assert "repaired telegram.db (its header was rebuilt): kept all" in repaired.output
+    assert "repaired docs.db: begun anew" in repaired.output and "docs index" in repaired.output
+    assert repaired.output.splitlines()[-1] == "all healthy"
+    for name in ("mail.db", "telegram.db", "docs.db"):
+        assert [p for p in agent.root.glob(f"{name}.damaged-*") if p.name.endswith("Z")
+                or p.name[-6:].isdigit()], name  # kept aside, never deleted
+    with sqlite3.connect(agent.mail_db) as db:
+        kept = db.execute("SELECT count(*) FROM taken").fetchone()[0]
+    assert MAILS - 60 <= kept < MAILS
+    telegram = TelegramState(agent.telegram_db)
+    try:
+        assert telegram.offset == 42 and len(telegram.pending()[99]) == 2  # nothing taken twice
+    finally:
+        telegram.close()
+    docs = DocsStore(agent.docs_db)
+    try:
+        assert docs.counts() == (0, 0)  # read again from the documents by the next index
+    finally:
+        docs.close()
+    assert mode(agent.mail_db) == 0o600 and mode(agent.docs_db) == 0o600

@@ -1,6 +1,6 @@
 """What real OpenAI-compatible servers do that the API does not say: a tool
 call that cannot be streamed, a 500 that judges the request, error bodies
-of dozens of lines, tokenizers and windows behind routes of their own."""
+of dozens of lines, a tokenizer behind a route of its own, empty answers."""
 
 from __future__ import annotations
 
@@ -143,7 +143,6 @@ async def test_a_refusal_naming_the_window_says_what_to_set(openai_rig: Rig) -> 
 
     assert caught.value.server_window == 8192
     assert "set the model's context_window to 8192" in str(caught.value)
-    assert await provider.read_context_window() == 8192  # no route tells it; the refusal did
 
 
 @pytest.mark.parametrize(("status", "message", "code", "expected"), [
@@ -187,7 +186,7 @@ def test_one_line_keeps_a_short_message_as_it_is() -> None:
 
 
 class LlamaServerShapes(FakeOpenAIServer):
-    """Answers the routes of llama.cpp's own server (`/tokenize`, `/props`)
+    """Answers the tokenize routes of llama.cpp's own server (`/tokenize`)
     or of its Python server (`/extras/tokenize/count`), as told."""
 
     def __init__(self, routes: dict[str, Any]) -> None:
@@ -244,24 +243,6 @@ async def test_no_tokenizer_means_none_and_is_not_asked_again(openai_rig: Rig) -
     asked = len(openai_rig.server.requests)
     assert await provider.count_tokens(["hello again"]) is None
     assert len(openai_rig.server.requests) == asked  # found out once
-
-
-async def test_the_window_from_props_or_the_model_list(openai_rig: Rig) -> None:
-    props = {"/props": lambda body: {"default_generation_settings": {"n_ctx": 4096}}}
-    with LlamaServerShapes(props) as server:
-        provider = openai_rig.make(base_url=server.base_url, model=a_model())
-        assert await provider.read_context_window() == 4096
-
-    model = a_model()
-    listing = {"/v1/models": lambda body: {"data": [
-        {"id": "other", "max_model_len": 1024}, {"id": model, "max_model_len": 16384}]}}
-    with LlamaServerShapes(listing) as server:
-        provider = openai_rig.make(base_url=server.base_url, model=model)
-        assert await provider.read_context_window() == 16384
-
-
-async def test_no_window_anywhere_is_none(openai_rig: Rig) -> None:
-    assert await openai_rig.make(model=a_model()).read_context_window() is None
 
 
 async def test_a_tokenizer_answering_nonsense_is_their_fault(openai_rig: Rig) -> None:

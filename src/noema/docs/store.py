@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..health import private_file
 from ..paths import AgentPaths
 from .formats import Outline
 
@@ -202,6 +203,7 @@ class DocsStore:
     def __init__(self, path: Path | str) -> None:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_file(path)  # its -wal and -shm files take its mode
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -5,6 +5,7 @@ This package is a leaf: it knows SQLite files and git repositories, not what
 Noema keeps in them, so the stores can use it when they open.
 """
 
+from ..privacy import private_file
 from .sqlite_files import (
     DamagedDatabase,
     DiskFull,
@@ -23,4 +24,5 @@ __all__ = [
     "check_open",
     "free_bytes",
     "opening",
+    "private_file",
 ]

@@ -1,10 +1,15 @@
-"""`noema doctor`: check every database and versions repository of an agent,
-one line each, and with `--repair` keep what can be kept of the damaged ones.
+"""`noema doctor`: check every store and versions repository of an agent, and
+who may read its folder, one line each; with `--repair` keep what can be kept
+of the damaged ones and make the folder private.
 
-The checks read everything (`PRAGMA integrity_check`, each full-text index's
-own check, every git object), unlike the quick check made on each start. A
-repair never deletes: the damaged file or repository is moved aside under a
-timestamped name, and what still reads takes its place.
+The stores are the conversation, the senses' archive, the schedules, and
+those made by use: the mail and Telegram channels' records and the document
+index (listed when they exist). The checks read everything (`PRAGMA
+integrity_check`, each full-text index's own check, every git object),
+unlike the quick check made on each start. A repair never deletes: the
+damaged file or repository is moved aside under a timestamped name, and what
+still reads takes its place. The document index is not salvaged but begun
+anew, since every word of it is read again from the documents.
 
 Schedules keep one promise through a repair: an ID is never given to a
 second schedule (so an old list cannot cancel a new one). The salvaged file
@@ -25,6 +30,7 @@ from pathlib import Path
 
 import pygit2
 
+from ..health import modes
 from ..health import repositories as repos
 from ..health.agent_files import lost_history, repositories
 from ..health.salvage import Salvage, damaged_name, move_aside, salvage
@@ -39,14 +45,18 @@ from ..health.sqlite_files import (
 from ..memory.store import TurnStore
 from ..paths import AgentLock, AgentPaths
 from ..perception.archive import SensoryArchive
-from ..scheduling.store import ScheduleStore, schedules_path
+from ..scheduling.store import ScheduleStore
 
 
 class Kind(Enum):
     TURNS = "the conversation"
     ARCHIVE = "the senses' archive"
     SCHEDULES = "alarms and schedules"
+    MAIL = "the mail channel's record"
+    TELEGRAM = "the Telegram channel's record"
+    DOCS = "the document index"
     REPOSITORY = "file versions"
+    MODES = "who may read the agent's data"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,7 @@ class Finding:
     absent: bool = False  # not created yet, which is fine
     lost: bool = False  # an empty or missing turn store of an agent that has run
     unchecked: bool = False  # the check itself could not run (a full disk)
+    loose: tuple[modes.Loose, ...] = ()  # MODES: what other users may read
 
     @property
     def healthy(self) -> bool:
@@ -66,14 +77,37 @@ class Finding:
 
 
 def examine(paths: AgentPaths) -> list[Finding]:
-    """Check every database and versions repository of the agent."""
+    """Check every store and versions repository of the agent, then the modes."""
     lost = lost_history(paths)
     turns = (Finding(paths.turns_db, Kind.TURNS, (lost,), lost=True) if lost
              else _database(paths.turns_db, Kind.TURNS))
     found = [turns, _database(paths.archive_db, Kind.ARCHIVE),
-             _database(schedules_path(paths), Kind.SCHEDULES)]
+             _database(paths.schedules_db, Kind.SCHEDULES)]
+    found += [_database(path, kind) for path, kind in _made_by_use(paths) if _present(path)]
     found += [Finding(g, Kind.REPOSITORY, tuple(repos.problems(g))) for g in repositories(paths)]
+    found.append(_modes(paths))
     return found
+
+
+def _made_by_use(paths: AgentPaths) -> tuple[tuple[Path, Kind], ...]:
+    """The stores a channel or the document library makes when first used."""
+    return ((paths.mail_db, Kind.MAIL), (paths.telegram_db, Kind.TELEGRAM),
+            (paths.docs_db, Kind.DOCS))
+
+
+def _present(path: Path) -> bool:
+    """Whether anything stands at a store's place: the file, a link, or its WAL
+    (a store killed before its first checkpoint is all in its WAL)."""
+    wal = path.with_name(path.name + "-wal")
+    return path.exists() or path.is_symlink() or wal.exists()
+
+
+def _modes(paths: AgentPaths) -> Finding:
+    loose = tuple(modes.loose_modes(paths))
+    if not loose:
+        return Finding(paths.root, Kind.MODES)
+    problem = f"{modes.describe(loose, paths.root)} can be read by other users of this machine"
+    return Finding(paths.root, Kind.MODES, (problem,), loose=loose)
 
 
 def report(findings: list[Finding], paths: AgentPaths) -> str:
@@ -81,7 +115,11 @@ def report(findings: list[Finding], paths: AgentPaths) -> str:
     lines = []
     for finding in findings:
         name = _name(finding.path, paths)
-        if finding.absent:
+        if finding.kind is Kind.MODES:
+            lines.append("ok       permissions: only you can read the agent's folder"
+                         if finding.healthy else
+                         f"LOOSE    permissions: {'; '.join(finding.problems)}")
+        elif finding.absent:
             lines.append(f"ok       {name} ({finding.kind.value}): not created yet")
         elif finding.healthy:
             lines.append(f"ok       {name} ({finding.kind.value})")
@@ -91,10 +129,16 @@ def report(findings: list[Finding], paths: AgentPaths) -> str:
                          f"{'; '.join(finding.problems)}")
     if any(f.unchecked for f in findings):
         lines.append("Free some space on that disk, then run `noema doctor` again.")
-    damaged = sum(1 for f in findings if not f.healthy and not f.unchecked)
+    stores = [f for f in findings if f.kind is not Kind.MODES]
+    damaged = sum(1 for f in stores if not f.healthy and not f.unchecked)
+    loose = any(not f.healthy for f in findings if f.kind is Kind.MODES)
     if damaged:
-        lines.append(f"{damaged} of {len(findings)} damaged. `noema doctor --repair` keeps what "
-                     "can be kept and moves each damaged file aside (nothing is deleted).")
+        lines.append(f"{damaged} of {len(stores)} damaged. `noema doctor --repair` keeps what "
+                     "can be kept and moves each damaged file aside (nothing is deleted)"
+                     + (", and makes the agent's folder private." if loose else "."))
+    elif loose:
+        lines.append("`noema doctor --repair` makes them readable by you alone "
+                     "(files 0600, folders 0700).")
     elif not any(f.unchecked for f in findings):
         lines.append("all healthy")
     return "\n".join(lines)
@@ -105,10 +149,27 @@ def repair(findings: list[Finding], paths: AgentPaths) -> str:
     while the agent runs); what was kept and lost, one paragraph per item."""
     lock = AgentLock(paths)
     try:
-        return "\n".join(_repair_one(f, paths) for f in findings
-                         if not f.healthy and not f.unchecked)
+        damaged = [f for f in findings if not f.healthy and not f.unchecked]
+        # The modes last: the files a repair puts in place are checked with the rest.
+        done = [_repair_one(f, paths) for f in damaged if f.kind is not Kind.MODES]
+        if any(f.kind is Kind.MODES for f in damaged):
+            done.append(_tightened(paths))
+        return "\n".join(done)
     finally:
         lock.release()
+
+
+def _tightened(paths: AgentPaths) -> str:
+    outcome = modes.tighten(modes.loose_modes(paths))
+    lines = []
+    if outcome.done:
+        lines.append(f"made private: {modes.describe(outcome.done, paths.root)}; "
+                     "only you can read them now.")
+    for item, reason in outcome.failed:
+        lines.append(f"could not make {_name(item.path, paths)} private ({reason}); "
+                     "it belongs to another account or a read-only disk: "
+                     f"`chmod go= {item.path}` as its owner does it.")
+    return "\n".join(lines) or "the modes were already private."
 
 
 def _database(path: Path, kind: Kind) -> Finding:
@@ -143,6 +204,13 @@ def _repaired(finding: Finding, paths: AgentPaths, name: str) -> str:
                 f"{done.lost_commits}; the damaged repository is kept as "
                 f"{_name(done.aside, paths)}. The next write records the files as they are now.")
     new, finish = _REBUILD[finding.kind]
+    if finding.kind is Kind.DOCS:  # read again from the documents, not salvaged
+        aside = damaged_name(finding.path)
+        move_aside(finding.path, aside)
+        new(finding.path)
+        return (f"repaired {name}: begun anew, the damaged file is kept as "
+                f"{_name(aside, paths)}; the next `noema docs index` (or the agent's start) "
+                "reads every document again.")
     if finding.lost or not finding.path.is_file():  # nothing in it to read
         aside = damaged_name(finding.path)
         move_aside(finding.path, aside)
@@ -194,6 +262,24 @@ def _new_schedules(path: Path) -> None:
     ScheduleStore(path).close()
 
 
+def _new_mail_record(path: Path) -> None:
+    from ..channels.mail.state import MailState
+
+    MailState(path).close()
+
+
+def _new_telegram_record(path: Path) -> None:
+    from ..channels.telegram.state import TelegramState
+
+    TelegramState(path).close()
+
+
+def _new_docs_index(path: Path) -> None:
+    from ..docs.store import DocsStore
+
+    DocsStore(path).close()
+
+
 def _highest_schedule_id(path: Path) -> int | None:
     """The highest schedule ID the damaged file ever gave, if that still reads
     (read from a copy: the damaged file is never opened)."""
@@ -232,6 +318,9 @@ _REBUILD: dict[Kind, tuple[Callable[[Path], None], Callable[[Path], None] | None
     Kind.TURNS: (_new_turn_store, _reindex),
     Kind.ARCHIVE: (_new_archive, _reindex_archive),
     Kind.SCHEDULES: (_new_schedules, None),
+    Kind.MAIL: (_new_mail_record, None),
+    Kind.TELEGRAM: (_new_telegram_record, None),
+    Kind.DOCS: (_new_docs_index, None),
 }
 """How each kind of database is made anew, and what a salvaged copy needs before use."""
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..health import check_file, check_open, opening
+from ..health import check_file, check_open, opening, private_file
 from ..perception.untrusted import DEFAULT_MARKER, OPEN, plain_words
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
@@ -199,6 +199,7 @@ class TurnStore:
             with opening(self.path):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             check_file(self.path)
+            private_file(self.path)  # its -wal and -shm files take its mode
         self.conn = sqlite3.connect(
             str(path), isolation_level=None, check_same_thread=False, timeout=30
         )

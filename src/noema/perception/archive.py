@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..health import check_file, check_open, opening
+from ..health import check_file, check_open, opening, private_file
 from . import archive_index, archive_upkeep, bookmarks, declarations, deliveries
 from .archive_upkeep import ArchiveUpkeep
 from .bookmarks import ArchiveBookmark, Bookmarks
@@ -216,6 +216,7 @@ class SensoryArchive:
             with opening(self.path):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             check_file(self.path)
+            private_file(self.path)  # its -wal and -shm files take its mode
         self.flush_every = flush_every
         self.conn = sqlite3.connect(str(path))
         try:

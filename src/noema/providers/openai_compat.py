@@ -335,7 +335,6 @@ class OpenAICompatProvider:
         )
         self._tokenizer: _Tokenizer | None = None
         self._tokenizer_probed = False
-        self._refused_window: int | None = None  # a window a refusal of the server named
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -368,26 +367,12 @@ class OpenAICompatProvider:
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer; closing or cancelling the iteration closes the response."""
-        return self._learning(stream_with_retry(
+        return stream_with_retry(
             lambda: self._attempt(request),
             endpoint=self.endpoint,
             policy=self._policy,
             describe=describe_openai_error,
-        ))
-
-    async def _learning(
-        self, events: AsyncGenerator[StreamEvent, None]
-    ) -> AsyncGenerator[StreamEvent, None]:
-        # Passes the events on; a refusal that names the server's window is remembered.
-        try:
-            async for event in events:
-                yield event
-        except BadRequest as exc:
-            if exc.server_window:
-                self._refused_window = exc.server_window
-            raise
-        finally:
-            await events.aclose()
+        )
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         try:
@@ -501,27 +486,9 @@ class OpenAICompatProvider:
             )
         return count
 
-    async def read_context_window(self) -> int | None:
-        """The context window the server says it serves, or None.
-
-        llama.cpp's server tells it at `GET /props` (`n_ctx`), vLLM in its
-        model list (`max_model_len`). llama.cpp's Python server tells it
-        nowhere but in its refusal of a request that does not fit; once such
-        a refusal was seen, its number is returned.
-        """
-        for path, read in _WINDOW_SOURCES:
-            try:
-                answer = await self._ask("get", path, None)
-            except (BadRequest, ModelNotFound):
-                continue
-            window = read(answer, self.model)
-            if window:
-                return window
-        return self._refused_window
-
     async def _ask(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """One JSON request beside the chat endpoint (a path from the server's
-        root, not under /v1), tried once: what it asks can wait for the next time."""
+        root, not under /v1), tried once: a count can wait for the next time."""
         url = _server_root(self.endpoint.base_url) + path
         options: Any = {"security": {"bearer_auth": True}}
         try:
@@ -564,32 +531,6 @@ _TOKENIZERS = (
     # llama.cpp's Python server counts without sending the tokens back.
     _Tokenizer("/extras/tokenize/count", lambda text, model: {"input": text, "model": model},
                _count_field),
-)
-
-
-def _props_window(answer: Any, model: str) -> int | None:
-    if not isinstance(answer, dict):
-        return None
-    settings = answer.get("default_generation_settings")
-    for value in (answer.get("n_ctx"), settings.get("n_ctx") if isinstance(settings, dict) else None):
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def _model_list_window(answer: Any, model: str) -> int | None:
-    entries = answer.get("data") if isinstance(answer, dict) else None
-    for entry in entries if isinstance(entries, list) else ():
-        if isinstance(entry, dict) and entry.get("id") == model:
-            value = entry.get("max_model_len")
-            if isinstance(value, int) and value > 0:
-                return value
-    return None
-
-
-_WINDOW_SOURCES: tuple[tuple[str, Callable[[Any, str], int | None]], ...] = (
-    ("/props", _props_window),
-    ("/v1/models", _model_list_window),
 )
 
 

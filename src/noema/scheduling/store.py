@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..health import check_file, check_open, opening
+from ..health import check_file, check_open, opening, private_file
 from ..paths import AgentPaths
 from ..perception.events import Urgency
 
@@ -124,6 +124,7 @@ class ScheduleStore:
             with opening(self.path):
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             check_file(self.path)
+            private_file(self.path)  # its -wal and -shm files take its mode
         self.conn = sqlite3.connect(str(path), isolation_level=None)
         try:
             with opening(self.path):

@@ -28,20 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ..privacy import workspace_file_mode, workspace_folder_mode
 from ..tools.registry import ToolError
 from .policy import AccessDenied
 
 TEMP_SUFFIX = ".noema-tmp"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_NEW_FILE_MODE = 0o666 & ~_current_umask()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,14 +105,17 @@ def _open_dir(root: Path, parts: Sequence[str], *, create: bool) -> int:
             except FileNotFoundError:
                 if not create:
                     raise ToolError(f"the folder {'/'.join(parts)!r} does not exist") from None
+                made = True
                 try:
-                    os.mkdir(name, 0o777, dir_fd=fd)
+                    os.mkdir(name, 0o700, dir_fd=fd)
                 except FileExistsError:
-                    pass  # made by someone else meanwhile; the open below judges it
+                    made = False  # made by someone else meanwhile; the open below judges it
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
                     raise _swapped(name) from exc
+                if made:  # the person's folder: the person's usual mode, not the agent's umask
+                    os.fchmod(child, workspace_folder_mode())
             except OSError as exc:
                 # Linux reports a link met with O_DIRECTORY|O_NOFOLLOW as ENOTDIR.
                 if exc.errno == errno.ELOOP or _is_link(name, fd):
@@ -237,7 +232,7 @@ def atomic_write(
         final_mode = (
             mode
             if mode is not None
-            else (stat.S_IMODE(old.st_mode) if old is not None else _NEW_FILE_MODE)
+            else (stat.S_IMODE(old.st_mode) if old is not None else workspace_file_mode())
         )
         fd = os.open(
             temp,

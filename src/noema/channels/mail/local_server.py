@@ -138,13 +138,16 @@ class LocalDovecot:
         root.chmod(0o755)  # Dovecot's unprivileged processes read the passwd file
         uid, gid, internal, login = _mail_owner()
         for sub in ("run", "state", "home"):
-            (root / sub).mkdir()
+            (root / sub).mkdir(mode=0o755)
+            (root / sub).chmod(0o755)  # whatever the umask (Noema's own is 077)
         os.chown(root / "home", uid, gid)
         (root / "passwd").write_text("".join(
             f"{user}:{{PLAIN}}{password}::::{root}/home/{user}\n" for user in users))
         port = free_port()
         (root / "dovecot.conf").write_text(_CONFIG.format(
             root=root, port=port, uid=uid, gid=gid, internal=internal, login=login) + extra)
+        for name in ("passwd", "dovecot.conf"):
+            (root / name).chmod(0o644)
         return cls(root, port, programs)
 
     @property
@@ -155,7 +158,7 @@ class LocalDovecot:
         """Start the server and wait until it greets a client."""
         self.process = subprocess.Popen(
             [self.programs.dovecot, "-F", "-c", str(self.config)], start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, umask=0o022)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -218,7 +221,8 @@ class LocalDovecot:
     def deliver(self, user: str, raw: bytes, sender: str = "sender@outside.test") -> None:
         """Put a mail in `user`'s inbox with dovecot-lda, as a mail server does."""
         done = subprocess.run([self.programs.lda, "-c", str(self.config), "-d", user,
-                               "-f", sender], input=raw, capture_output=True, timeout=30)
+                               "-f", sender], input=raw, capture_output=True, timeout=30,
+                              umask=0o022)
         if done.returncode != 0:
             raise RuntimeError(f"dovecot-lda failed ({done.returncode}): "
                                f"{done.stderr.decode(errors='replace')}")

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...health import private_file
 from .incoming import Incoming
 
 _SCHEMA = """
@@ -78,6 +79,7 @@ class TelegramState:
     def __init__(self, path: Path | str) -> None:
         self.path = path
         self.fresh = str(path) == ":memory:" or not Path(path).exists()  # nothing to resume
+        private_file(path)  # its -wal and -shm files take its mode
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
