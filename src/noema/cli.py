@@ -505,7 +505,10 @@ def setup(obj: Context, provider: str | None, model: str | None, base_url: str |
     """
     from .interfaces import setup_cli
 
-    obj.config()  # a broken file is reported first, as every command does
+    try:  # the section being replaced may be unfinished; the rest must be right
+        configuration.check_besides_model(obj.paths, "reasoning")
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         if provider is None:
             if any(v is not None for v in (model, base_url, context_window, api_key_env)):

@@ -536,6 +536,17 @@ def write_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"],
     return config
 
 
+def check_besides_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"]) -> None:
+    """A ConfigError if the file has problems outside `[models.<role>]`, the
+    section a new model choice replaces (it may be unfinished or wrong)."""
+    data = read_config_file(paths.config_file)
+    models = data.get("models")
+    if isinstance(models, dict):
+        data = {**data, "models": {k: v for k, v in models.items() if k != role}}
+    validate(data, str(paths.config_file))
+    read_secrets_file(paths.secrets_file)
+
+
 def write_secret(paths: AgentPaths, name: str, value: str) -> None:
     """Put `name = "value"` in secrets.toml (mode 600 from its first byte),
     keeping its other lines."""

@@ -226,3 +226,19 @@ def test_the_first_run_writes_nothing_when_the_test_fails_and_the_person_says_no
         finally:
             child.close(force=True)
     assert child.exitstatus == 1 and nothing_written(tmp_path)
+
+
+def test_setup_finishes_a_section_begun_with_config_set_and_refuses_a_broken_file(tmp_path):
+    begun = CliRunner().invoke(cli, ["config", "set", "models.reasoning.provider", "openai"],
+                               env=clean_env(tmp_path))
+    assert begun.exit_code == 0 and "note:" in begun.output
+    with FakeLocalServer("llamacpp", {"only.gguf": 4096}) as server:
+        server.script(READY)
+        done = setup(tmp_path, "--provider", "llamacpp", "--base-url", server.base_url)
+        assert done.exit_code == 0, done.output
+        assert written(tmp_path)["models"]["reasoning"]["provider"] == "llamacpp"
+        paths = AgentPaths.for_agent("default", tmp_path)
+        paths.config_file.write_text(paths.config_file.read_text() + "[cycle]\nmax_step = 3\n")
+        broken = setup(tmp_path, "--provider", "llamacpp", "--base-url", server.base_url)
+    assert broken.exit_code == 1 and "cycle.max_step: unknown setting" in broken.output
+    assert len([r for r in server.requests if r.path == "/v1/chat/completions"]) == 1
