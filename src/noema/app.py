@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from .identity import Identity
 from .memory.assembly import Memory, build_memory
 from .memory.session import Session
 from .memory.store import TurnStore
+from .memory.tokens import Counter as TokenCounter, calibrate, estimate_tokens
 from .memory.turns import Flag, Turn, TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
 from .orchestrator.context import (
@@ -117,6 +119,19 @@ class App:
             self._background.append(asyncio.create_task(self.toolservers.offer_to(self.tools)))
         if self.docs is not None:  # a pass now, then one per change in the folders
             self._background.append(asyncio.create_task(self.docs.library.keep_fresh()))
+        count = getattr(self.provider, "count_tokens", None)
+        if count is not None:  # the server's own tokenizer corrects the estimates
+            self._background.append(asyncio.create_task(self._calibrate(count)))
+
+    async def _calibrate(self, count: TokenCounter) -> None:
+        """Scale the token estimates to the server's count of what requests carry:
+        the system prompt, the tool descriptions and the newest turns."""
+        cycle = self.agent.cycle
+        samples = [cycle.system_prompt(),
+                   *(json.dumps({"name": t.name, "description": t.description,
+                                 "parameters": t.parameters}) for t in cycle.tool_specs()),
+                   *(t.content for t in self.session.turns[-24:] if t.content)]
+        await calibrate(count, samples)
 
     def _submitted(self, channel: str, recent: int = 2000) -> list[Turn]:
         last = self.store.last_id()
@@ -338,7 +353,9 @@ def _wire(
                   reflexes=config.reflexes,
                   senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),
                   after_cycle=after_cycle,
-                  context_tokens=memory.compactor.context_tokens)
+                  context_tokens=memory.compactor.context_tokens,
+                  request_shape=lambda: cycle.request_shape(
+                      estimate_tokens(memory.chronicle() or "")))
     agent_ref.append(agent)
 
     def sensor_crashed(crash: SensorCrash) -> None:

@@ -21,6 +21,7 @@ from noema.memory.chronicler import ChronicleRequest, Chronicler, Rejection
 from noema.memory.compaction import Compactor
 from noema.memory.pruning import context_cost
 from noema.memory.settings import MemorySettings
+from noema.memory.turns import Flag
 from noema.memory.validator import Failure, citable
 from noema.orchestrator.context import ContextLimits, tools_tokens
 from noema.orchestrator.window_check import RequestNeeds
@@ -28,6 +29,7 @@ from noema.orchestrator.window_check import window_problems as needs_problems
 from noema.paths import AgentPaths
 from noema.providers.base import Finish, ModelRequest, StreamEvent, TextDelta, ToolCall
 from noema.providers.scripted import ScriptedProvider, say
+from noema.providers.scripted import call as call_
 from noema.providers.settings import ModelSettings
 from noema.security.settings import FilesSettings, RootSettings
 from noema.tools.registry import ENABLE_TOOLS, ToolContext, ToolRegistry, tool
@@ -326,3 +328,94 @@ async def test_long_messages_make_save_points_and_leave_nothing_out(tmp_path, wi
         assert ENABLE_TOOLS in {t.name for t in model.requests[-1].tools}
     finally:
         await app.aclose()
+
+
+# -- what the status shows -------------------------------------------------------
+
+
+def status_lines(app) -> str:
+    from noema.interfaces.host import _request_view
+    from noema.interfaces.protocol import StatusView
+    from noema.interfaces.status_view import format_status
+
+    status = app.agent.status()
+    view = StatusView(agent="ana", pid=1, started_at=0.0, phase="idle", busy=False,
+                      context_tokens=status.context_tokens, context_window=status.context_window,
+                      session_turns=status.session_turns, waiting_messages=0,
+                      request=_request_view(status.request))
+    return format_status(view, now=0.0)
+
+
+@pytest.mark.parametrize("window", [2_000, 8_192])
+async def test_the_status_shows_what_the_next_request_carries(tmp_path, window):
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    model = ScriptedProvider([say("hello")], context_window=window)
+    app = build_app(paths, Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),))),
+                    provider=model, chronicler=Reader(window))
+    try:
+        await app.start()
+        text = status_lines(app)
+        if window == 2_000:  # no request fits: said so, not "10 %"
+            assert "next request: does not fit the window" in text and "config check" in text
+        else:
+            line = next(line for line in text.splitlines() if line.startswith("next request:"))
+            assert "system prompt" in line and "answer reserve 1,024" in line
+            assert "(the rest by enable_tools)" in line
+            shape = app.agent.status().request
+            assert app.agent.status().context_tokens == shape.total
+            assert shape.total > shape.tools > 0
+    finally:
+        await app.aclose()
+
+
+class CountingModel(ScriptedProvider):
+    """A scripted model whose server counts tokens: twice the plain estimate."""
+
+    async def count_tokens(self, texts):
+        return [2 * tokens.raw_estimate(t) for t in texts]
+
+
+async def test_a_server_that_counts_calibrates_the_estimates_at_start(tmp_path, unscaled):
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    app = build_app(paths, Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),))),
+                    provider=CountingModel([], context_window=32_768), chronicler=Reader(32_768))
+    try:
+        await app.start()
+        for _ in range(100):
+            if tokens.scale() != 1.0:
+                break
+            await asyncio.sleep(0.01)
+        assert tokens.scale() == pytest.approx(2.0, rel=0.01)
+    finally:
+        await app.aclose()
+
+
+async def test_a_tool_not_offered_is_enabled_by_the_model_and_stays_after_a_restart(tmp_path):
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)))
+    script = [
+        say("", call_("schedule_list")),
+        say("", call_(ENABLE_TOOLS, groups=["schedule"])),
+        say("", call_("schedule_list")),
+        say("Done."),
+    ]
+    model = ScriptedProvider(script, context_window=8_192)
+    app = build_app(paths, config, provider=model, chronicler=Reader(8_192))
+    try:
+        await app.start()
+        assert "schedule_list" not in app.tools.offered()
+        app.agent.submit("what alarms do I have?")
+        await app.agent.idle()
+        results = [t for t in app.session.turns if t.is_result]
+        assert results[0].has(Flag.ERROR)
+        assert "enable_tools(groups=['schedule'])" in results[0].content
+        assert not results[1].has(Flag.ERROR) and not results[2].has(Flag.ERROR)
+        assert "schedule_list" in {t.name for t in model.requests[-1].tools}
+    finally:
+        await app.aclose()
+    again = build_app(paths, config, provider=ScriptedProvider([], context_window=8_192),
+                      chronicler=Reader(8_192))
+    try:
+        assert "schedule_list" in again.tools.offered()  # restored from the session
+    finally:
+        again.close()

@@ -46,6 +46,7 @@ from ..logs import SHOWN
 from ..memory.session import StorageFull
 from ..memory.turns import Flag, Turn
 from ..orchestrator.agent import AgentListener
+from ..orchestrator.context import RequestShape
 from ..orchestrator.decisions import (
     Decision,
     Deliver,
@@ -79,6 +80,7 @@ from .protocol import (
     Notice,
     ProtocolError,
     Refused,
+    RequestView,
     RetryWaiting,
     Said,
     Say,
@@ -604,6 +606,7 @@ class Host(AgentListener):
             world_budget_exhausted=bool(reflexes and reflexes.world_budget_exhausted),
             sensors=self._sensors(now), channels=self._channels(), clients=self.clients,
             last_error=self._last_error, save_point_id=agent.save_point_id,
+            request=_request_view(agent.request),
         )
 
     def _sensors(self, now: float) -> list[SensorView]:
@@ -778,3 +781,14 @@ def _request_of(line: bytes) -> int | None:
         return None
     request = data.get("request") if isinstance(data, dict) else None
     return request if isinstance(request, int) and not isinstance(request, bool) else None
+
+
+def _request_view(shape: RequestShape | None) -> RequestView | None:
+    if shape is None:
+        return None
+    return RequestView(
+        system=shape.system, save_point=shape.save_point, tools=shape.tools,
+        tools_offered=shape.tools_offered, tools_total=shape.tools_total, turns=shape.turns,
+        turn_tokens=shape.turn_tokens, answer=shape.answer, left_out=shape.left_out,
+        cut=shape.cut, problem=shape.problem,
+    )

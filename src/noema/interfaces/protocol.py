@@ -148,6 +148,22 @@ class ChannelView(_Message):
     detail: str = ""  # one line: the account, the last error, what was ignored
 
 
+class RequestView(_Message):
+    """What the next request to the model carries, part by part (estimated tokens)."""
+
+    system: int = 0  # the system prompt, the save point included
+    save_point: int = 0
+    tools: int = 0
+    tools_offered: int = 0
+    tools_total: int = 0
+    turns: int = 0
+    turn_tokens: int = 0
+    answer: int = 0  # the answer reserve
+    left_out: int = 0
+    cut: int = 0
+    problem: str = ""  # why no request fits the window at all
+
+
 class StatusView(_Message):
     """What the agent is doing, for `noema status`, `/status` and the web page."""
 
@@ -170,6 +186,7 @@ class StatusView(_Message):
     clients: int = 0  # interfaces attached now
     last_error: str | None = None
     save_point_id: int | None = None
+    request: RequestView | None = None
 
 
 class Welcome(_Broadcast):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from .protocol import ChannelView, SensorView, StatusView
+from .protocol import ChannelView, RequestView, SensorView, StatusView
 
 URGENCIES = ("urgent", "priority", "normal")
 
@@ -20,6 +20,7 @@ def format_status(view: StatusView, *, now: float | None = None, asker: bool = F
         f"agent {view.agent} · pid {view.pid} · up {_duration(now - view.started_at)} · {clients}",
         f"state: {_state(view)}",
         _context(view),
+        *_request(view.request),
         f"waiting: {_waiting(view)}",
         f"world budget: {_budget(view)}",
     ]
@@ -42,6 +43,26 @@ def _context(view: StatusView) -> str:
     if view.save_point_id is not None:
         text += f" · save point #{view.save_point_id}"
     return text
+
+
+def _request(request: RequestView | None) -> list[str]:
+    """What the next request carries, part by part; why none fits, if so."""
+    if request is None:
+        return []
+    if request.problem:
+        return [f"next request: does not fit the window ({request.problem}); "
+                "`noema config check` says what would"]
+    saved = f" (the save point {request.save_point:,} of it)" if request.save_point else ""
+    tools = f"{request.tools:,} for {request.tools_offered} tools"
+    if request.tools_offered < request.tools_total:
+        tools += f" of {request.tools_total} (the rest by enable_tools)"
+    turns = f"{request.turns} messages {request.turn_tokens:,}"
+    if request.left_out:
+        turns += f", the {request.left_out} oldest turns left out"
+    if request.cut:
+        turns += f", {request.cut} cut"
+    return [f"next request: system prompt {request.system:,}{saved} · tools {tools} · "
+            f"{turns} · answer reserve {request.answer:,}"]
 
 
 def _waiting(view: StatusView) -> str:

@@ -46,6 +46,7 @@ from ..perception.treatments import UnknownChannel
 from ..providers.base import ProviderError, RetryWait
 from ..tools.registry import ToolResult
 from .core import OrchestratorBug, Phase, Reflexes, ReflexStatus
+from .context import RequestShape
 from .cycle import CycleListener, CycleProgress, ReasoningCycle
 from .decisions import (
     Decision,
@@ -147,6 +148,7 @@ class AgentStatus:
     last_input_tokens: int | None
     save_point_id: int | None
     reflexes: ReflexStatus | None = None
+    request: RequestShape | None = None  # the next request, part by part
 
     @property
     def context_share(self) -> float:
@@ -186,6 +188,7 @@ class Agent:
         clock: Clock = wall_clock,
         after_cycle: Callable[[], None] | None = None,
         context_tokens: Callable[[], int] | None = None,
+        request_shape: Callable[[], RequestShape] | None = None,
     ) -> None:
         """`after_cycle` runs when any cycle ends (the compactor checks the
         context there); `context_tokens` counts the context for the status
@@ -201,6 +204,7 @@ class Agent:
         self._clock = clock
         self._after_cycle = after_cycle
         self._context_tokens = context_tokens or self._estimate_context
+        self._request_shape = request_shape
         self._task: asyncio.Task[None] | None = None
         self._driving = False  # the cycle's task has begun to run
         self._run: int | None = None
@@ -347,15 +351,19 @@ class Agent:
         return estimate_tokens(self.cycle.system_prompt()) + self.session.tokens()
 
     def status(self) -> AgentStatus:
+        request = self._request_shape() if self._request_shape is not None else None
         return AgentStatus(
             busy=self.busy,
-            context_tokens=self._context_tokens(),
+            # what the next request really takes of the window, when it is known
+            context_tokens=request.total if request and not request.problem
+            else self._context_tokens(),
             context_window=self.context_window,
             session_turns=len(self.session),
             waiting_messages=len(self.session.staged()),
             last_input_tokens=self._last_input_tokens,
             save_point_id=self.session.save_point_id,
             reflexes=self.core.status(self._clock()),
+            request=request,
         )
 
     # -- the senses' side ---------------------------------------------------

@@ -120,6 +120,30 @@ class BuiltContext:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestShape:
+    """What the next request to the model carries, part by part (estimated
+    tokens), for the status; `problem` says why no request fits at all."""
+
+    window: int
+    system: int = 0  # the system prompt as sent, the save point included
+    save_point: int = 0  # the chronicle's share of it
+    tools: int = 0  # tool descriptions offered
+    tools_offered: int = 0
+    tools_total: int = 0  # every tool the agent has (the rest is enabled by need)
+    turns: int = 0  # messages after the system prompt
+    turn_tokens: int = 0
+    answer: int = 0  # the answer reserve
+    left_out: int = 0  # oldest turns left out of this request
+    cut: int = 0  # turns shown cut
+    problem: str = ""
+
+    @property
+    def total(self) -> int:
+        """The prompt and the answer reserve: what the request takes of the window."""
+        return self.system + self.tools + self.turn_tokens + self.answer
+
+
+@dataclass(frozen=True, slots=True)
 class Overhead:
     """What a request carries besides the session's turns, in estimated tokens."""
 

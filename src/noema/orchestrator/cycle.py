@@ -30,7 +30,7 @@ from ..providers.base import (
 )
 from ..security.provenance import outside_words
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
-from .context import BuiltContext, ContextLimits, build_context
+from .context import BuiltContext, ContextLimits, ContextTooSmall, RequestShape, build_context
 
 
 class CycleEnd(enum.StrEnum):
@@ -105,6 +105,22 @@ class ReasoningCycle:
         """The request the model would get now: what it carries, part by part."""
         return build_context(self.system_prompt(), self.session.turns, self.limits,
                              self._tool_specs())
+
+    def request_shape(self, save_point_tokens: int = 0) -> RequestShape:
+        """The next request part by part, or why none fits the window."""
+        window = self.provider.context_window
+        offered, total = len(self._tool_specs()), len(self.tools)
+        try:
+            built = self.next_request()
+        except ContextTooSmall as exc:
+            return RequestShape(window, tools_offered=offered, tools_total=total,
+                                problem=str(exc))
+        return RequestShape(
+            window, system=built.system_tokens, save_point=save_point_tokens,
+            tools=built.tools_tokens, tools_offered=offered, tools_total=total,
+            turns=built.turns_sent, turn_tokens=built.turn_tokens, answer=built.answer_room,
+            left_out=len(built.left_out), cut=len(built.cut),
+        )
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         """The descriptions of the tools the next request offers."""
