@@ -477,8 +477,10 @@ def docs_index(obj: Context) -> None:
     from .interfaces.docs_cli import index_command
 
     config = obj.config()
-    _report, text = index_command(config.docs, config.files, obj.paths)
+    report, text = index_command(config.docs, config.files, obj.paths)
     click.echo(text)
+    if not report.complete:  # a folder left out is not a library brought in line
+        sys.exit(1)
 
 
 # -- setup -----------------------------------------------------------------------

@@ -262,7 +262,8 @@ def test_a_folder_outside_the_roots_is_refused(tmp_path):
         samples.write_markdown(rig.outside / "private.md", "Private", THESIS)
         report = Indexer(outside, rig.policy, rig.library.store).run()
         assert report.count(Status.NEW) == 0
-        assert "outside the folders you may use" in report.of(Status.FAILED)[0].reason
+        assert "outside the folders you may use" in report.of(Status.UNUSABLE)[0].reason
+        assert not report.complete
     finally:
         rig.library.close()
 

@@ -8,7 +8,10 @@ any other file is read through `fsafe.read_file` (no link followed on the
 way, no file with other hard links) and hashed, and only a new hash is
 parsed. Documents that are gone, or that the policy now refuses, leave the
 index. One file failing (corrupt, encrypted, too large) is reported with
-its reason and never stops the others.
+its reason and never stops the others. What a pass leaves out is said too:
+a configured folder it cannot use (refused, missing, unreadable) and, in
+the folders, the files it skips (no reader for their format, links) and the
+folders the policy does not let it enter.
 """
 
 from __future__ import annotations
@@ -43,6 +46,16 @@ class Status(enum.Enum):
     REMOVED = "removed"
     FAILED = "failed"
     REFUSED = "refused"  # the access policy does not let the agent read it
+    SKIPPED = "skipped"  # not a document here: no reader, a link, a folder not entered
+    UNUSABLE = "unusable"  # a configured folder that cannot be indexed at all
+
+
+_ALWAYS_COUNTED = (Status.NEW, Status.CHANGED, Status.UNCHANGED, Status.REMOVED, Status.FAILED)
+_COUNTED_WHEN_SEEN = {
+    Status.REFUSED: lambda n: f"{n} refused by the access policy",
+    Status.SKIPPED: lambda n: f"{n} skipped",
+    Status.UNUSABLE: lambda n: f"{n} folder{'' if n == 1 else 's'} not indexed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +82,16 @@ class IndexReport:
     def of(self, status: Status) -> list[FileOutcome]:
         return [o for o in self.outcomes if o.status is status]
 
+    @property
+    def complete(self) -> bool:
+        """Whether every configured folder could be indexed."""
+        return not self.count(Status.UNUSABLE)
+
     def summary(self) -> str:
         """One line: how many files of each kind."""
         counts = self.counts
-        parts = [f"{counts[s]} {s.value}" for s in Status if s is not Status.REFUSED]
-        if counts[Status.REFUSED]:
-            parts.append(f"{counts[Status.REFUSED]} refused by the access policy")
+        parts = [f"{counts[s]} {s.value}" for s in _ALWAYS_COUNTED]
+        parts += [words(counts[s]) for s, words in _COUNTED_WHEN_SEEN.items() if counts[s]]
         return ", ".join(parts)
 
 
@@ -102,6 +119,18 @@ def page_count(outline: formats.Outline) -> int:
         return outline.pages
     chars = sum(len(s.text) for s in outline.sections)
     return max(1, -(-chars // PAGE_CHARS))
+
+
+def _skipped(info: os.stat_result, name: str) -> str:
+    """Why a folder entry is not a document here."""
+    if stat.S_ISLNK(info.st_mode):
+        return "a symbolic link (links are never followed)"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a socket, pipe or device)"
+    suffix = PurePosixPath(name).suffix.lower()
+    kinds = ", ".join(sorted(formats.READERS))
+    return (f"no reader for {suffix} files" if suffix else "no reader for files without a "
+            "suffix") + f" (documents are {kinds})"
 
 
 class Indexer:
@@ -157,11 +186,13 @@ class Indexer:
             try:
                 target = self.policy.check(str(folder.path), Access.READ)
             except AccessDenied as exc:
-                walk.outcomes.append(FileOutcome(str(folder.path), Status.FAILED, str(exc)))
+                reason = str(exc).removeprefix(f"{folder.path}: ")  # the path is said once
+                walk.outcomes.append(FileOutcome(str(folder.path), Status.UNUSABLE, reason))
                 continue
             if not target.path.is_dir():
-                walk.outcomes.append(FileOutcome(
-                    str(folder.path), Status.FAILED, "the folder does not exist"))
+                missing = ("it is a file, not a folder" if target.path.exists()
+                           else "the folder does not exist")
+                walk.outcomes.append(FileOutcome(str(folder.path), Status.UNUSABLE, missing))
                 continue
             for path, info in self._files(target.path, walk):
                 key = str(path)
@@ -182,8 +213,8 @@ class Indexer:
             try:
                 entries = sorted(os.scandir(folder), key=lambda e: e.name)
             except OSError as exc:
-                walk.outcomes.append(FileOutcome(str(folder), Status.FAILED,
-                                                 explain(exc) or str(exc)))
+                status = Status.UNUSABLE if folder == top else Status.FAILED
+                walk.outcomes.append(FileOutcome(str(folder), status, explain(exc) or str(exc)))
                 continue
             for entry in entries:
                 path = Path(entry.path)
@@ -192,15 +223,21 @@ class Indexer:
                 except OSError:
                     continue  # gone meanwhile
                 if stat.S_ISDIR(info.st_mode):
-                    if self.policy.denial(path, Access.READ) is None:
+                    reason = self.policy.denial(path, Access.READ)
+                    if reason is None:
                         pending.append(path)
+                    else:
+                        walk.outcomes.append(FileOutcome(
+                            str(path), Status.SKIPPED, f"a folder not entered: {reason}"))
                 elif stat.S_ISREG(info.st_mode) and formats.supported(entry.name):
                     reason = self.policy.denial(path, Access.READ)
                     if reason is None:
                         yield path, info
                     else:
                         walk.outcomes.append(FileOutcome(str(path), Status.REFUSED, reason))
-                # Links, sockets, devices and other files are not documents here.
+                else:
+                    walk.outcomes.append(
+                        FileOutcome(str(path), Status.SKIPPED, _skipped(info, entry.name)))
 
     # -- one file --------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ NOT_CONFIGURED = (
     '  folders = ["~/Documents/thesis"]\n'
     "then run `noema docs index` again."
 )
-_LISTED = 20  # failed or refused files named in the summary; the rest are counted
+_LISTED = 20  # files named under each heading of the summary; the rest are counted
 
 
 @contextmanager
@@ -78,12 +78,16 @@ def index_command(
 def summary(
     report: IndexReport, elapsed: float, documents: int, sections: int, paths: AgentPaths
 ) -> str:
-    """What a pass did, then the files that failed or were refused, with why."""
+    """What a pass did, then the folders it could not use and the files that
+    failed, were refused or skipped, with why."""
     lines = [f"Indexed in {elapsed:.1f} s: {report.summary()}.",
              f"The library holds {documents} documents in {sections} sections "
              f"({index_file(paths)})."]
-    for status, heading in ((Status.FAILED, "failed"),
-                            (Status.REFUSED, "refused by the access policy (never indexed)")):
+    for status, heading in ((Status.UNUSABLE, "folders that cannot be indexed (see [docs] "
+                                              "folders and [files] roots)"),
+                            (Status.FAILED, "failed"),
+                            (Status.REFUSED, "refused by the access policy (never indexed)"),
+                            (Status.SKIPPED, "skipped (not documents)")):
         found = report.of(status)
         if not found:
             continue
