@@ -25,7 +25,7 @@ def client(live):
 
 @pytest.fixture
 def signed_in(live, client):
-    client.cookies.set(live.server.credentials.cookie, live.server.credentials.token)
+    client.cookies.set(live.server.credentials.cookie, live.server.credentials.session)
     return client
 
 
@@ -55,7 +55,8 @@ def test_the_token_becomes_a_strict_http_only_cookie(live, client):
     assert response.headers["location"] == "/memory"  # the token leaves the address
     cookie = response.headers["set-cookie"]
     credentials = live.server.credentials
-    assert cookie.startswith(f"{credentials.cookie}={credentials.token};")
+    assert cookie.startswith(f"{credentials.cookie}={credentials.session};")
+    assert credentials.token not in cookie  # the cookie is derived, never the token itself
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
 
 

@@ -59,7 +59,7 @@ def test_silencing_an_unknown_channel_is_refused_with_its_reason(live):
     import httpx
 
 
-    with httpx.Client(base_url=live.base, cookies={live.server.credentials.cookie: live.server.credentials.token}) as c:
+    with httpx.Client(base_url=live.base, cookies={live.server.credentials.cookie: live.server.credentials.session}) as c:
         response = c.post("/api/senses/silence", json={"channel": "nope", "duration": "5m"},
                           headers={"x-csrf-token": live.server.credentials.csrf})
         assert response.status_code == 400 and "unknown channel" in response.json()["error"]

@@ -4,8 +4,15 @@ The token is drawn at each start, printed once and kept in the agent's
 owner-only folder (`ui-token`, mode 0600) so the person can find it again.
 The first visit carries it in the address (`?token=…`); the server answers
 with an `HttpOnly`, `SameSite=Strict` cookie and a redirect to the same page
-without it, so the token leaves the address bar and history. Every later
-request, the live stream included, is checked against the cookie.
+without it, so the token leaves the address bar and history. The cookie is
+not the token: it is an HMAC of a key drawn at each start, so what a browser
+keeps opens this run's page only, and the token file never opens a session
+without the exchange. Every later request, the live stream included, is
+checked against the cookie.
+
+The redirect goes only to a path of this site: anything a browser could read
+as another host (`//host`, `/\\host`, `/%2F…`, a scheme, a backslash or a
+control character anywhere) sends the visitor to `/` instead.
 
 Actions (every method but GET/HEAD) also need the CSRF token the page carries
 in a `<meta>` tag, sent back in the `X-CSRF-Token` header, and must not come
@@ -20,10 +27,10 @@ import hashlib
 import hmac
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -35,10 +42,12 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """The access token of this run and the CSRF token derived from it."""
+    """The access token of this run, and the session cookie and CSRF token
+    derived from a key drawn with it (never stored, so each start rotates them)."""
 
     token: str
     cookie: str = COOKIE  # the cookie's name: one per agent, so two agents' pages coexist
+    key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
     @classmethod
     def fresh(cls, scope: str = "") -> Credentials:
@@ -47,12 +56,21 @@ class Credentials:
         return cls(secrets.token_urlsafe(32), name)
 
     @property
+    def session(self) -> str:
+        """The cookie's value: proof of a token exchange in this run, not the token."""
+        return hmac.new(self.key, b"noema-session", hashlib.sha256).hexdigest()
+
+    @property
     def csrf(self) -> str:
         """A second secret for the page's actions, derived so it needs no storage."""
-        return hmac.new(self.token.encode(), b"noema-csrf", hashlib.sha256).hexdigest()
+        return hmac.new(self.key, b"noema-csrf", hashlib.sha256).hexdigest()
 
     def is_token(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
+
+    def is_session(self, candidate: str | None) -> bool:
+        return candidate is not None and hmac.compare_digest(candidate.encode(),
+                                                             self.session.encode())
 
     def is_csrf(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
@@ -103,7 +121,7 @@ class TokenGuard:
             await _refuse(send, 401, "This page needs its access token: open the address "
                                      "`noema ui` printed (it ends in ?token=…).")
             return
-        if offered is None and not self.credentials.is_token(cookie):
+        if offered is None and not self.credentials.is_session(cookie):
             await _refuse(send, 403, "This browser holds an access token of an earlier run. Open "
                                      "the address `noema ui` printed this time.")
             return
@@ -127,8 +145,10 @@ class TokenGuard:
 
     async def _welcome(self, scope: Scope, send: Send, rest: list[tuple[str, str]]) -> None:
         """The first visit: the cookie, and the same page without the token in the address."""
-        target = scope.get("root_path", "") + scope["path"] + (f"?{urlencode(rest)}" if rest else "")
-        cookie = (f"{self.credentials.cookie}={self.credentials.token}; HttpOnly; "
+        path = same_origin_path(scope.get("root_path", "") + scope["path"])
+        # A refused path loses its query too: it was written for somewhere else.
+        target = "/" if path is None else path + (f"?{urlencode(rest)}" if rest else "")
+        cookie = (f"{self.credentials.cookie}={self.credentials.session}; HttpOnly; "
                   "SameSite=Strict; Path=/")
         await send({"type": "http.response.start", "status": 303, "headers": [
             (b"location", target.encode("latin-1")),
@@ -138,6 +158,29 @@ class TokenGuard:
             (b"content-length", b"0"),
         ]})
         await send({"type": "http.response.body", "body": b""})
+
+
+def same_origin_path(path: str) -> str | None:
+    """`path` as a redirect target on this site, percent-encoded; None if a
+    browser could read it (or a decoding of it) as anything but a local path."""
+    seen = path
+    for _ in range(3):  # what the browser, a proxy and the server might each decode
+        # "//" anywhere and dot segments too: once a browser removes "/./", what
+        # follows may start with "//"; no page of this site has either.
+        if (not seen.startswith("/") or "//" in seen or "\\" in seen
+                or any(segment in (".", "..") for segment in seen.split("?")[0].split("/"))
+                or any(ord(c) < 0x20 or ord(c) == 0x7F for c in seen)):
+            return None
+        parts = urlsplit(seen)
+        if parts.scheme or parts.netloc:
+            return None
+        decoded = unquote(seen)
+        if decoded == seen:
+            break
+        seen = decoded
+    else:
+        return None  # still encoded after three decodings: no honest page needs that
+    return quote(path, safe="/-._~!$&'()*+,;=:@")
 
 
 def _cookie(header: str, name: str) -> str | None:

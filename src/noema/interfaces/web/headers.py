@@ -3,6 +3,10 @@
 No inline script or style is allowed anywhere: the page's code comes from
 `/static/` only, so text from the model or the world that slipped through as
 markup still could not run.
+
+Every answer but the static files says `Cache-Control: no-store`: pages and
+API answers carry the conversation, which must not stay in a browser's or a
+proxy's cache after the tab is closed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ _HEADERS = [
 ]
 
 
+STATIC = "/static/"  # the page's own code and styles: the same for everyone, cacheable
+
+
 class SecurityHeaders:
     """ASGI middleware adding the headers above to every HTTP response."""
 
@@ -33,11 +40,17 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        static = scope.get("path", "").startswith(STATIC)
+
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                present = {name for name, _ in message.get("headers", [])}
+                headers = list(message.get("headers", []))
+                if not static:  # whatever a route said about caching, nothing is kept
+                    headers = [(n, v) for n, v in headers if n.lower() != b"cache-control"]
+                    headers.append((b"cache-control", b"no-store"))
+                present = {name.lower() for name, _ in headers}
                 extra = [(n, v) for n, v in _HEADERS if n not in present]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                message = {**message, "headers": [*headers, *extra]}
             await send(message)
 
         await self.app(scope, receive, with_headers)

@@ -1,5 +1,5 @@
-"""The memory inspector's data: save points with linked citations, their
-validator reports, and search over every turn."""
+"""The memory inspector's data: save points with linked citations (the only
+links they may hold), their validator reports, and search over every turn."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ...memory.search import ROLE_KINDS, HistorySearch
 from ...memory.store import TurnStore
 from ...memory.validator import CITATION
 from ..memory_cli import format_report
-from .render import markdown_html
+from .render import citations_html
 
 SEARCH_LIMIT = 30
 PINNED_LIMIT = 100  # pinned observations shown, newest
@@ -39,7 +39,7 @@ class SavePointView:
     written: str
     turns: str
     previous: int | None
-    html: str  # the Journey, sanitised, citations as links
+    html: str  # the Journey, sanitised, citations as links inside the page and no other
     report: str  # the validator's report, as `noema memory show` words it
     rejected: list[dict[str, Any]]  # per attempt: failures and the text that was refused
 
@@ -49,12 +49,12 @@ def save_points(store: TurnStore) -> list[SavePointView]:
     views = []
     for sp in reversed(savepoints.listing(store)):
         rejected = [{"number": a.number, "failures": [f"[{c}] {m}" for c, m in a.failures],
-                     "html": markdown_html(a.text) if a.text else ""}
+                     "html": citations_html(cited_markdown(a.text)) if a.text else ""}
                     for a in sp.report.attempts if a.failures]
         views.append(SavePointView(
             id=sp.id, status=sp.status.value, written=when(sp.created),
             turns=compact_ranges(sp.turn_ids), previous=sp.previous,
-            html=markdown_html(cited_markdown(sp.text)) if sp.text else "",
+            html=citations_html(cited_markdown(sp.text)) if sp.text else "",
             report=format_report(sp.report), rejected=rejected))
     return views
 
