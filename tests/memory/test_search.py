@@ -94,7 +94,7 @@ def test_phrases_prefixes_and_stop_word_queries(dated):
 def test_a_query_of_common_words_widens_by_time_buckets_and_says_from_when(store):
     for n in range(60):
         store.append(NewTurn(TurnKind.USER, f"status update number {n}"), at=START + n * DAY)
-    tuning = SearchTuning(listed_postings=20, bucket_postings=20, common_min_turns=10**9)
+    tuning = SearchTuning(listed_postings=20, wide_postings=20, bucket_postings=20, common_min_turns=10**9)
     one = HistorySearch(store, replace(tuning, buckets=1))
     found = one.search("status update", limit=50)
     assert found.recent_only == 20 and min(ids(found)) == 41

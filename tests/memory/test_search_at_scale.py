@@ -11,13 +11,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from noema.memory.recall_tools import memory_tools
-from noema.memory.search import HistorySearch, SearchTuning
+from noema.memory.search import HistorySearch, SearchTuning, Term, plan_query
 from noema.memory.turns import NewTurn, TurnKind
 from noema.providers.base import ToolCall
 from noema.tools.registry import ToolContext, ToolRegistry
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
-SMALL = SearchTuning(listed_postings=60, joined_postings=600, bucket_postings=60,
+SMALL = SearchTuning(listed_postings=60, wide_postings=60, joined_postings=600, bucket_postings=60,
                      common_min_turns=10**9)
 
 
@@ -84,3 +84,46 @@ async def test_the_tool_says_which_words_were_joined_or_left_out_and_from_when(s
     common = await search("alpha gamma")
     assert "only turns from 2024-01-01 on were searched" in common
     assert "until=2024-01-01" in common
+
+
+def test_with_every_word_over_the_budget_the_rarest_is_listed_over_the_whole_history(store):
+    old = store.append(NewTurn(TurnKind.USER, "the bridge status report is late"), at=START)
+    fill(store, [("status" if n % 2 else "report") + f" line {n}" for n in range(400)], start=1)
+    fill(store, [f"the bridge over the river is closed again today {n}" for n in range(100)], start=500)
+    wide = HistorySearch(store, replace(SMALL, wide_postings=150))
+    found = wide.search("bridge status report")
+    assert found.searched_from is None and found.recent_only is None
+    assert old.id in ids(found)  # the oldest turn, the only one with all three words
+    narrow = HistorySearch(store, replace(SMALL, buckets=1)).search("bridge status report")
+    assert narrow.searched_from is not None and old.id not in ids(narrow)
+
+
+def test_the_plan_lists_the_rarest_word_only_up_to_the_wide_budget():
+    def term(text: str, postings: int) -> Term:
+        return Term(text, f'"{text}"', postings, (text,))
+
+    words = [term("bridge", 120), term("status", 200), term("report", 200)]
+    listed = plan_query(words, replace(SMALL, wide_postings=150))
+    assert [t.text for t in listed.listed] == ["bridge"] and not listed.together
+    assert {t.text for t in listed.joined} == {"status", "report"}
+    together = plan_query(words, replace(SMALL, wide_postings=100))
+    assert not together.listed and [t.text for t in together.together] == ["bridge", "status", "report"]
+
+
+async def test_the_tool_says_what_each_hit_matched_and_what_no_hit_holds(store):
+    fill(store, ["Ana: we signed the lease for the dance studio on Elm Street",
+                 "great news, congratulations",
+                 "the weather is grey today"], sender=lambda n: ("Ana", "Luis", "Ana")[n])
+    registry = ToolRegistry(memory_tools(store, HistorySearch(store)))
+    call = ToolCall("c", "search_full_history", json.dumps({"query": "dance studio opening party"}))
+    said = (await registry.call(call, ToolContext("c", 0, 1))).content
+    assert "3 turns" in said  # what the search ranged over
+    assert "matched: dance, studio" in said or "matched: studio, dance" in said
+    assert "matched no word itself" in said  # the reply, lifted by the turn before it
+    assert "In no turn at all: opening, party." in said
+    lone = (await registry.call(ToolCall("d", "search_full_history", json.dumps(
+        {"query": "weather studio"})), ToolContext("d", 0, 1))).content
+    assert "No hit holds" not in lone  # each word is in a hit
+    first = (await registry.call(ToolCall("e", "search_full_history", json.dumps(
+        {"query": "studio weather", "limit": 1})), ToolContext("e", 0, 1))).content
+    assert "No hit holds: " in first  # one hit cannot hold both: search again from what it says

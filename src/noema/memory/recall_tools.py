@@ -9,7 +9,7 @@ from ..tools.registry import Tool, ToolContext, ToolError, tool
 from . import observations
 from .recall import turn_body, turn_header, when
 from .render import cut
-from .search import ROLE_KINDS, HistorySearch, SearchResult
+from .search import ROLE_KINDS, Found, HistorySearch, SearchResult
 from .store import StoreError, TurnStore
 from .turns import Turn
 
@@ -115,15 +115,18 @@ def memory_tools(
         except StoreError as exc:
             raise ToolError(str(exc)) from None
         read = ", ".join(found.terms) or "nothing searchable"
+        scope = _scope(found, start, end)
         lines = []
         if not found.hits:
-            lines.append(f'No turn matches "{query}" (searched for: {read}).')
+            lines.append(f'No turn matches "{query}" (searched for: {read}; {scope}).')
         else:
-            lines.append(f'{len(found.hits)} turn(s) for "{query}", best first (searched for: {read}).')
+            lines.append(f'{len(found.hits)} turn(s) for "{query}", best first '
+                         f"(searched for: {read}; {scope}).")
         lines.extend(_limits(found, zone))
         for hit in found.hits:
-            lines.append(f"\n{turn_header(hit.turn, zone)}\n  {hit.snippet}")
+            lines.append(f"\n{turn_header(hit.turn, zone)} {_matched(hit)}\n  {hit.snippet}")
         if found.hits:
+            lines.extend(_follow_up(found))
             lines.append("\nRead a whole turn with lookup_turn(id); context_window shows its neighbours.")
         return "\n".join(lines)
 
@@ -148,9 +151,37 @@ def memory_tools(
     return [lookup_turn, search_full_history, annotate_observation]
 
 
+def _scope(found: SearchResult, since: float | None, until: float | None) -> str:
+    """What the search ranged over, in a few words."""
+    window = " within since/until" if since is not None or until is not None else ""
+    rules = "" if found.language == "en" else f", words read as {found.language!r}"
+    return f"{found.covered:,} turns{window}{rules}"
+
+
+def _matched(hit: Found) -> str:
+    if hit.matched:
+        return f"matched: {', '.join(hit.matched)}"
+    return "matched no word itself: shown for the matches beside it"
+
+
+def _follow_up(found: SearchResult) -> list[str]:
+    """Which searched words no hit holds: the model may learn from the hits the
+    name or place that finds what those words were about, and search for it."""
+    held = {word for hit in found.hits for word in hit.matched}
+    missing = [word for word in found.terms if word not in held]
+    if not missing:
+        return []
+    return [
+        f"\nNo hit holds: {', '.join(missing)}. If the hits name who or what the question is "
+        "about (a person, a place, a title), search again for that name with these words."
+    ]
+
+
 def _limits(found: SearchResult, zone: ZoneInfo | None) -> list[str]:
     """What the search could not cover, said so that the model can search again."""
     lines = []
+    if found.absent:
+        lines.append(f"In no turn at all: {', '.join(found.absent)}.")
     if found.dropped:
         lines.append(f"Left out, as words that do not tell turns apart: {', '.join(found.dropped)}.")
     if found.joined:

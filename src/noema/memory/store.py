@@ -4,7 +4,11 @@ Immutability is enforced by triggers inside the database, so no code path,
 ours or a person's `sqlite3` shell, can edit or delete a turn; the only
 permitted update adds status flags. Large contents are kept whole, zlib
 compressed. The FTS5 index is contentless (the text lives once, in `turns`)
-and uses the porter stemmer.
+and uses the porter stemmer. A language with rules of its own (Spanish) gets
+a second contentless index, fed with stems made by its Snowball stemmer
+(`memory.stemming`): `index_language` builds it once, back-filling every
+older turn, and from then on every append feeds it too, whichever language
+the process that appends speaks, so the index never has a gap.
 """
 
 from __future__ import annotations
@@ -13,19 +17,21 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..health import check_file, check_open, opening, private_file
 from ..perception.untrusted import DEFAULT_MARKER, OPEN, plain_words
+from .stemming import INDEX_TABLES, STEMMED_TOKENIZER, WordStemmer, stemmer_for
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind
 from .upkeep import IndexUpkeep, configure
 
 SCHEMA_VERSION = 2  # 2: outside text indexed without its datamarks
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
+BACKFILL_BATCH = 500  # turns indexed per transaction when a language's index is built (appends wait that long)
 
 _IMMUTABLE_COLUMNS = (
     "id", "ts", "kind", "role", "content", "content_z", "tool_name", "call_id",
@@ -67,6 +73,17 @@ END;
 
 CREATE VIRTUAL TABLE IF NOT EXISTS turns_fts USING fts5(
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
+);
+
+CREATE TABLE IF NOT EXISTS stem_indexes (
+    language TEXT PRIMARY KEY,
+    through  INTEGER NOT NULL,          -- every turn up to this ID is in the index
+    live     INTEGER NOT NULL DEFAULT 0 -- 1 once back-filled: appends feed it from then on
+);
+
+CREATE TABLE IF NOT EXISTS search_language (
+    only     INTEGER PRIMARY KEY CHECK (only = 1),
+    language TEXT NOT NULL              -- whose rules read the words of a search
 );
 
 CREATE TABLE IF NOT EXISTS cycles (
@@ -233,6 +250,94 @@ class TurnStore:
                     _index_outside_words(db)
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
+    def _live_indexes(self) -> tuple[tuple[str, WordStemmer], ...]:
+        rows = self.conn.execute("SELECT language FROM stem_indexes WHERE live = 1 ORDER BY language")
+        return tuple(
+            (INDEX_TABLES[lang], stemmer_for(lang)) for (lang,) in rows if lang in INDEX_TABLES
+        )
+
+    def index_language(
+        self, language: str, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Make sure every turn is in `language`'s full-text index; how many
+        turns this call indexed. English is the store's own index: nothing to
+        do. The language is recorded as the one searches are read in (see
+        `search_language`). The older turns are indexed in batches, each committed
+        with how far it got, so a process killed midway resumes where it
+        stopped; `progress(done, total)` is told after each batch."""
+        if language not in INDEX_TABLES:
+            raise ValueError(f"no full-text index for language {language!r}")
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO search_language (only, language) VALUES (1, ?)",
+                       (language,))
+        if language == "en":
+            return 0
+        stemmer = stemmer_for(language)
+        table = INDEX_TABLES[language]
+        with self.transaction() as db:
+            db.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
+                f"body, content='', tokenize='{STEMMED_TOKENIZER}')"
+            )
+            db.execute("INSERT OR IGNORE INTO stem_indexes (language, through) VALUES (?, 0)",
+                       (language,))
+            (through, live) = db.execute(
+                "SELECT through, live FROM stem_indexes WHERE language = ?", (language,)
+            ).fetchone()
+        if live:
+            return 0
+        indexed = 0
+        total = self.last_id()
+        while True:
+            with self.transaction() as db:
+                rows = db.execute(
+                    f"SELECT {TURN_COLUMNS} FROM turns WHERE id > ? ORDER BY id LIMIT ?",
+                    (through, BACKFILL_BATCH),
+                ).fetchall()
+                if not rows:
+                    # Done, inside the transaction that makes appends feed it:
+                    # no turn can slip between the back-fill and the appends.
+                    db.execute("UPDATE stem_indexes SET through = ?, live = 1 WHERE language = ?",
+                               (through, language))
+                    break
+                for row in rows:
+                    try:
+                        turn = row_to_turn(row)
+                    except (zlib.error, UnicodeDecodeError, ValueError):
+                        continue  # a garbled turn stays stored, unsearchable
+                    db.execute(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)",
+                               (turn.id, stemmer.text(searchable_text(turn))))
+                    indexed += 1
+                through = int(rows[-1][0])
+                db.execute("UPDATE stem_indexes SET through = ? WHERE language = ?", (through, language))
+            if progress is not None:
+                progress(min(through, total), total)
+        return indexed
+
+    def indexed_through(self, language: str) -> int:
+        """The highest turn ID `language`'s index is known to hold (every turn
+        for English and for a complete index)."""
+        if language == "en":
+            return self.last_id()
+        row = self.conn.execute(
+            "SELECT through, live FROM stem_indexes WHERE language = ?", (language,)
+        ).fetchone()
+        if row is None:
+            return 0
+        return self.last_id() if row[1] else int(row[0])
+
+    def search_language(self) -> str:
+        """The language whose index serves searches: the one `index_language`
+        was last asked for, once its index holds every turn; English before."""
+        row = self.conn.execute("SELECT language FROM search_language").fetchone()
+        language = row[0] if row else "en"
+        return language if language in self.indexed_languages() else "en"
+
+    def indexed_languages(self) -> frozenset[str]:
+        """The languages whose index holds every turn (English always does)."""
+        live = {table for table, _ in self._live_indexes()}
+        return frozenset({"en", *(lang for lang, table in INDEX_TABLES.items() if table in live)})
+
     # -- transactions ---------------------------------------------------
 
     @contextmanager
@@ -289,6 +394,11 @@ class TurnStore:
         indexed = 0
         with self.transaction() as db:
             db.execute("INSERT INTO turns_fts(turns_fts) VALUES('delete-all')")
+            # The other languages' indexes are built again by index_language.
+            for table in INDEX_TABLES.values():
+                if table != "turns_fts" and self._has_table(db, table):
+                    db.execute(f"INSERT INTO {table}({table}) VALUES('delete-all')")
+            db.execute("DELETE FROM stem_indexes")
             rows = db.execute(f"SELECT {TURN_COLUMNS} FROM turns ORDER BY id").fetchall()
             for row in rows:
                 try:
@@ -299,6 +409,10 @@ class TurnStore:
                            (turn.id, searchable_text(turn)))
                 indexed += 1
         return indexed
+
+    @staticmethod
+    def _has_table(db: sqlite3.Connection, name: str) -> bool:
+        return db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
     # -- turns ------------------------------------------------------------
 
@@ -334,10 +448,13 @@ class TurnStore:
             )
             turn_id = cursor.lastrowid
             assert turn_id is not None
-            db.execute(
-                "INSERT INTO turns_fts (rowid, body) VALUES (?, ?)",
-                (turn_id, searchable_text(new)),
-            )
+            text = searchable_text(new)
+            db.execute("INSERT INTO turns_fts (rowid, body) VALUES (?, ?)", (turn_id, text))
+            # Read in the transaction, not kept from the open: another process
+            # may have built a language's index since (one row, microseconds).
+            for table, stemmer in self._live_indexes():
+                db.execute(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)",
+                           (turn_id, stemmer.text(text)))
         return Turn(
             id=turn_id, ts=ts, kind=new.kind, role=new.role, content=new.content,
             tool_name=new.tool_name, call_id=new.call_id, arguments=new.arguments,
@@ -510,3 +627,32 @@ def row_to_turn(row: Sequence) -> Turn:
         tool_name=tool_name, call_id=call_id, arguments=arguments, channel=channel,
         sender=sender, tokens=tokens, cycle_id=cycle_id, flags=Flag(flags),
     )
+
+
+INLINE_BACKFILL = 5_000  # turns: fewer than this are indexed before the agent starts
+
+
+def start_language_index(
+    store: TurnStore, language: str, notice: Callable[[str], None]
+) -> threading.Thread | None:
+    """Build `language`'s full-text index for an agent that speaks it (see
+    `TurnStore.index_language`). A small store is indexed at once; a large one
+    in a background thread while the agent runs, searches read by English
+    rules until it is complete, and the person is told when it starts and ends."""
+    missing = store.last_id() - store.indexed_through(language)
+    if missing <= INLINE_BACKFILL:
+        store.index_language(language)
+        return None
+    notice(f"Indexing {missing:,} turns for search in {language!r}; until it is done, "
+           "searches read words by English rules.")
+
+    def build() -> None:
+        try:
+            store.index_language(language)
+        except (sqlite3.Error, StoreError):  # the store closed under it: resumed at the next start
+            return
+        notice(f"Search now reads words in {language!r}.")
+
+    worker = threading.Thread(target=build, name=f"index-{language}", daemon=True)
+    worker.start()
+    return worker
