@@ -24,7 +24,7 @@ from .health.agent_files import lost_history
 from .identity import Identity
 from .memory.assembly import Memory, build_memory
 from .memory.session import Session
-from .memory.store import TurnStore
+from .memory.store import TurnStore, start_language_index
 from .memory.tokens import Counter as TokenCounter, calibrate, estimate_tokens
 from .memory.turns import Flag, Turn, TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
@@ -249,6 +249,8 @@ def _wire(
     except BaseException:
         store.close()
         raise
+    # Search reads words by the rules of the agent's language (memory.stemming).
+    start_language_index(store, config.agent.language, listener.on_notice)
     identity = Identity(paths.identity_dir)
     identity.ensure_defaults()
     provider = provider or build_provider_from_config(config, paths)
