@@ -9,6 +9,8 @@ import tomllib
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from noema.cli import cli
 from noema.config import (ConfigError, is_secret_name, load_config, parse_assignments,
@@ -158,3 +160,28 @@ def test_a_secret_is_written_for_the_person_only(paths):
                                                              "OPENAI_API_KEY": "sk-test-1234"}
     with pytest.raises(ConfigError, match="not a variable name"):
         write_secret(paths, "not a name", "x")
+
+
+SECTION = {"provider": "openai-compatible", "model": "local", "context_window": "8192",
+           "base_url": "http://127.0.0.1:8000/v1", "timeout_s": "30"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(sorted(SECTION)), bad_at=st.integers(0, len(SECTION)))
+def test_a_section_set_key_by_key_in_any_order_ends_valid(tmp_path_factory, order, bad_at):
+    """Each step is written (with notes while the section is unfinished); a bad
+    value slipped in anywhere is refused and leaves the file as it was."""
+    paths = AgentPaths.for_agent("default", tmp_path_factory.mktemp("home")).ensure()
+    for step, name in enumerate(order):
+        if step == bad_at:
+            before = paths.config_file.read_bytes() if paths.config_file.exists() else None
+            with pytest.raises(ConfigError, match="models.reasoning.timeout_s"):
+                set_values(paths, [("models.reasoning.timeout_s", "-1")])
+            after = paths.config_file.read_bytes() if paths.config_file.exists() else None
+            assert after == before
+        edit = set_values(paths, [(f"models.reasoning.{name}", SECTION[name])])
+        assert (edit.config is None) == bool(edit.notes)
+        assert bool(edit.notes) == (step < len(order) - 1 and not {"provider", "model",
+                                                                   "base_url"} <= set(order[:step + 1]))
+    reasoning = load_config(paths, {}).models.reasoning
+    assert (reasoning.model, reasoning.context_window, reasoning.timeout_s) == ("local", 8192, 30)
