@@ -32,7 +32,13 @@ from .perception.webhook_settings import WebhookSettings
 from .providers.settings import ModelSettings
 from .memory.settings import MemorySettings
 from .orchestrator.settings import ReflexSettings
-from .security.settings import AutonomySettings, FilesSettings, HandsSettings, ShellSettings
+from .security.settings import (
+    AutonomySettings,
+    FilesSettings,
+    HandsSettings,
+    ShellSettings,
+    no_folder_can_be_made_in,
+)
 from .toolservers.settings import McpSettings
 from .docs.settings import DocsSettings
 from .web.settings import WebSettings
@@ -276,6 +282,9 @@ def root_problems(files: FilesSettings) -> list[str]:
         elif not os.access(parent, os.W_OK | os.X_OK):
             problems.append(f"{key}: {named} cannot be created: you may not write in "
                             f"{parent}. Create it yourself or name another folder.")
+        elif (why := no_folder_can_be_made_in(parent)) is not None:  # root may write anywhere
+            problems.append(f"{key}: {named} cannot be created: {why}. "
+                            "Name a folder elsewhere.")
     return problems
 
 

@@ -30,6 +30,7 @@ The TOML shape is
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -73,6 +74,46 @@ DEFAULT_WORKSPACE = "~/noema-workspace"
 TOOL_DEFAULTS: dict[str, Level] = {"shell_execute": "ask"}
 _MIB = 1024 * 1024
 _DAY_S = 86_400
+
+
+# Kernel file systems: no folder of the person's can be made there.
+_KERNEL_FILE_SYSTEMS = frozenset({
+    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "pstore",
+    "bpf", "configfs", "efivarfs", "fusectl", "binfmt_misc", "mqueue", "devpts",
+})
+
+
+def no_folder_can_be_made_in(parent: Path) -> str | None:
+    """Why no folder can be made in the existing folder `parent` whatever the
+    permissions say (a kernel or read-only file system), or None."""
+    kind = _file_system_type(parent)
+    if kind in _KERNEL_FILE_SYSTEMS:
+        return f"{parent} belongs to the kernel ({kind}), where no folder can be made"
+    try:
+        if os.statvfs(parent).f_flag & os.ST_RDONLY:
+            return f"{parent} is on a read-only file system"
+    except OSError:
+        return None
+    return None
+
+
+def _file_system_type(folder: Path) -> str | None:
+    """The type of the file system that holds `folder`, from the mount table."""
+    real = os.path.realpath(folder)
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            table = [line.split() for line in mounts]
+    except OSError:
+        return None
+    best, kind = "", None
+    for fields in table:
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
 
 
 class RootSettings(BaseModel):
