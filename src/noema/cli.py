@@ -129,7 +129,8 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
             ctx.invoke(chat)
         else:
             click.echo("No model is configured yet, so here is the offline demo.\n"
-                       "(`noema config --help` shows how to configure a model.)\n")
+                       "(`noema setup` chooses a model: it lists what your server serves "
+                       "and tries it.)\n")
             ctx.invoke(demo)
         return
     if ctx.invoked_subcommand in RUNS_THE_AGENT:

@@ -242,3 +242,17 @@ def test_setup_finishes_a_section_begun_with_config_set_and_refuses_a_broken_fil
         broken = setup(tmp_path, "--provider", "llamacpp", "--base-url", server.base_url)
     assert broken.exit_code == 1 and "cycle.max_step: unknown setting" in broken.output
     assert len([r for r in server.requests if r.path == "/v1/chat/completions"]) == 1
+
+
+def test_ollama_takes_a_name_without_tag_as_its_latest(tmp_path):
+    with FakeLocalServer("ollama", {"llama3.1:latest": 131072},
+                         num_ctx={"llama3.1:latest": 16384}) as server:
+        server.script(READY)
+        done = setup(tmp_path, "--provider", "ollama", "--model", "llama3.1",
+                     "--base-url", server.base_url)
+        wrong = setup(tmp_path, "--provider", "ollama", "--model", "llama3",
+                      "--base-url", server.base_url)
+    assert done.exit_code == 0, done.output
+    assert written(tmp_path)["models"]["reasoning"]["model"] == "llama3.1"
+    assert written(tmp_path)["models"]["reasoning"]["context_window"] == 16384
+    assert wrong.exit_code == 1 and "it serves: llama3.1:latest" in wrong.output

@@ -228,14 +228,15 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
                 raise SetupFailed(f"name the model with --model; {answers.spec.label} serves: "
                                   + ", ".join(served))
             answers = replace(answers, model=served[0])
-        elif answers.model not in served:
+        elif _served_name(answers, served) is None:
             raise SetupFailed(f"{answers.spec.label} at {answers.address} does not serve "
                               f"{answers.model!r}; it serves: {', '.join(served)}")
     if not answers.model:
         raise SetupFailed("name the model with --model")
     say(f"model: {answers.model}")
     if answers.context_window is None and served is not None:
-        answers = replace(answers, context_window=_read_window(answers, secrets, say))
+        listed = replace(answers, model=_served_name(answers, served) or answers.model)
+        answers = replace(answers, context_window=_read_window(listed, secrets, say))
     elif answers.context_window is not None:
         say(f"context window: {answers.context_window:,} tokens (as given)")
     settings_of(answers)
@@ -249,6 +250,15 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
             say(line)
     write(paths, answers)
     say(f"written: [models.reasoning] in {paths.config_file}")
+
+
+def _served_name(answers: Answers, served: list[str]) -> str | None:
+    """The entry of the server's list the model name means: Ollama takes a name
+    without a tag as its `:latest`."""
+    if answers.model in served:
+        return answers.model
+    tagged = f"{answers.model}:latest"
+    return tagged if answers.provider == "ollama" and tagged in served else None
 
 
 def _read_window(answers: Answers, secrets: Mapping[str, str], say: Say) -> int | None:
