@@ -5,7 +5,8 @@
 
 A fresh agent per window (the real composition root: `build_app`), a
 scripted model and a scripted chronicler, and MESSAGES messages from the
-person (default 200): prose of 20 to 150 words, a reply of 20 to 80 words,
+person (default 200): prose of 20 to 150 words (runs of the project's README
+and architecture notes), a reply of 20 to 80 words,
 and every seventh exchange a tool call (a versioned `file_write`) with its
 result. The person waits for each answer and for a compaction that is
 running (a chronicler here answers at once; a real one takes seconds,
@@ -50,17 +51,18 @@ from noema.providers.base import Finish, ModelRequest, StreamEvent, TextDelta, U
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.security.settings import FilesSettings, RootSettings
 
-WORDS = (
-    "the garden river letter window harbour bread winter market music paper stone lamp "
-    "question answer because tomorrow someone decided travel kitchen budget family "
-    "project deadline holiday weather morning evening reading writing teacher doctor "
-    "meeting promise remember forget careful quickly slowly together alone village "
-    "mountain library station summer autumn coffee friend neighbour office garage"
-).split()
+ROOT = Path(__file__).resolve().parents[1]
+# Real prose (the project's own documents), so the text weighs what prose does
+# with a real tokenizer: a handful of common words repeated would not.
+WORDS = " ".join((ROOT / name).read_text(encoding="utf-8")
+                 for name in ("README.md", "docs/ARCHITECTURE.md")).split()
 
 
 def words(rnd: random.Random, low: int, high: int) -> str:
-    return " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(low, high))).capitalize() + "."
+    """A run of `low` to `high` consecutive words of the documents."""
+    count = rnd.randint(low, high)
+    start = rnd.randrange(len(WORDS) - count)
+    return " ".join(WORDS[start:start + count])
 
 
 class Chronicler:
@@ -104,6 +106,7 @@ class Figures:
     left_out_before: int = 0
     left_out_after: int = 0
     largest: float = 0.0
+    largest_real: float = 0.0  # the same, the prompt counted with SmolLM2's tokenizer
     tools_estimated: list[int] = field(default_factory=list)
     tools_real: list[int] = field(default_factory=list)
     offered: int = 0
@@ -172,6 +175,12 @@ async def run(window: int, messages: int, count) -> Figures:
                 prompt = (sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in request.messages)
                           + tools_tokens(request.tools))
                 figures.largest = max(figures.largest, (prompt + (request.max_tokens or 0)) / window)
+                if count is not None:
+                    real = sum(count(m.content) + MESSAGE_OVERHEAD for m in request.messages) + sum(
+                        count(json.dumps({"name": t.name, "description": t.description,
+                                          "parameters": t.parameters})) for t in request.tools)
+                    figures.largest_real = max(figures.largest_real,
+                                               (real + (request.max_tokens or 0)) / window)
                 tokens = tools_tokens(request.tools)
                 if tokens not in figures.tools_estimated:
                     figures.tools_estimated.append(tokens)
@@ -207,8 +216,10 @@ def report(f: Figures) -> None:
     print(f"  save points made: {f.save_points} (rejected: {f.rejected})")
     print(f"  turns left out before any save point: {f.left_out_before} (target 0); "
           f"after: {f.left_out_after}")
+    counted = (f"; {f.largest_real:.1%} with the prompt counted by SmolLM2's tokenizer"
+               if f.largest_real else "")
     print(f"  largest request (prompt + max_tokens): {f.largest:.1%} of the window "
-          f"(target <= 100 %)")
+          f"(target <= 100 %){counted}")
     print(f"  tool descriptions offered: {', '.join(f'{n:,}' for n in f.tools_estimated)} "
           f"tokens estimated{real}; at most {f.offered} tools")
     print(f"  chronicler's largest request: {f.chronicler_largest:.1%} of its window")

@@ -11,7 +11,7 @@ import re
 from collections.abc import AsyncIterator
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from noema.app import build_app, window_problems
@@ -97,6 +97,7 @@ def test_digits_and_json_punctuation_are_weighed_as_tokenizers_split_them(unscal
 # -- max_tokens ----------------------------------------------------------------
 
 
+@settings(deadline=None)
 @given(window=st.integers(1_000, 300_000), max_answer=st.integers(256, 32_000),
        used=st.floats(0, 1))
 def test_the_prompt_and_the_answer_it_asks_for_fit_the_window(window, max_answer, used):
@@ -419,3 +420,24 @@ async def test_a_tool_not_offered_is_enabled_by_the_model_and_stays_after_a_rest
         assert "schedule_list" in again.tools.offered()  # restored from the session
     finally:
         again.close()
+
+
+@settings(deadline=None, max_examples=60)  # a busy machine must not fail it
+@given(st.lists(st.tuples(st.sampled_from(["enable", "disable"]),
+                          st.lists(st.sampled_from(["files", "schedule"]), max_size=2)),
+                max_size=8))
+def test_whatever_is_enabled_the_offer_is_the_core_and_the_enabled_groups(steps):
+    registry = make_tools()
+    registry.size_to(1, tools_tokens)
+    enabled: set[str] = set()
+    for action, groups in steps:
+        if action == "enable":
+            registry.enable(groups)
+            enabled |= set(groups)
+        else:
+            registry.enable(disable=groups)
+            enabled -= set(groups)
+        members = {"files": {"read_it", "find_it"}, "schedule": {"remind"}}
+        expected = {"read_it", ENABLE_TOOLS}.union(*(members[g] for g in enabled))
+        assert set(registry.offered()) == expected
+        assert [s.name for s in registry.specs()] == registry.offered()

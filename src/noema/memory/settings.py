@@ -18,7 +18,8 @@ class MemorySettings(BaseModel):
 
     trigger_fraction: float = Field(
         0.6, gt=0, le=0.95,
-        description="compact when the context passes this share of the reasoning model's window",
+        description="compact when the turns pass this share of the room the reasoning model's "
+        "window leaves them (after the system prompt, tool descriptions and answer reserve)",
     )
     trigger_turns: int = Field(
         400, ge=8, description="compact when the session holds this many turns, whatever their size",

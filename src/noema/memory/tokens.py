@@ -4,11 +4,12 @@ No model vocabulary can be fetched at run time, so the estimate is a
 heuristic over the pieces byte-level BPE tokenizers split text into. It was
 fitted on half of a corpus (the tool descriptions, the system prompt, the
 chronicler's protocol and blocks, docs and source code) against SmolLM2's
-tokenizer and checked on the other half: within a few per cent of the real
-count on average, erring high (tool descriptions about 6 % over, prose,
-code and rendered turns 1 to 5 % over, on the held-out half); `bench/small_window.py`
-prints the comparison when the `tokenizers` library and the model file are
-at hand. Prose in languages the tokenizer knows less (Spanish with an
+tokenizer and checked on the other half: on the held-out half the tool
+descriptions come out 5 % over their real count (the previous estimate was
+26 % over), prose 0 to 4 % over, source code 3 % over and the chronicler's
+rendered turns 1 % under (they were 3 to 5 % under); `bench/small_window.py`
+counts the tool descriptions both ways when the `tokenizers` library and the
+model file are at hand. Prose in languages the tokenizer knows less (Spanish with an
 English vocabulary) costs more than estimated: a server that counts
 (`calibrate`) corrects that.
 
