@@ -12,11 +12,18 @@ from .phrases import describe
 from .store import Kind, Schedule
 
 
+def from_now(moment: float, now: float) -> str:
+    """ "in 5 min", "5 min ago": never "in 0 s" for what is due this very second."""
+    if abs(moment - now) < 1:
+        return "in less than a second" if moment >= now else "less than a second ago"
+    if moment > now:
+        return f"in {format_duration(moment - now)}"
+    return f"{format_duration(now - moment)} ago"
+
+
 def _when(moment: float, schedule: Schedule, now: float) -> str:
     at = describe(datetime.fromtimestamp(moment, zone_of(schedule)))
-    if moment >= now:
-        return f"{at}, in {format_duration(moment - now)}"
-    return f"{at}, {format_duration(now - moment)} ago"
+    return f"{at}, {from_now(moment, now)}"
 
 
 def schedule_line(schedule: Schedule, now: float) -> str:

@@ -28,6 +28,9 @@ The rules for what people leave unsaid:
   la tarde", "5pm" or "17:00" say the afternoon.
 - A time with no day is today if it is still ahead, else tomorrow.
 - A day with no time is at 09:00 (its part of the day's hour if one is named).
+- A small hour "at night" on a named day is in that day's night, so on the
+  next date: "tonight at 2", "el viernes a las 2 de la noche" (Saturday
+  02:00), "mañana a las 12 de la noche" (the midnight that ends tomorrow).
 - A weekday is the next one to come, never today: on a Friday, "el viernes"
   is a week away (say "today"/"hoy" for today). "next friday" is the same day.
 - A date with no year is the next time that date comes.
@@ -63,6 +66,7 @@ from .words import (
 )
 
 DEFAULT_HOUR = 9  # a day named without a time
+SMALL_HOURS_END = 6  # "at night" before this hour is after midnight
 _FURTHEST = timedelta(days=3660)  # further than this is taken for a typo
 
 EXAMPLES = ("'in 20 minutes', 'tomorrow at 9', 'friday at 5pm', 'december 3 at 10:00', "
@@ -135,6 +139,7 @@ def resolve_when(text: str, now: datetime) -> Resolved:
         at, more = _placed(now.date() + timedelta(days=1), clock, zone)
         return Resolved(at, (f"{clock.hour:02d}:{clock.minute:02d} has passed today: "
                              "tomorrow is meant", *more))
+    day = _night_of(day, clock, now)
     at, placed = _placed(day.on, clock, zone)
     if day.year_open and at <= now:  # a date without a year: the next time it comes
         try:
@@ -150,6 +155,20 @@ class _Day:
     on: date
     year_open: bool = False  # a date given without its year
     notes: tuple[str, ...] = ()
+
+
+def _night_of(day: _Day, clock: TimeOfDay, now: datetime) -> _Day:
+    """The small hours of a named day's night fall on the next date: "tonight at
+    2", "el viernes a las 2 de la noche", "mañana a las 12 de la noche". In the
+    small hours themselves, tonight is the night already begun."""
+    if clock.part != "night" or clock.hour >= SMALL_HOURS_END:
+        return day
+    if day.on == now.date() and now.hour < SMALL_HOURS_END:
+        return day
+    on = day.on + timedelta(days=1)
+    note = (f"{clock.hour:02d}:{clock.minute:02d} at night belongs to the night that begins "
+            f"on {day.on:%A} {day.on.day} {day.on:%B}: {on:%A} {on.day} {on:%B} is meant")
+    return _Day(on, day.year_open, (*day.notes, note))
 
 
 _ISO_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?"

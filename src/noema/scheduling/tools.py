@@ -13,10 +13,9 @@ from zoneinfo import ZoneInfo
 
 from ..perception.clock import Clock, wall_clock
 from ..perception.events import Urgency
-from ..perception.timefmt import format_duration
 from ..tools.errors import ToolError
 from ..tools.registry import Tool, ToolContext, tool
-from .listing import schedule_lines
+from .listing import from_now, schedule_lines
 from .phrases import describe, resolve_when
 from .recurrence import occurrences, parse_rule
 from .store import ScheduleNotFound, ScheduleStore
@@ -55,8 +54,8 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
                                        zone=zone.key, urgency=Urgency(urgency), now=now)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        text = (f"Alarm #{schedule.id} set for {describe(resolved.at)}, in "
-                f"{format_duration(resolved.timestamp - now)}: {schedule.reason}")
+        text = (f"Alarm #{schedule.id} set for {describe(resolved.at)}, "
+                f"{from_now(resolved.timestamp, now)}: {schedule.reason}")
         if resolved.notes:
             text += "\nAssumed: " + "; ".join(resolved.notes) + "."
         return text + (f"\nIf that is not the time meant, schedule_cancel({schedule.id}) "

@@ -54,12 +54,26 @@ WEEKDAY_WORD = "|".join(sorted(WEEKDAYS, key=len, reverse=True))
 MONTH_WORD = "|".join(sorted(MONTHS, key=len, reverse=True))
 
 # The hour each part of the day stands for, and whether it is after noon
-# (so that "5 in the afternoon" is 17:00 but "5 in the morning" 05:00).
+# (so that "5 in the afternoon" is 17:00 but "5 in the morning" 05:00). The
+# night runs past midnight: "2 at night", "las 2 de la noche" are 02:00, not
+# 14:00, while "10 at night" is 22:00 and "las 12 de la noche" midnight.
 PART_HOURS: dict[str, int] = {
     "morning": 9, "afternoon": 16, "evening": 19, "night": 21,
     "noon": 12, "midnight": 0, "early": 5,
 }
 _AFTER_NOON = {"afternoon", "evening", "night"}
+_NIGHT_AFTER_MIDNIGHT = range(1, 6)  # "1" to "5 at night" are the small hours
+
+
+def _in_part(hour: int, part: str | None) -> int:
+    """The 24-hour clock hour that `hour`, said with a part of the day, means."""
+    if part == "night" and hour == 12:
+        return 0
+    if part == "night" and hour in _NIGHT_AFTER_MIDNIGHT:
+        return hour
+    if part in _AFTER_NOON and 1 <= hour < 12:
+        return hour + 12
+    return hour
 
 _PART_WORDS: dict[str, str] = {
     "manana": "morning", "morning": "morning",
@@ -189,8 +203,8 @@ def with_part(time: TimeOfDay | None, part: str | None) -> TimeOfDay | None:
         return time
     if time is None:
         return TimeOfDay(PART_HOURS[part], 0, part)
-    if time.part is None and part in _AFTER_NOON and 1 <= time.hour < 12:
-        return TimeOfDay(time.hour + 12, time.minute, part)
+    if time.part is None and part in _AFTER_NOON:
+        return TimeOfDay(_in_part(time.hour, part), time.minute, part)
     return time
 
 
@@ -212,8 +226,4 @@ def _clock_time(match: re.Match[str]) -> TimeOfDay:
     part = _PART_WORDS[part_word] if part_word else None
     if hour > 23 or minute > 59:
         raise PhraseError(f"{hour}:{minute:02d} is not a time of day")
-    if part in _AFTER_NOON and 1 <= hour < 12:
-        hour += 12
-    elif part == "night" and hour == 12:  # "las 12 de la noche" is midnight
-        hour = 0
-    return TimeOfDay(hour, minute, part)
+    return TimeOfDay(_in_part(hour, part), minute, part)
