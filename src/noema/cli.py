@@ -601,6 +601,9 @@ def config_set(obj: Context, assignments: tuple[str, ...]) -> None:
     """
     try:
         pairs = configuration.parse_assignments(assignments)
+    except configuration.AssignmentError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
         edit = configuration.set_values(obj.paths, pairs)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None

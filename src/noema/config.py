@@ -428,28 +428,29 @@ class Edit:
     notes: tuple[str, ...] = ()  # one sentence per key a section being built still needs
 
 
+class AssignmentError(ValueError):
+    """`config set` words that are not KEY VALUE or KEY=VALUE; says how to write them."""
+
+
 def parse_assignments(words: Sequence[str]) -> list[tuple[str, str]]:
     """The (key, raw value) pairs of `config set`: `KEY VALUE`, or any number of
-    `KEY=VALUE` words; a ConfigError saying how to write them otherwise."""
+    `KEY=VALUE` words; AssignmentError saying how to write them otherwise."""
     if not words:
-        raise ConfigError("the command line", ["name at least one KEY=VALUE to set, "
-                                               "e.g. models.reasoning.provider=ollama"])
+        raise AssignmentError("name at least one KEY=VALUE to set, e.g. agent.language=es")
     if len(words) == 2 and "=" not in words[0]:
         return [(words[0].strip(), words[1])]
     pairs: list[tuple[str, str]] = []
     for word in words:
         key, equals, raw = word.partition("=")
         if not equals:
-            raise ConfigError("the command line", [
-                f"{mask_secrets(word)!r} is not KEY=VALUE: give one KEY VALUE pair, or "
-                "KEY=VALUE words (e.g. models.reasoning.provider=ollama "
-                "models.reasoning.model=llama3.1:8b)"])
+            raise AssignmentError(
+                f"{mask_secrets(word)!r} is not KEY=VALUE: give one KEY VALUE pair, or only "
+                "KEY=VALUE words (e.g. agent.language=es cycle.max_steps=12)")
         pairs.append((key.strip(), raw))
     seen = Counter(key for key, _ in pairs)
     twice = sorted(key for key, count in seen.items() if count > 1)
     if twice:
-        raise ConfigError("the command line", [f"{key} is given more than once; keep one"
-                                               for key in twice])
+        raise AssignmentError(f"{', '.join(twice)} given more than once; keep one")
     return pairs
 
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from noema.cli import cli
-from noema.config import (ConfigError, is_secret_name, load_config, parse_assignments,
-                          set_value, set_values, write_model, write_secret)
+from noema.config import (AssignmentError, ConfigError, is_secret_name, load_config,
+                          parse_assignments, set_value, set_values, write_model, write_secret)
 from noema.paths import AgentPaths
 
 
@@ -69,7 +69,7 @@ def test_a_value_like_an_option_is_a_value(paths):
     assert "greater than or equal to 1 (got -5)" in refused.output  # the validator saw it
     named = noema(paths, "config", "set", "models.reasoning.provider=ollama",
                   "models.reasoning.model", "-tiny")  # three words: not a KEY VALUE pair
-    assert named.exit_code == 1 and "is not KEY=VALUE" in named.output
+    assert named.exit_code == 2 and "is not KEY=VALUE" in named.output
     done = noema(paths, "config", "set", "models.reasoning", "{provider = 'ollama', model = '-tiny'}")
     assert done.exit_code == 0, done.output
     done = noema(paths, "config", "set", "memory.trigger_fraction", "-0.5")
@@ -112,9 +112,9 @@ def test_the_pairs_are_read_as_written():
     assert parse_assignments(["a.b", "c=d"]) == [("a.b", "c=d")]
     assert parse_assignments(["a.b=1", "c.d=[1, 2]"]) == [("a.b", "1"), ("c.d", "[1, 2]")]
     assert parse_assignments(["a.b=x=y"]) == [("a.b", "x=y")]
-    with pytest.raises(ConfigError, match="more than once"):
+    with pytest.raises(AssignmentError, match="more than once"):
         parse_assignments(["a.b=1", "a.b=2"])
-    with pytest.raises(ConfigError, match="at least one"):
+    with pytest.raises(AssignmentError, match="at least one"):
         parse_assignments([])
 
 
