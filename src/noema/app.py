@@ -55,10 +55,10 @@ from .perception.webhook_settings import TokenProblem, check_tokens
 from .providers.base import Provider
 from .scheduling.store import ScheduleStore, schedules_path
 from .scheduling.tools import schedule_tools
-from .security.approvals import Approver
+from .security.approvals import ApprovalRequest, Approver
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
-from .tools.registry import ENABLE_TOOLS, Tool, ToolRegistry
+from .tools.registry import ENABLE_TOOLS, Tool, ToolError, ToolRegistry
 from .web.tools import web_tools
 
 if TYPE_CHECKING:  # each loaded only when configured: [docs] folders, [[mcp.servers]]
@@ -96,6 +96,25 @@ class App:
     docs: Docs | None = None  # the document library, when [docs] names folders
     channels: list[Channel] = field(default_factory=list)  # mail, Telegram
     replies: ReplyRouter | None = None  # answers go back to the channel asked on
+
+    async def ask_away(self, request: ApprovalRequest) -> bool:
+        """Ask the person on their own channels, for when no interface is
+        attached: the first channel that can ask (Telegram's buttons). Raises
+        ToolError when none can; unanswered within
+        `[autonomy] approval_timeout_s`, the answer is no."""
+        for channel in self.channels:
+            ask = getattr(channel, "ask", None)
+            if ask is None:
+                continue
+            try:
+                return await ask(request, self.config.autonomy.approval_timeout_s)
+            except RuntimeError as exc:  # configured, but it cannot ask now
+                log.info("%s cannot ask the person: %s", channel.name, exc)
+        raise ToolError(
+            f"{request.tool} needs the person's approval, but no interface is attached and "
+            "no channel of the person's can ask them (a Telegram chat can: [telegram] "
+            "chat_ids), so it was not run. Tell the person what you wanted to do; they can "
+            "approve it when they attach.")
 
     def attach_approver(self, approver: Approver | None) -> None:
         """Who is asked when a tool's autonomy level is `ask`."""

@@ -133,6 +133,7 @@ class SentMessage:
     parse_mode: str | None
     plain: str
     message_id: int
+    buttons: tuple[tuple[str, str], ...] = ()  # inline keyboard: (label, callback data)
 
 
 @dataclass
@@ -161,6 +162,9 @@ class FakeTelegramServer:
         self._sent: list[SentMessage] = []
         self._actions: list[tuple[int, str]] = []
         self._refused: list[str] = []
+        self._pressed: list[tuple[str, str]] = []  # answerCallbackQuery: (query id, text)
+        self._edits: list[tuple[int, int, str]] = []  # editMessageText: chat, message, text
+        self._next_query = itertools.count(1)
         self._calls: list[str] = []
         self._failures: dict[str, _Failure] = {}
         self._files = _Files()
@@ -243,6 +247,46 @@ class FakeTelegramServer:
         return self._inject(chat_id, {"document": document,
                                       **({"caption": caption} if caption else {})})
 
+    def inject_press(self, chat_id: int, user_id: int, message_id: int, data: str) -> str:
+        """A press of an inline button of the bot's message `message_id`, by
+        `user_id` in `chat_id`; the callback query's ID."""
+        with self._lock:
+            update_id = next(self._next_update)
+            query_id = f"q{next(self._next_query)}"
+            user = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+            self._updates.append({"update_id": update_id, "callback_query": {
+                "id": query_id, "from": user, "chat_instance": str(chat_id), "data": data,
+                "message": {"message_id": message_id, "date": int(time.time()),
+                            "chat": {"id": chat_id, "type": "private"},
+                            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Noema"},
+                            "text": "question"}}})
+            self._changed.notify_all()
+        self._wake()
+        return query_id
+
+    @property
+    def pressed(self) -> list[tuple[str, str]]:
+        """The bot's answers to button presses: (callback query ID, text)."""
+        with self._lock:
+            return list(self._pressed)
+
+    @property
+    def edits(self) -> list[tuple[int, int, str]]:
+        """Messages the bot rewrote: (chat, message ID, new text)."""
+        with self._lock:
+            return list(self._edits)
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> None:
+        """Wait until `predicate()` holds; it is called without the server's
+        lock, so it may read `sent`, `pressed`, `edits` or the disk."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the fake Telegram server never got there")
+            with self._changed:
+                self._changed.wait(min(left, 0.1))
+
     def add_file(self, data: bytes, path: str) -> str:
         with self._lock:
             fid = f"F{len(self._files.data) + 1:04d}x"
@@ -257,6 +301,8 @@ class FakeTelegramServer:
             self._sent.clear()
             self._actions.clear()
             self._refused.clear()
+            self._pressed.clear()
+            self._edits.clear()
             self._calls.clear()
             self._failures.clear()
             self._changed.notify_all()
@@ -362,6 +408,8 @@ class FakeTelegramServer:
         handler = {"getMe": self._get_me, "getUpdates": self._get_updates,
                    "sendMessage": self._send_message, "getFile": self._get_file,
                    "sendChatAction": self._send_chat_action, "close": self._true,
+                   "answerCallbackQuery": self._answer_press,
+                   "editMessageText": self._edit_message,
                    "deleteWebhook": self._true}.get(method)
         if handler is None:
             return _error(404, "Not Found")
@@ -420,14 +468,35 @@ class FakeTelegramServer:
             return self._refuse("Bad Request: message text is empty")
         if _utf16(plain) > MAX_TEXT:
             return self._refuse("Bad Request: message is too long")
+        markup = json.loads(params.get("reply_markup") or "{}")
+        buttons = tuple((b["text"], b.get("callback_data", ""))
+                        for row in markup.get("inline_keyboard", []) for b in row)
         with self._changed:
             message_id = next(self._next_message)
-            self._sent.append(SentMessage(chat_id, text, mode, plain, message_id))
+            self._sent.append(SentMessage(chat_id, text, mode, plain, message_id, buttons))
             self._changed.notify_all()
         return _ok({"message_id": message_id, "date": int(time.time()),
                     "chat": {"id": chat_id, "type": "private"},
                     "from": {"id": BOT_ID, "is_bot": True, "first_name": "Noema"},
                     "text": plain})
+
+    async def _answer_press(self, params: dict[str, str]) -> Response:
+        with self._changed:
+            self._pressed.append((params.get("callback_query_id", ""), params.get("text", "")))
+            self._changed.notify_all()
+        return _ok(True)
+
+    async def _edit_message(self, params: dict[str, str]) -> Response:
+        try:
+            chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        except (KeyError, ValueError):
+            return _error(400, "Bad Request: message to edit not found")
+        text = params.get("text", "")
+        with self._changed:
+            self._edits.append((chat_id, message_id, text))
+            self._changed.notify_all()
+        return _ok({"message_id": message_id, "date": int(time.time()),
+                    "chat": {"id": chat_id, "type": "private"}, "text": text})
 
     def _refuse(self, description: str) -> Response:
         with self._lock:

@@ -17,10 +17,12 @@ with `Hello.since` and lose nothing the backlog still holds.
 
 Approvals: a tool at autonomy level `ask` is announced to every attached
 client (`ApprovalAsked`); the first `Answer` settles it (`ApprovalSettled`
-says who answered). With no client attached there is nobody to ask, so the
-call is refused at once with that explanation (the model can tell the
-person later); a question nobody answers within `APPROVAL_TIMEOUT` is
-refused the same way, so a headless agent never waits for ever.
+says who answered). With no client attached the question goes to the
+person's own channels (`App.ask_away`: Telegram's Allow/Refuse buttons);
+with none that can ask, the call is refused at once with that explanation
+(the model can tell the person later). A question nobody answers within
+`[autonomy] approval_timeout_s` is refused, so a headless agent never waits
+for ever.
 """
 
 from __future__ import annotations
@@ -540,10 +542,11 @@ class Host(AgentListener):
     async def _ask(self, request: ApprovalRequest) -> bool:
         """The agent's approver: the first answer from any attached interface."""
         if not self.clients:
-            raise ToolError(
-                f"{request.tool} needs the person's approval, but no interface is attached to "
-                "ask them (the agent runs on its own now), so it was not run. Tell the person "
-                "what you wanted to do; they can approve it when they attach.")
+            if self._app is None:
+                raise ToolError(f"{request.tool} needs the person's approval, but the agent "
+                                "is not ready to ask, so it was not run.")
+            # Nobody at the machine: the person's own channels ask (Telegram).
+            return await self._app.ask_away(request)
         number = next(self._approval_numbers)
         asked = ApprovalAsked(approval=number, tool=request.tool, arguments=request.arguments,
                               reason=request.reason)
@@ -552,11 +555,11 @@ class Host(AgentListener):
         self._approvals[number] = approval
         allowed, by = False, "stopped"  # unless an answer or the clock says otherwise
         try:
-            allowed, by = await asyncio.wait_for(approval.answer, APPROVAL_TIMEOUT)
+            allowed, by = await asyncio.wait_for(approval.answer, self._approval_timeout())
         except TimeoutError:
             by = "timeout"
             raise ToolError(
-                f"{request.tool} waited {APPROVAL_TIMEOUT / 60:.0f} minutes for the person's "
+                f"{request.tool} waited {self._approval_timeout() / 60:.0f} minutes for the person's "
                 "approval and nobody answered, so it was not run. Tell the person what you "
                 "wanted to do.") from None
         finally:
@@ -565,6 +568,11 @@ class Host(AgentListener):
             raise ToolError(f"the agent stopped while {request.tool} waited for the person's "
                             "approval, so it was not run.")
         return allowed
+
+    def _approval_timeout(self) -> float:
+        if self._app is None:
+            return APPROVAL_TIMEOUT
+        return self._app.config.autonomy.approval_timeout_s
 
     def _settle(self, number: int, allowed: bool, by: str) -> None:
         """Tell every client how an approval ended (once: the first word stands)."""

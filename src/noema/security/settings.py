@@ -233,6 +233,11 @@ class AutonomySettings(BaseModel):
         "shell_execute is 'ask' unless named here.",
     )
 
+    approval_timeout_s: float = Field(
+        900.0, ge=1, le=7 * 86400,
+        description="How long a question to the person waits before it counts as a no.",
+    )
+
     def level_for(self, name: str, side_effects: bool) -> Level:
         """The level that applies to a tool; read-only tools default to `allow`."""
         if name in self.tools:

@@ -18,6 +18,8 @@ from ...perception.hub import Backoff, Sensor
 from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
 from ..state_file import open_state
+from ...security.approvals import ApprovalRequest
+from .approvals import TelegramApprovals
 from .connection import build_bot
 from .poller import CHANNEL, Poller
 from .sender import Sender
@@ -44,8 +46,10 @@ class TelegramChannel:
         self.bot = build_bot(settings, token) if token else None
         self.sender = (Sender(self.bot, self.state, settings.token_secret, send_delay)
                        if self.bot is not None else None)
+        self.approvals = (TelegramApprovals(self.bot, settings.chat_ids)
+                          if self.bot is not None else None)
         self.poller = (Poller(settings, self.state, self.bot, self.sender, ctx.notice,
-                              backoff=backoff)
+                              backoff=backoff, approvals=self.approvals)
                        if self.bot is not None and self.sender is not None else None)
         self._tools = telegram_tools(settings, self.bot, self.sender, ctx.hands)
         self._chats = {str(chat) for chat in settings.chat_ids}
@@ -76,6 +80,12 @@ class TelegramChannel:
         if self.sender is None:
             raise RuntimeError(f"Telegram has no bot token ({self.settings.token_secret})")
         await self.sender.answer(answer.id, int(question.sender), answer.content)
+
+    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
+        """Ask the person in their first chat (see `approvals.py`)."""
+        if self.approvals is None:
+            raise RuntimeError(f"Telegram has no bot token ({self.settings.token_secret})")
+        return await self.approvals.ask(request, timeout)
 
     def view(self) -> ChannelView:
         ignored = self.state.ignored()

@@ -42,7 +42,13 @@ def _import_without_extras() -> None:
 _import_without_extras()
 
 from httpx import create_ssl_context  # noqa: E402  (after the library: see above)
-from telegram import Bot, Message, Update  # noqa: E402
+from telegram import (  # noqa: E402
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    Update,
+)
 from telegram.constants import MessageLimit, ParseMode  # noqa: E402
 from telegram.error import (  # noqa: E402
     BadRequest,
@@ -57,6 +63,6 @@ from telegram.request import HTTPXRequest  # noqa: E402
 
 __all__ = [
     "UNUSED_EXTRAS", "BadRequest", "Bot", "Conflict", "Forbidden", "HTTPXRequest",
-    "InvalidToken", "Message", "MessageLimit", "NetworkError", "ParseMode", "RetryAfter",
+    "InlineKeyboardButton", "InlineKeyboardMarkup", "InvalidToken", "Message", "MessageLimit", "NetworkError", "ParseMode", "RetryAfter",
     "Update", "create_ssl_context", "escape_markdown",
 ]

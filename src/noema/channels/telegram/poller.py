@@ -36,6 +36,7 @@ from ..base import Desk
 from .connection import trouble
 from .incoming import Incoming, incoming, utterance
 from .library import Bot, Update
+from .approvals import TelegramApprovals
 from .sender import Sender
 from .settings import TelegramSettings
 from .state import Batch, TelegramState
@@ -63,13 +64,15 @@ class Poller:
 
     def __init__(self, settings: TelegramSettings, state: TelegramState, bot: Bot,
                  sender: Sender, notice: Callable[[str], None], *,
-                 backoff: Backoff = Backoff(initial=1.0, maximum=60.0)) -> None:
+                 backoff: Backoff = Backoff(initial=1.0, maximum=60.0),
+                 approvals: TelegramApprovals | None = None) -> None:
         self.settings = settings
         self.state = state
         self.bot = bot
         self.sender = sender
         self.notice = notice
         self.backoff = backoff
+        self.approvals = approvals
         self.health = Health()
         self.desk: Desk | None = None
         self.info = SensorInfo(
@@ -155,7 +158,7 @@ class Poller:
                 await self.bot.initialize()
                 updates = await self.bot.get_updates(
                     offset=self.state.offset or None, timeout=self.settings.poll_timeout_s,
-                    allowed_updates=["message"])
+                    allowed_updates=["message", "callback_query"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -166,6 +169,14 @@ class Poller:
                 await self._take(update)
 
     async def _take(self, update: Update) -> None:
+        if update.callback_query is not None:  # a button of an approval question
+            self.state.take(update.update_id, [], [])
+            query = update.callback_query
+            if self.approvals is not None:
+                self._side_task(self.approvals.press(
+                    query.id, query.data or "", query.from_user.id if query.from_user else None,
+                    query.message.chat.id if query.message else None))
+            return
         message = update.message
         if message is None:  # an edit, a reaction…: nothing the person said anew
             self.state.take(update.update_id, [], [])

@@ -1,0 +1,123 @@
+"""Questions to the person on Telegram, answered with two buttons.
+
+When no interface is attached (the agent runs as `noema run` and the person
+is away from the machine), a call that needs the person's yes is asked in the
+person's first chat: the request, shown whole with its invisible characters
+made visible, under two inline buttons, Allow and Refuse. Each question has a
+fresh random key in its buttons' data, so a button answers that question
+only, and only once.
+
+Only the person can answer: the press must come from one of the person's
+chats as a user (in a private chat the chat's ID is the user's). A press by
+anyone else, on an expired question or on one already answered, changes
+nothing and is told so in Telegram's own answer to the press. A question
+nobody answers in time is refused, and its message says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass
+
+from ...security.approvals import ApprovalRequest, shown_plainly
+from .library import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MessageLimit
+
+log = logging.getLogger(__name__)
+
+PREFIX = "approval"  # callback data: "approval:<key>:allow" or ":refuse"
+_ROOM = MessageLimit.MAX_TEXT_LENGTH - 300  # for the header, the footer and escapes
+
+
+@dataclass
+class _Open:
+    future: asyncio.Future[bool]
+    chat_id: int
+    message_id: int
+    text: str
+
+
+class TelegramApprovals:
+    """Asks the person in their first chat and takes the answer from a button."""
+
+    def __init__(self, bot: Bot, person_chats: tuple[int, ...]) -> None:
+        self.bot = bot
+        self.chats = frozenset(person_chats)
+        self.chat = person_chats[0]
+        self._open: dict[str, _Open] = {}
+
+    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
+        """Send the question and wait for the person's press; False when the
+        time runs out (the message then says it was refused)."""
+        key = secrets.token_urlsafe(9)
+        text = question_text(request, timeout)
+        buttons = InlineKeyboardMarkup([[
+            InlineKeyboardButton("Allow", callback_data=f"{PREFIX}:{key}:allow"),
+            InlineKeyboardButton("Refuse", callback_data=f"{PREFIX}:{key}:refuse"),
+        ]])
+        sent = await self.bot.send_message(self.chat, text, reply_markup=buttons)
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        question = self._open[key] = _Open(future, self.chat, sent.message_id, text)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            await self._close(question, "No answer came in time: refused, nothing was run.")
+            return False
+        except asyncio.CancelledError:  # the agent stopped the call: the buttons go
+            asyncio.ensure_future(self._close(question, "Withdrawn: the agent stopped "
+                                                        "this call; nothing was run."))
+            raise
+        finally:
+            self._open.pop(key, None)
+
+    async def press(self, query_id: str, data: str, user_id: int | None,
+                    chat_id: int | None) -> None:
+        """A button was pressed: answer the question it belongs to, if it may."""
+        parts = data.split(":")
+        if len(parts) != 3 or parts[0] != PREFIX or parts[2] not in ("allow", "refuse"):
+            await self._tell(query_id, "This button is not one of mine.")
+            return
+        _, key, choice = parts
+        if user_id not in self.chats or chat_id not in self.chats:
+            log.warning("an approval button was pressed by user %s in chat %s, who is not "
+                        "the person; ignored", user_id, chat_id)
+            await self._tell(query_id, "Only the person this agent works for can answer.")
+            return
+        found = self._open.get(key)
+        if found is None or found.future.done():
+            await self._tell(query_id, "This question is closed (answered or expired); "
+                                       "nothing was done.")
+            return
+        allowed = choice == "allow"
+        found.future.set_result(allowed)
+        await self._tell(query_id, "Allowed." if allowed else "Refused.")
+        await self._close(found, "You allowed it." if allowed else "You refused it.")
+
+    async def _tell(self, query_id: str, text: str) -> None:
+        try:
+            await self.bot.answer_callback_query(query_id, text=text)
+        except Exception as exc:  # the press is decided either way
+            log.info("answering a button press on Telegram failed: %s", exc)
+
+    async def _close(self, found: _Open, outcome: str) -> None:
+        try:
+            await self.bot.edit_message_text(f"{found.text}\n\n{outcome}", chat_id=found.chat_id,
+                                             message_id=found.message_id, reply_markup=None)
+        except Exception as exc:  # the question is settled whatever the message shows
+            log.info("updating an approval message on Telegram failed: %s", exc)
+
+
+def question_text(request: ApprovalRequest, timeout: float) -> str:
+    """The question as the person reads it: plain text, nothing hidden."""
+    arguments, flagged = shown_plainly(request.arguments)
+    if len(arguments) > _ROOM:
+        arguments = (f"{arguments[:_ROOM]}\n… ({len(arguments) - _ROOM} more characters: "
+                     "see the whole request in the terminal or the page)")
+    warning = ("\n\n⚠ The request holds invisible or direction-changing characters, shown "
+               "here as ⟨U+…⟩: read it with care.") if flagged else ""
+    minutes = max(1, round(timeout / 60))
+    return (f"Your agent asks before it runs {request.tool}.\n"
+            f"Why it asks: {shown_plainly(request.reason)[0]}\n\n{arguments}{warning}\n\n"
+            f"Allow or refuse below. With no answer in {minutes} minute"
+            f"{'s' if minutes != 1 else ''} it is refused.")
