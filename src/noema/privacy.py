@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
@@ -46,6 +47,19 @@ def person_umask() -> int:
         current = os.umask(0o022)  # reading the umask means setting it
         os.umask(current)
         return current
+
+
+def with_person_umask(argv: Sequence[str]) -> list[str]:
+    """`argv` run under the person's umask (through `/bin/sh`, which sets it and
+    then becomes the program), so what a command or tool server writes in the
+    person's folders has the person's usual modes. Unchanged when the process
+    already runs with the person's umask."""
+    mask = person_umask()
+    current = os.umask(mask)
+    os.umask(current)
+    if current == mask:
+        return list(argv)
+    return ["/bin/sh", "-c", f'umask {mask:04o} && exec "$0" "$@"', *argv]
 
 
 def workspace_file_mode() -> int:

@@ -10,6 +10,7 @@ the server in it speaks MCP with the standard library alone
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 
 from noema.paths import AgentPaths
 from noema.perception.untrusted import SessionDelimiter
+from noema.privacy import go_private, person_umask
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 from noema.toolservers import McpSettings, ServerSettings, Surroundings, ToolServers
 from noema.toolservers import describe_servers
@@ -62,6 +64,38 @@ async def where(server: ServerSettings, around: Surroundings) -> str:
     finally:
         await servers.aclose()
     return result.content[0].text
+
+
+@pytest.fixture
+def private_process():
+    """This process as the `noema` command runs it: under the umask 077, the
+    person's own (the umask the tests run with) remembered."""
+    previous = os.umask(0o077)
+    os.umask(previous)
+    go_private()
+    os.umask(0o077)
+    try:
+        assert person_umask() != 0o077
+        yield person_umask()
+    finally:
+        os.umask(previous)
+
+
+@pytest.mark.parametrize("sandbox", [pytest.param(True, marks=sandboxed), False])
+async def test_a_server_starts_with_the_persons_umask_not_the_agents(
+        venv, tmp_path, private_process, sandbox):
+    server = ServerSettings(name="env", command=str(venv / "bin" / "python"),
+                            args=("-m", "stdlib_mcp"), sandbox=sandbox)
+    said = await where(server, around_workspace(tmp_path))
+    assert f"umask={private_process:04o}" in said, said
+    assert f"prefix={venv}" in said
+
+
+async def test_a_missing_unsandboxed_program_is_said_before_it_starts(tmp_path,
+                                                                      private_process):
+    server = ServerSettings(name="gone", command="no-such-mcp-server-here", sandbox=False)
+    lines = await describe_servers(McpSettings(servers=[server]), around_workspace(tmp_path))
+    assert "the program 'no-such-mcp-server-here' was not found on PATH" in "\n".join(lines)
 
 
 def test_the_folders_of_a_virtual_environment_are_found_from_its_pyvenv_cfg(venv):

@@ -7,7 +7,8 @@ unless allowed), with the roots read-only unless the server's `workspace`
 setting says otherwise, plus the folders it names in `read_only`. It gets
 none of the agent's environment: only the variables configured for it.
 
-A server whose program is a Python from a virtual environment (its own
+Servers start with the person's umask, not the agent's private one (see
+`privacy`). A server whose program is a Python from a virtual environment (its own
 `bin/python`, or a script whose `#!` line names one) is lent that
 environment and the interpreter it was made from, read-only, as found from
 the environment's `pyvenv.cfg`. A program that still lies outside what the
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..paths import AgentPaths
+from ..privacy import with_person_umask
 from ..security.masks import Masker
 from ..security.policy import AccessPolicy
 from ..security.sandbox import (
@@ -101,7 +103,8 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
         # The person's own tools and home: the SDK passes only the variables
         # it deems safe (PATH, HOME...), so the agent's keys stay out unless
         # named in `env`.
-        return StdioServerParameters(command=server.command, args=list(server.args), env=env)
+        program, *args = with_person_umask([_found_program(server.command), *server.args])
+        return StdioServerParameters(command=program, args=args, env=env)
     layout = await asyncio.to_thread(server_layout, server, around)
     command = _visible_program(server.command, layout)
     layout = _lend_interpreter(server, command, layout)
@@ -113,12 +116,27 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
             f"{exc} (or set sandbox = false for MCP server {server.name!r})"
         ) from None
     program = shutil.which(shell.bwrap_path) or shell.bwrap_path
-    argv = bwrap_argv(program, layout, [command, *server.args], tmp_mb=shell.memory_mb)
+    argv = bwrap_argv(program, layout, with_person_umask([command, *server.args]),
+                      tmp_mb=shell.memory_mb)
     # The SDK merges its own defaults (HOME, PATH, USER...) under these; the
     # sandbox's values win, so nothing of the agent's home leaks in.
     return StdioServerParameters(
         command=argv[0], args=argv[1:], env=sandbox_env() | env, cwd=str(layout.workdir)
     )
+
+
+def _found_program(command: str) -> str:
+    """An unsandboxed server's program; a missing one is said before it is
+    started (through the shell that sets the umask, it would be the shell's
+    error)."""
+    if "/" in command:
+        if not os.path.exists(command):
+            raise LaunchError(f"the program {command!r} was not found")
+        return command
+    found = shutil.which(command)
+    if found is None:
+        raise LaunchError(f"the program {command!r} was not found on PATH")
+    return found
 
 
 def _visible_program(command: str, layout: Layout) -> str:
