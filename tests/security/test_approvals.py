@@ -88,10 +88,15 @@ async def test_level_and_approver_change_at_run_time(world: World):
     assert (world.ws / "a.txt").read_text() == "2"
 
 
-def test_summary_shortens_long_values():
-    text = summarize({"path": "a.txt", "content": "x" * 5000, "timeout": None})
-    assert text.startswith("path: a.txt\ncontent: xxx") and "5000 characters in all" in text
+def test_summary_shows_a_command_whole_and_a_huge_value_by_its_ends():
+    command = "echo " + "a" * 4000 + " && rm -rf ~/important"
+    text = summarize({"command": command, "timeout": None})
+    assert text == f"command: {command}"  # the dangerous tail is never cut off
     assert "timeout" not in text
+    huge = "x" * 20_000 + "THE END"
+    shown = summarize({"path": "a.txt", "content": huge})
+    assert shown.startswith("path: a.txt\ncontent: xxx") and shown.endswith("THE END")
+    assert "characters left out of 20007 in all" in shown
 
 
 def test_gate_keeps_the_tool_schema(world: World):

@@ -176,7 +176,7 @@ async def test_an_approval_is_asked_and_the_next_line_answers_it(chat):
                     ApprovalAsked(approval=3, tool="shell_execute",
                                   arguments='{"command": "rm -r build"}',
                                   reason="runs a command"))
-    assert ('* shell_execute needs your approval: {"command": "rm -r build"}\n'
+    assert ('* shell_execute needs your approval:\n    {"command": "rm -r build"}\n'
             "  (runs a command)\n  allow it? [y/N] ") in chat.shown
     assert chat.client.asking is not None
 
@@ -190,6 +190,16 @@ async def test_an_approval_is_asked_and_the_next_line_answers_it(chat):
     await chat.hear(ApprovalAsked(approval=4, tool="shell_execute", arguments="{}", reason=""))
     await chat.client.take_line("whatever")
     assert chat.connection.of(Answer)[-1] == Answer(approval=4, allow=False)
+
+
+async def test_an_approval_shows_a_long_command_whole_and_its_hidden_characters(chat):
+    command = "command: echo " + "a" * 900 + " && r\u200bm -rf ~/\u202etxt.exe"
+    await chat.hear(CycleStarted(cycle_id=1, origin="person"),
+                    ApprovalAsked(approval=7, tool="shell_execute", arguments=command,
+                                  reason="the autonomy level of shell_execute is 'ask'"))
+    assert "a" * 900 + " && r⟨U+200B⟩m -rf ~/⟨U+202E⟩txt.exe" in chat.shown
+    assert "\u200b" not in chat.shown and "\u202e" not in chat.shown
+    assert "invisible or direction-changing characters" in chat.shown
 
 
 async def test_an_approval_settled_elsewhere_closes_the_question(chat):

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from ..orchestrator.delivery import POOL_EVENT
+from ..security.approvals import shown_plainly
 from .deliveries import read_delivery
 from .protocol import (
     Answer,
@@ -247,9 +248,16 @@ class ChatClient:
 
     def _show_question(self) -> None:
         asked = self.approvals[0]
-        text = f"* {asked.tool} needs your approval: {one_line(asked.arguments, 300)}"
+        # Whole and on their own lines: the end of a long command is where
+        # the harm hides; invisible and direction-changing characters shown.
+        arguments, flagged = shown_plainly(asked.arguments)
+        text = f"* {asked.tool} needs your approval:\n" + "\n".join(
+            f"    {line}" for line in arguments.splitlines() or [""])
+        if flagged:
+            text += ("\n  ! it holds invisible or direction-changing characters, shown as "
+                     "⟨U+…⟩: read it with care")
         if asked.reason:
-            text += f"\n  ({one_line(asked.reason, 200)})"
+            text += f"\n  ({one_line(shown_plainly(asked.reason)[0], 200)})"
         self.screen.line(text, "notice")
         if self.bar is not None:
             self.bar.approvals = len(self.approvals)

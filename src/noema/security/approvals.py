@@ -23,7 +23,10 @@ from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
 from .settings import AutonomySettings, Level
 
 log = logging.getLogger(__name__)
-_SHOWN_CHARS = 300
+# A value is shown whole up to this size; past it, its head and its tail
+# (where the dangerous end of a long command sits) with the middle counted.
+_SHOWN_CHARS = 8000
+_TAIL_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +64,17 @@ def shown_plainly(text: str) -> tuple[str, bool]:
 
 
 def summarize(arguments: dict[str, Any]) -> str:
-    """Arguments as `name: value` lines, long values cut with their size."""
+    """Arguments as `name: value` lines: whole, or for a very long value its
+    head and its tail with the size of the middle left out."""
     lines = []
     for name, value in arguments.items():
         if value is None:
             continue
         text = value if isinstance(value, str) else repr(value)
         if len(text) > _SHOWN_CHARS:
-            text = f"{text[:_SHOWN_CHARS]}… ({len(text)} characters in all)"
+            head = _SHOWN_CHARS - _TAIL_CHARS
+            text = (f"{text[:head]}\n… ({len(text) - _SHOWN_CHARS} characters left out of "
+                    f"{len(text)} in all) …\n{text[-_TAIL_CHARS:]}")
         lines.append(f"{name}: {text}")
     return "\n".join(lines)
 
