@@ -256,3 +256,14 @@ def test_ollama_takes_a_name_without_tag_as_its_latest(tmp_path):
     assert written(tmp_path)["models"]["reasoning"]["model"] == "llama3.1"
     assert written(tmp_path)["models"]["reasoning"]["context_window"] == 16384
     assert wrong.exit_code == 1 and "it serves: llama3.1:latest" in wrong.output
+
+
+def test_a_bare_server_address_gets_the_api_path(tmp_path):
+    with FakeLocalServer("vllm", {"m": 8192}) as server:
+        server.script(READY)
+        bare = server.base_url.removesuffix("/v1")
+        done = setup(tmp_path, "--provider", "vllm", "--model", "m", "--base-url", bare + "/")
+    assert done.exit_code == 0, done.output
+    assert f"address: {server.base_url} (the server's OpenAI-compatible API is under /v1)" \
+        in done.output
+    assert written(tmp_path)["models"]["reasoning"]["base_url"] == server.base_url

@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -210,8 +211,22 @@ def _outcome_lines(answers: Answers, outcome: Outcome) -> list[str]:
 # -- without questions -----------------------------------------------------------
 
 
+def with_api_path(answers: Answers, say: Say) -> Answers:
+    """A server's bare address (http://host:11434) with the `/v1` its catalogue
+    address has: the chat requests go there, not to the server's root."""
+    default = answers.spec.base_url
+    if answers.base_url is None or default is None or not default.endswith("/v1"):
+        return answers
+    if urlsplit(answers.base_url).path not in ("", "/"):
+        return answers
+    url = answers.base_url.rstrip("/") + "/v1"
+    say(f"address: {url} (the server's OpenAI-compatible API is under /v1)")
+    return replace(answers, base_url=url)
+
+
 def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) -> None:
     """`noema setup --provider …`: every answer from the options."""
+    answers = with_api_path(answers, say)
     secrets = secrets_with(paths, answers)
     _key_present(answers, secrets)
     try:
@@ -302,7 +317,7 @@ def run_questions(paths: AgentPaths, *, say: Say, ask: Callable[..., Any],
     spec = answers.spec
     if local(spec):
         url = ask("Server address", default=spec.base_url or "http://localhost:8000/v1")
-        answers = replace(answers, base_url=url.strip())
+        answers = with_api_path(replace(answers, base_url=url.strip()), say)
     answers = _ask_key(paths, answers, say=say, ask=ask)
     secrets = secrets_with(paths, answers)
     try:
