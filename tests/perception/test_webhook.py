@@ -459,5 +459,5 @@ def test_an_alert_posted_to_noema_chat_reaches_the_model(tmp_path):
             chat.expect("Disk alert on db1 noted")
             chat.sendline("/quit")
             chat.expect(pexpect.EOF)
-        sent = json.dumps(server.requests[0].body)
+        sent = json.dumps([r.body for r in server.requests])
     assert "DiskFull" in sent and "authorised=no" in sent

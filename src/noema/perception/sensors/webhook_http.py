@@ -131,7 +131,6 @@ class _Refused(Exception):
 class _Connection:
     task: asyncio.Task
     writer: asyncio.StreamWriter
-    waiting: bool = True
     dropped: bool = False  # closed by the server: pushed out, or the server stops
 
 
@@ -152,6 +151,7 @@ class HttpServer:
 
     @property
     def connections(self) -> int:
+        """How many connections are open now, waiting or not."""
         return len(self._all)
 
     async def serve(self, sock, ready: Callable[[], None]) -> None:
@@ -199,7 +199,6 @@ class HttpServer:
 
     def _wait(self, number: int, connection: _Connection) -> None:
         """Count `connection` as waiting; past the bound, push the longest waiting out."""
-        connection.waiting = True
         self._waiting[number] = connection
         self._waiting.move_to_end(number)
         while len(self._waiting) > self.limits.max_waiting:
@@ -208,8 +207,7 @@ class HttpServer:
             self.handler.report(Closing(503, "pushed out", "too many clients are waiting"))
             oldest.task.cancel()
 
-    def _admitted(self, number: int, connection: _Connection) -> None:
-        connection.waiting = False
+    def _admitted(self, number: int) -> None:
         self._waiting.pop(number, None)
 
     async def _converse(self, number: int, connection: _Connection,
@@ -239,7 +237,7 @@ class HttpServer:
             if isinstance(admission, Answer):
                 await self._send(conn, writer, admission, close=True)
                 return
-            self._admitted(number, connection)
+            self._admitted(number)
             if conn.they_are_waiting_for_100_continue:
                 writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
             try:
