@@ -32,6 +32,7 @@ from ..providers.base import Message, MessageRole, ModelRequest, ProviderError, 
     ToolSpec
 from ..providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
 from ..providers.discovery import DiscoveryFailed, ServerProbe, Window
+from ..providers.settings import ModelSettings
 
 TEST_TIMEOUT_S = 90.0  # a small local model may take its time to load
 # Offered by `setup`, in this order; the scripted model is for rehearsals, set by hand.
@@ -107,10 +108,9 @@ def local(spec: ProviderSpec) -> bool:
     return not spec.key_required
 
 
-def secrets_with(paths: AgentPaths, answers: Answers,
-                 environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def secrets_with(paths: AgentPaths, answers: Answers) -> dict[str, str]:
     """The secrets as the agent will see them once the setup is written."""
-    secrets = configuration.load_secrets(paths, environ)
+    secrets = configuration.load_secrets(paths)
     if answers.key and answers.key_env:
         secrets[answers.key_env] = answers.key
     return secrets
@@ -128,10 +128,8 @@ async def served_window(answers: Answers, secrets: Mapping[str, str]) -> Window 
         return await probe.window(answers.model)
 
 
-def settings_of(answers: Answers):
+def settings_of(answers: Answers) -> ModelSettings:
     """The validated settings these answers make; SetupFailed naming what is wrong."""
-    from ..providers.settings import ModelSettings
-
     values = {k: v for k, v in answers.table().items() if v is not None}
     try:
         return ModelSettings(**values)
