@@ -323,7 +323,8 @@ def _explain(err: Mapping[str, Any]) -> str:
         )
     if kind == "missing":
         where = f"under [{section}]" if section else "at the top"
-        return f"{key}: required. Add `{leaf} = ...` {where} in config.toml or set {env}."
+        return (f"{key}: required. Add `{leaf} = ...` {where} in config.toml (noema config "
+                f"set {key}=...) or set {env}.")
     got = err.get("input")
     shown = f" (got {got!r})" if not isinstance(got, dict) and got is not None else ""
     return f"{key}: {err['msg']}{shown}. Fix it in config.toml or with {env}."
