@@ -174,7 +174,6 @@ STUDIED: dict[str, tuple[object, ...]] = {
     "window_share": (0.0,),
     "stretch_boost": (0.0, 0.5),
     "company_boost": (0.0, 1.0),
-    "region_min": (10**9,),  # 10**9: never weigh words by the conversation's counts
 }
 
 

@@ -1,5 +1,4 @@
-"""The company a candidate keeps: turns among many that hold a name of the
-query, and the word weights taken within that conversation."""
+"""The company a candidate keeps: turns among many that hold a name of the query."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from noema.memory.search import HistorySearch, SearchTuning, Term, _Gathered, _reached, _weighed_within
+from noema.memory.search import HistorySearch, SearchTuning, Term, _Gathered
 from noema.memory.turns import NewTurn, TurnKind
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
@@ -45,46 +44,6 @@ def test_company_counts_the_other_holders_of_the_words_within_reach(masks, reach
         if near > 1:  # one other alone is no company
             expected[turn_id] = near
     assert gathered.company(bits, reach) == expected
-
-
-@given(st.sets(st.integers(min_value=1, max_value=200)), st.integers(min_value=0, max_value=12))
-def test_the_turns_reached_are_the_union_of_the_reaches(ids, reach):
-    union = {n for turn_id in ids for n in range(turn_id - reach, turn_id + reach + 1)}
-    assert _reached(sorted(ids), reach) == len(union)
-
-
-def test_term_counts_say_how_many_candidates_each_word_found():
-    gathered = _Gathered(WORDS[:3])
-    gathered.add([1, 2, 3], WORDS[2])
-    gathered.add([2, 9], WORDS[0])
-    assert gathered.term_counts() == [2, 0, 3]
-
-
-def test_within_the_persons_conversation_the_word_rare_there_weighs_most(store):
-    search = HistorySearch(store, SearchTuning(company_reach=5, region_min=5))
-    dance, offer, ana = word("dance", 50_000), word("offer", 200_000), word("Ana", 300, name=True)
-    gathered = _Gathered((dance, offer, ana))
-    gathered.add(range(100, 130), ana)  # thirty turns in a row by or about Ana
-    gathered.add(range(100, 125), dance)  # she talks of dancing all the time...
-    gathered.add([127, 900_000], offer)  # ...and once of what her studio offers
-    favour = search._in_company(gathered, gathered.terms)
-    store_wide = [3.0, 1.5, 0.4]  # in the whole store, "dance" is the rarer word
-    conversation = search._conversation(gathered, gathered.terms, favour)
-    assert conversation is not None
-    local = _weighed_within(gathered.terms, store_wide, *conversation)
-    assert local[1] > local[0] > 0
-    assert local[2] == store_wide[2]  # a name keeps its weight
-    assert 900_000 not in favour  # a turn holding a word alone keeps no company
-
-
-def test_a_conversation_too_small_keeps_the_stores_weights(store):
-    search = HistorySearch(store, SearchTuning(company_reach=5, region_min=50))
-    dance, ana = word("dance", 50_000), word("Ana", 300, name=True)
-    gathered = _Gathered((dance, ana))
-    gathered.add(range(100, 130), ana)
-    gathered.add(range(100, 125), dance)
-    favour = search._in_company(gathered, gathered.terms)
-    assert search._conversation(gathered, gathered.terms, favour) is None
 
 
 def test_a_reply_among_the_persons_turns_outranks_a_lone_turn_naming_her(store):
