@@ -122,8 +122,9 @@ class TokenGuard:
                                      "`noema ui` printed (it ends in ?token=…).")
             return
         if offered is None and not self.credentials.is_session(cookie):
-            await _refuse(send, 403, "This browser holds an access token of an earlier run. Open "
-                                     "the address `noema ui` printed this time.")
+            await _refuse(send, 403, "This browser's session is not this run's (an earlier "
+                                     "start's, or made up). Open the address `noema ui` "
+                                     "printed this time.")
             return
         if scope["method"] not in SAFE_METHODS:
             problem = self._action_problem(scope, headers)
