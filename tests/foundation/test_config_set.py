@@ -185,3 +185,27 @@ def test_a_section_set_key_by_key_in_any_order_ends_valid(tmp_path_factory, orde
                                                                    "base_url"} <= set(order[:step + 1]))
     reasoning = load_config(paths, {}).models.reasoning
     assert (reasoning.model, reasoning.context_window, reasoning.timeout_s) == ("local", 8192, 30)
+
+
+KNOWN = ["agent", "language", "models", "reasoning", "provider", "model", "files", "roots",
+         "cycle", "max_steps", "memory", "shell", "sandbox", "mcp", "servers", "key", "token"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(st.lists(st.sampled_from(KNOWN) | st.text(min_size=0, max_size=6),
+                              min_size=1, max_size=4), min_size=1, max_size=3),
+       values=st.lists(st.sampled_from(["1", "-5", "[1, 2]", "{a = 1}", "true", "'x'", "{",
+                                        "ollama", "", "\n", "[[x]]"]) | st.text(max_size=12),
+                       min_size=3, max_size=3))
+def test_any_keys_and_values_are_written_or_refused_in_words(tmp_path_factory, keys, values):
+    paths = AgentPaths.for_agent("default", tmp_path_factory.mktemp("home")).ensure()
+    paths.config_file.write_text("[[files.roots]]\npath = '/tmp/ws'\n[agent]\nlanguage = 'en'\n")
+    before = paths.config_file.read_bytes()
+    pairs = [(".".join(parts), value) for parts, value in zip(keys, values)]
+    try:
+        edit = set_values(paths, pairs)
+    except ConfigError as exc:
+        assert exc.problems and paths.config_file.read_bytes() == before
+    else:
+        assert (edit.config is None) == bool(edit.notes)
+        tomllib.loads(paths.config_file.read_text())  # still TOML
