@@ -204,9 +204,11 @@ def build_provider_from_config(config: Config, paths: AgentPaths,
 
     if config.models.reasoning is None:
         raise NoModelConfigured(
-            f"no reasoning model is configured for agent {paths.name!r}. Set one, e.g.\n"
-            "  noema config set models.reasoning.provider openai\n"
-            "  noema config set models.reasoning.model gpt-4o-mini\n"
+            f"no reasoning model is configured for agent {paths.name!r}. Choose one with\n"
+            "  noema setup\n"
+            "(it asks, lists the models your server serves and tries one), or set it yourself:\n"
+            "  noema config set models.reasoning.provider=openai "
+            "models.reasoning.model=gpt-4o-mini\n"
             "and put OPENAI_API_KEY in the environment or in "
             f"{paths.secrets_file}. `noema demo` runs without a model."
         )
