@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import socketserver
+import ssl
 import threading
 
 
@@ -20,8 +21,10 @@ class TunnelProxy:
     """Use as a context manager; `url` is the proxy's address for `[web] proxy`."""
 
     def __init__(self, scheme: str = "http", login: tuple[str, str] | None = None,
-                 refuse_ports: frozenset[int] = frozenset()) -> None:
-        self.scheme = scheme  # "http" or "socks5"
+                 refuse_ports: frozenset[int] = frozenset(),
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.scheme = scheme  # "http", "https" (with `tls`, the proxy's own certificate) or "socks5"
+        self.tls = tls
         self.login = login
         self.refuse_ports = refuse_ports
         self.route: dict[str, str] = {}
@@ -60,6 +63,8 @@ class TunnelProxy:
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(10)
+        if self.tls is not None:
+            client = self.tls.wrap_socket(client, server_side=True)
         if self.scheme == "socks5":
             target = self._socks(client)
         else:

@@ -115,7 +115,10 @@ class Fetcher:
         self.settings = settings
         self.guard = AddressGuard(settings.allowed_networks, resolver)
         if settings.proxy and connect is direct_connect:  # the proxy is the way out
-            connect = tunnel_connector(settings.proxy)
+            # An https:// proxy is verified like the sites: the system's authorities,
+            # or those a test brings.
+            connect = tunnel_connector(
+                settings.proxy, verify if isinstance(verify, ssl.SSLContext) else None)
         self._connect = connect
         self._verify = verify  # the system's certificate authorities, unless a test brings its own
 

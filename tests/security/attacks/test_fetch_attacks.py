@@ -191,3 +191,21 @@ async def test_a_proxy_refusing_the_tunnel_is_a_clear_error(site):
         with pytest.raises(ToolError, match="refused a tunnel .*port 443"):
             await through(proxy, resolver).fetch(
                 f"http://site.example:{site.port}/article.html", HTML)
+
+
+async def test_an_https_proxy_is_verified_and_still_only_tunnels_to_the_address(tmp_path):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "proxy").mkdir()
+    site_tls, client_tls = tls_contexts("secure.example.org", tmp_path / "site")
+    proxy_tls, _ = tls_contexts("localhost", tmp_path / "proxy")
+    client_tls.load_verify_locations(cafile=str(tmp_path / "proxy" / "cert.pem"))
+    resolver = Resolver({"secure.example.org": [[str(PUBLIC)]]})
+    with WebServer(tls=site_tls) as server, TunnelProxy("https", tls=proxy_tls) as proxy:
+        server.routes[("GET", "/article.html")] = page("text/html", ARTICLE)
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        url = proxy.url.replace("127.0.0.1", "localhost")  # the name its certificate holds
+        fetcher = Fetcher(WebSettings(proxy=url), resolver=resolver, verify=client_tls)
+        fetched = await fetcher.fetch(
+            f"https://secure.example.org:{server.port}/article.html", HTML)
+        assert b"four metres" in fetched.body
+        assert proxy.asked == [f"CONNECT {PUBLIC}:{server.port} HTTP/1.1"]
