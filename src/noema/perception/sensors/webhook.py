@@ -54,7 +54,7 @@ from ..alertmanager import AlertClock, Notification, reports
 from ..events import CHANNEL_PATTERN, MAX_KEY, Nature, SensorInfo, Urgency
 from ..hub import Emitter
 from ..webhook_settings import Token, WebhookSettings, check_tokens, tokens_from
-from .webhook_http import Answer, Closing, Handler, Head, HttpServer, Limits
+from .webhook_messages import Answer, Closing, Handler, Head, Limits
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +193,8 @@ class WebhookIntake:
         self._clock = AlertClock()
         self.ready = asyncio.Event()
         self.address: tuple[str, int] | None = None
+        from .webhook_http import HttpServer  # the HTTP parser comes with the webhook
+
         self.http = HttpServer(Handler(self._admit, self._take, self._closed), Limits(
             head_timeout_s=settings.head_timeout_s, body_timeout_s=settings.body_timeout_s,
             max_waiting=settings.max_waiting_connections,
