@@ -1,10 +1,17 @@
 """`shell_execute`: a shell command in the sandbox, its file changes versioned.
 
+After a command, whatever way it ended, a worker thread checks what it left
+(git metadata the person's git would run, files made setuid, setgid or
+someone else's) and commits the files it changed; the event loop never waits
+on that walk, which can take seconds after a command that planted hundreds
+of repositories.
+
 Cancellation: when the task running a call is cancelled, the command's
 whole process group (and, under bubblewrap, its PID namespace) is killed,
-the files it changed so far are committed, and the partial outcome is kept
-in `InterruptedRuns` under the call ID before CancelledError goes on. The
-orchestrator pops it to tell the model plainly what happened.
+the same after-command work runs in its thread, and the partial outcome is
+appended to the call's `ToolContext.interruption` before CancelledError goes
+on (a second cancellation meanwhile does not cut the account short). The
+orchestrator reads it to tell the model plainly what happened.
 """
 
 from __future__ import annotations
@@ -13,16 +20,19 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ..security.gitguard import GitGuard, Included, Neutralised
 from ..security.history import ChangeNote, Skipped, Version, left_out_text
 from ..security.masks import Masker, Scan
+from ..security.ownership import OwnershipGuard, Repaired
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
 from ..security.settings import ShellSettings
 from ..security.versions import Versions
 from .registry import Tool, ToolContext, ToolError, tool
 
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,16 @@ def _neutralised_note(policy: AccessPolicy, done: list[Neutralised]) -> str:
     )
 
 
+def _repaired_note(policy: AccessPolicy, done: list[Repaired]) -> str:
+    if not done:
+        return ""
+    lines = "\n".join(f"- {r.describe(policy.display(r.path))}" for r in done)
+    return (
+        "\nFiles the command left with rights no command may give were repaired, since "
+        f"any local user could use them (the person is told):\n{lines}"
+    )
+
+
 def _result(
     command_timeout: float, finished: Finished, made: list[Version], skipped: Sequence[Skipped]
 ) -> str:
@@ -106,10 +126,25 @@ def shell_tools(
     settings = sandbox.settings
     masker = Masker(policy, agent_data)
     guard = GitGuard(policy, agent_data)
+    ownership = OwnershipGuard((r.path for r in policy.writable_roots), (agent_data,))
 
     def prepare() -> tuple[Scan, tuple[Included, ...]]:
         before = masker.scan()
         return before, guard.includes(before)
+
+    def begin() -> None:
+        for root in policy.writable_roots:
+            versions.store_for(root).record_person()  # the person's edits stay theirs
+        ownership.before()
+
+    def aftermath(
+        ctx: ToolContext, command: str, before: Scan, included: tuple[Included, ...],
+        suffix: str = "",
+    ) -> tuple[str, list[Version], tuple[Skipped, ...]]:
+        """What a command left, made safe and recorded: a note for the model,
+        the versions made, the paths the history left out. In a worker thread."""
+        note = neutralise(before, included) + _repaired_note(policy, ownership.after())
+        return (note, *record(ctx, command, suffix))
 
     def neutralise(before: Scan, included: tuple[Included, ...]) -> str:
         # Runs whatever way the command ended; the walk is warm by then.
@@ -167,15 +202,15 @@ def shell_tools(
             await sandbox.check(layout)
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
-        for root in policy.writable_roots:
-            versions.store_for(root).record_person()  # the person's edits stay theirs
+        await asyncio.to_thread(begin)
         output = Output(settings.output_cap_bytes)
         try:
             finished = await sandbox.run(layout, command, limit, output)
         except asyncio.CancelledError:
-            # In the loop's thread: a cancelled task cannot wait for a worker.
-            note = neutralise(before, included)
-            made, skipped = record(ctx, command, " (cancelled)")
+            work = asyncio.ensure_future(
+                asyncio.to_thread(aftermath, ctx, command, before, included, " (cancelled)")
+            )
+            note, made, skipped = await _despite_cancellation(work)
             if skipped:
                 note = f" {left_out_text(skipped)}{note}"
             run = InterruptedRun(command, output.render(), output.total,
@@ -184,7 +219,19 @@ def shell_tools(
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
-        note = await asyncio.to_thread(neutralise, before, included)
-        return _result(limit, finished, *record(ctx, command)) + note
+        note, made, skipped = await asyncio.to_thread(aftermath, ctx, command, before, included)
+        return _result(limit, finished, made, skipped) + note
 
     return [shell_execute]
+
+
+async def _despite_cancellation(work: asyncio.Future[_T]) -> _T:
+    """The outcome of `work`, awaited to its end although the task awaiting
+    it is being cancelled (again): what a command did must be made safe and
+    told before the cancellation goes on, and the thread runs on anyway."""
+    while True:
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.done():
+                return work.result()
