@@ -40,16 +40,14 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import stat
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .masks import GitItem, Scan, global_git_configs
+from .gitreads import Includes, global_git_configs, read_config
+from .masks import GitItem, Scan
 from .policy import AccessPolicy
 
 log = logging.getLogger(__name__)
@@ -66,13 +64,14 @@ _VARIABLES = frozenset({
     "difffilter", "templatedir", "browser", "tunnel", "clean", "smudge", "process",
 })
 _CONFIG_NAMES = ("config", "config.worktree")
-_SKIP_INSIDE = frozenset({"objects", "refs", "logs", "lfs"})  # data, never configuration
+# Data, never configuration: not walked. (objects/ and refs/ are: a repository
+# can be hidden in them, for a `gitdir:` line to point at.)
+_SKIP_INSIDE = frozenset({"lfs"})
 _MAX_CONFIG_BYTES = 1 << 20
 _MAX_POINTER_BYTES = 4096
 _MAX_INCLUDES = 200  # configuration files read while following includes
 _MAX_FOLDERS = 5_000  # inside one new .git; past it the whole folder is set aside
 _ASIDE = ".noema-quarantine"
-_GIT_TIMEOUT_S = 10
 _RACY_NS = 2_000_000_000
 
 
@@ -97,43 +96,6 @@ def dangerous(key: str, value: str | None) -> bool:
     if (section, variable) == ("submodule", "update"):
         return (value or "").lstrip().startswith("!")
     return False
-
-
-def read_config(data: bytes) -> list[tuple[str, str | None]] | None:
-    """The variables of a configuration file as the person's git reads them,
-    in order; None when git is missing or cannot parse the file."""
-    git = shutil.which("git")
-    if git is None:
-        return None
-    with tempfile.TemporaryDirectory(prefix="noema-gitguard-") as scratch:
-        copy = Path(scratch) / "config"
-        copy.write_bytes(data)
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": scratch,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "LC_ALL": "C",
-        }
-        try:
-            done = subprocess.run(
-                [git, "config", "--file", str(copy), "--no-includes", "--list", "-z"],
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                timeout=_GIT_TIMEOUT_S,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    if done.returncode != 0:
-        return None
-    entries: list[tuple[str, str | None]] = []
-    for record in done.stdout.split(b"\0"):
-        if not record:
-            continue
-        key, newline, value = record.decode("utf-8", "surrogateescape").partition("\n")
-        entries.append((key, value if newline else None))
-    return entries
 
 
 def render_config(entries: Sequence[tuple[str, str | None]]) -> str:
@@ -187,7 +149,7 @@ class GitGuard:
         self.writable = tuple(r.path for r in policy.writable_roots)
         self.agent_data = Path(os.path.realpath(agent_data))
         self._clean: dict[tuple[int, int], tuple[int, int, int]] = {}
-        self._includes: dict[Path, tuple[tuple[int, int, int, int], tuple[Path, ...]]] = {}
+        self._reads = Includes()
 
     def includes(self, scan: Scan) -> tuple[Included, ...]:
         """The files in writable roots that the person's git configurations
@@ -209,39 +171,12 @@ class GitGuard:
             if config in seen:
                 continue
             seen.add(config)
-            for target in self._included_by(config):
+            for target in self._reads.of(config):
                 real = Path(os.path.realpath(target))
                 if self._inside(target) or self._inside(real):
                     found[target] = Included(target, real, _identity(real))
                 queue.append(real)
         return tuple(found.values())
-
-    def _included_by(self, config: Path) -> tuple[Path, ...]:
-        try:
-            info = os.stat(config)
-        except OSError:
-            return ()
-        signature = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
-        cached = self._includes.get(config)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        try:
-            with open(config, "rb") as handle:
-                data = handle.read(_MAX_CONFIG_BYTES + 1)
-        except OSError:
-            return ()
-        entries = read_config(data) if len(data) <= _MAX_CONFIG_BYTES else None
-        targets = []
-        for key, value in entries or ():
-            lowered = key.lower()
-            is_include = lowered == "include.path" or (
-                lowered.startswith("includeif.") and lowered.endswith(".path")
-            )
-            if is_include and value:
-                named = Path(os.path.expanduser(value))
-                targets.append(Path(os.path.normpath(config.parent / named)))
-        self._includes[config] = (signature, tuple(targets))
-        return tuple(targets)
 
     def check(
         self, before: Scan, after: Scan, included: Sequence[Included] = ()
@@ -295,22 +230,31 @@ class GitGuard:
             return self._gitdir(item.path, exempt, visited)
         if item.kind == "gitdir":
             return self._tree(item.path, exempt, visited)
-        target = self._pointer(item)
-        if target is None or self._protected(target, exempt):
+        named = self._pointer_text(item)
+        if named is None:
+            return []
+        if _through_proc(item.path.parent / named):
+            # /proc/self/cwd and its kind lead each process somewhere else:
+            # where this one would look is not where the person's git goes.
+            aside = self._set_aside(item.path)
+            return [f"it sends git through /proc, which leads each process elsewhere; "
+                    f"moved to {aside.name}"]
+        target = Path(os.path.realpath(item.path.parent / named))
+        if not (self._inside(target) and target.is_dir()) or self._protected(target, exempt):
             return []
         return [f"points to {target}: {a}" for a in self._tree(target, exempt, visited)]
 
-    def _pointer(self, item: GitItem) -> Path | None:
-        """Where a `.git` file or link sends git, if that lies in a writable root."""
+    def _pointer_text(self, item: GitItem) -> Path | None:
+        """Where a `.git` file or link says git should go, as it says it."""
         if item.kind == "gitlink":
-            target = Path(os.path.realpath(item.path))
-        else:
-            text = _read_small(item.path.parent, item.path.name, _MAX_POINTER_BYTES)
-            if text is None or not text.startswith(b"gitdir:"):
+            try:
+                return Path(os.readlink(item.path))
+            except OSError:
                 return None
-            named = Path(os.fsdecode(text[len(b"gitdir:"):].strip()))
-            target = Path(os.path.realpath(item.path.parent / named))
-        return target if self._inside(target) and target.is_dir() else None
+        text = _read_small(item.path.parent, item.path.name, _MAX_POINTER_BYTES)
+        if text is None or not text.startswith(b"gitdir:"):
+            return None
+        return Path(os.fsdecode(text[len(b"gitdir:"):].strip()))
 
     def _inside(self, path: Path) -> bool:
         """Whether `path` lies where a command may write (the innermost root
@@ -513,6 +457,35 @@ def _disable_hooks(fd: int) -> list[str]:
     what = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
     what = what or "a link or a file, not a folder"
     return [f"hooks disabled ({what}); moved to {aside}"]
+
+
+def _through_proc(path: Path, hops: int = 40) -> bool:
+    """Whether resolving `path` as the kernel does (links followed one
+    component at a time, `..` taken physically) enters /proc, where what a
+    name leads to depends on the process that asks; a loop counts as yes."""
+    pending = list(reversed(path.parts))
+    current = Path("/")
+    while pending:
+        part = pending.pop()
+        if part == "/":
+            current = Path("/")
+            continue
+        if part in ("", "."):
+            continue
+        step = current.parent if part == ".." else current / part
+        if step == Path("/proc") or step.is_relative_to("/proc"):
+            return True
+        if step.is_symlink():
+            hops -= 1
+            if hops < 0:
+                return True
+            try:
+                pending += reversed(Path(os.readlink(step)).parts)
+            except OSError:
+                return True
+            continue  # relative to `current`, or absolute from "/"
+        current = step
+    return False
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .gitreads import global_git_configs, looks_like_repository
 from .policy import Access, AccessPolicy, is_git_name
 
 GitKind = Literal["gitdir", "gitfile", "gitlink", "repository", "config"]
+__all__ = ["GitItem", "Masker", "Scan", "global_git_configs", "looks_like_repository"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,20 +82,6 @@ class _Folder:
     unreadable: bool = False  # it could not be listed (and is masked whole)
 
 
-def looks_like_repository(names: set[str] | frozenset[str]) -> bool:
-    """Whether git would take a folder with these entries for a repository
-    (its `is_git_directory`: a HEAD, and objects/ and refs/ here or in the
-    folder that `commondir` names)."""
-    return "HEAD" in names and ("commondir" in names or {"objects", "refs"} <= names)
-
-
-def global_git_configs() -> tuple[Path, ...]:
-    """The person's own git configuration files (read by every git command)."""
-    home = Path(os.path.expanduser("~"))
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
-    return (home / ".gitconfig", Path(xdg) / "git" / "config")
-
-
 class Masker:
     """Walks the roots of one policy, remembering what it read."""
 
@@ -141,6 +129,9 @@ class Masker:
                 if info.secret_inodes:
                     secret.setdefault(info.stamp[3], set()).update(info.secret_inodes)
         # Another name of a refused file shows the same bytes: mask it as well.
+        # The agents' own files count, though their folder is never walked.
+        for dev, ino in _agent_files(self.agent_data):
+            secret.setdefault(dev, set()).add(ino)
         for info in walked:
             same = secret.get(info.stamp[3])
             if same and info.visible_inodes:
@@ -221,7 +212,14 @@ class Masker:
                 if not refused and kind in ("dir", "file"):
                     freezable.append(path)
                 continue  # never entered: it is frozen whole
-            denied = refused or self.policy.denial(path, Access.READ) is not None
+            moved = kind != "link" and self.policy.denied_identity(dev, ino) is not None
+            if moved and kind == "dir" and not refused:
+                hidden.append(path)  # the agents' data or a secret folder, renamed
+                continue  # (the agents' data is never walked, wherever it lies)
+            denied = refused or moved or self.policy.denial(path, Access.READ) is not None
+            if denied and kind != "link":
+                # Known by identity from now on: a rename does not free it.
+                self.policy.remember_denied(dev, ino)
             if denied and not refused and kind != "link":
                 hidden.append(path)
             if kind == "dir":
@@ -260,3 +258,25 @@ def _git_kind(kind: str) -> GitKind:
     if kind == "dir":
         return "gitdir"
     return "gitfile" if kind == "file" else "gitlink"
+
+
+def _agent_files(agents: Path) -> list[tuple[int, int]]:
+    """(device, inode) of the files of every agent's folder (its secrets,
+    configuration and databases), for finding other names of them."""
+    found: list[tuple[int, int]] = []
+    try:
+        agent_folders = list(os.scandir(agents))
+    except OSError:
+        return found
+    for folder in agent_folders:
+        if not folder.is_dir(follow_symlinks=False):
+            continue
+        try:
+            with os.scandir(folder.path) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        info = entry.stat(follow_symlinks=False)
+                        found.append((info.st_dev, info.st_ino))
+        except OSError:
+            continue
+    return found

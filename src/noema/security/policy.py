@@ -17,8 +17,10 @@ them, the person's git would read them as its own metadata.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
+import threading
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,13 @@ from pathlib import Path, PurePosixPath
 
 from ..paths import AgentPaths
 from ..tools.errors import ToolError, quoted, shorten
+from .gitreads import (
+    Includes,
+    global_git_configs,
+    looks_like_repository,
+    repository_configs,
+    repository_names,
+)
 from .settings import FilesSettings
 
 _GIT_REFUSAL = "git folders (and names git reads as .git) are never read or written by the tools"
@@ -183,6 +192,14 @@ class AccessPolicy:
         self._path_globs = tuple(g for g in self.deny if g not in self._name_globs)
         self._name_verdict = lru_cache(maxsize=65536)(self._first_name_glob)
         self.protected = tuple(real(p) for p in protected)
+        self._includes = Includes()
+        # Rules name paths, but a rename moves what they cover: the folders
+        # and files they covered are also known by identity (device, inode),
+        # so that a secret renamed out from under its rule stays refused.
+        self._protected_ids: set[tuple[int, int]] = set()
+        self._denied_ids: set[tuple[int, int]] = set()
+        self._ids_lock = threading.Lock()
+        self._note_protected()
         for root in self.roots:
             for guarded in self.protected:
                 if _within(root.path, guarded):
@@ -245,7 +262,87 @@ class AccessPolicy:
             raise AccessDenied(f"{shown}: {reason}. {self.summary()}")
         root = self.root_of(resolved)
         assert root is not None  # denial() returned None, so a root holds it
+        reason = self.moved_denial(resolved, root)
+        if reason is None and access is Access.WRITE:
+            reason = self.git_would_read(resolved, root)
+        if reason:
+            raise AccessDenied(f"{shorten(raw)}: {reason}. {self.summary()}")
         return Target(raw, resolved, root)
+
+    def _note_protected(self) -> None:
+        for folder in self.protected:
+            with contextlib.suppress(OSError):
+                info = os.stat(folder)
+                with self._ids_lock:
+                    self._protected_ids.add((info.st_dev, info.st_ino))
+
+    def remember_denied(self, dev: int, ino: int) -> None:
+        """A file or folder a deny rule covers, by identity (see `moved_denial`)."""
+        with self._ids_lock:
+            self._denied_ids.add((dev, ino))
+
+    def denied_identity(self, dev: int, ino: int) -> str | None:
+        """Why the thing with this identity is refused wherever it lies now, or None."""
+        with self._ids_lock:
+            if (dev, ino) in self._protected_ids:
+                return "it is the agent's own data (moved or renamed), which the tools never touch"
+            if (dev, ino) in self._denied_ids:
+                return "a deny rule covered it before it was moved or renamed (secrets and private files)"
+        return None
+
+    def moved_denial(self, resolved: Path, root: Root) -> str | None:
+        """Why `resolved` is refused because it, or a folder holding it, is
+        something a rule covered under another name (a rename of the agents'
+        data or of a secret's folder), or None. Looks at the disk."""
+        self._note_protected()
+        folder = root.path
+        for part in (None, *_inside(resolved, root.path).parts):
+            if part is not None:
+                folder = folder / part
+            try:
+                info = os.lstat(folder)
+            except OSError:
+                return None  # nothing further exists yet
+            reason = self.denied_identity(info.st_dev, info.st_ino)
+            if reason:
+                return reason
+        return None
+
+    def git_would_read(self, resolved: Path, root: Root) -> str | None:
+        """Why writing `resolved` would hand the person's git something it
+        reads as its own (configuration, hooks, a repository), or None.
+
+        Unlike `denial` this looks at the disk: whether a folder on the way
+        is, or would become with this write, a folder git takes for a
+        repository (a bare one, another's `--separate-git-dir`, one made by
+        writing `HEAD`, `objects/` and `refs/`); whether the file is the
+        person's global git configuration, or one that it or the
+        configuration of a repository beside the path includes (a repository
+        enclosing it, or one in a folder on the way: `proj/` next to
+        `shared.inc`).
+        """
+        configs = list(global_git_configs())
+        if any(resolved in (c, real(c)) for c in configs):
+            return (
+                "it is the person's own git configuration, which every git command reads "
+                "and obeys"
+            )
+        folder = root.path
+        for part in _inside(resolved, root.path).parts:
+            if looks_like_repository(repository_names(folder) | {part}):
+                return (
+                    f"{self.display(folder)} is, or with this write would become, a folder "
+                    "git takes for a repository, whose configuration and hooks the person's "
+                    "git obeys; write outside it"
+                )
+            configs += _repository_configs_at(folder)
+            folder = folder / part
+        if resolved in self._includes.below(configs):
+            return (
+                "a git configuration of the person's includes this file, so git would obey "
+                "what it says; write another file"
+            )
+        return None
 
     def root_of(self, resolved: Path) -> Root | None:
         """The innermost root that holds an already-resolved path."""
@@ -371,6 +468,29 @@ def _check_length(path: Path) -> None:
             f"the path {quoted(str(path))} is {size} bytes long; a path holds at most "
             f"{PATH_MAX - 1} bytes: use fewer or shorter folder names"
         )
+
+
+_MAX_NEIGHBOURS = 500  # entries of one folder looked at for repositories
+
+
+def _repository_configs_at(folder: Path) -> list[Path]:
+    """The configuration files of the repository `folder` is, and of those
+    its sub-folders are."""
+    found: list[Path] = []
+    if os.path.isdir(folder / ".git"):
+        found += repository_configs(folder / ".git")
+    try:
+        with os.scandir(folder) as entries:
+            for n, entry in enumerate(entries):
+                if n >= _MAX_NEIGHBOURS:
+                    break
+                if entry.is_dir(follow_symlinks=False) and os.path.isdir(
+                    os.path.join(entry.path, ".git")
+                ):
+                    found += repository_configs(Path(entry.path) / ".git")
+    except OSError:
+        pass
+    return found
 
 
 def _git_denial(relative: PurePosixPath) -> str | None:

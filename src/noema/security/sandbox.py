@@ -179,7 +179,10 @@ def bwrap_argv(
             argv += ["--size", str(tmp_mb * 1024 * 1024)]  # tmpfs is memory too
         argv += ["--tmpfs", scratch]
     # Outer folders first: a root nested in another must be mounted over it.
+    # (Anchors too: a bind's source is the host's folder, with the host's
+    # mounts inside, so one made after a deeper root would undo it.)
     folders = [(f, False) for f in layout.readonly] + [(f, True) for f in layout.writable]
+    folders += [(f, True) for f in _anchors(layout)]
     for folder, writable in sorted(folders, key=lambda item: len(item[0].parts)):
         argv += ["--bind" if writable else "--ro-bind", str(folder), str(folder)]
         git = folder / ".git"
@@ -198,6 +201,28 @@ def bwrap_argv(
     # landing there unseen. /tmp and /var/tmp stay writable scratch space.
     argv += ["--remount-ro", "/", "--chdir", str(layout.workdir), "--", *command]
     return argv
+
+
+def _anchors(layout: Layout) -> list[Path]:
+    """The folders between a writable root and a hidden path in it, outer
+    first. Each is mounted on itself: a mount point cannot be renamed, so a
+    command cannot move a secret (or the agents' data) out from under the
+    rule that names it by renaming a folder that holds it."""
+    found: set[Path] = set()
+    roots = [*layout.writable, *layout.readonly]
+    for secret in layout.hidden:
+        holding = [r for r in roots if secret.is_relative_to(r)]
+        if not holding:
+            continue
+        root = max(holding, key=lambda r: len(r.parts))  # the innermost decides
+        if root not in layout.writable:
+            continue  # nothing can be renamed in a read-only root
+        for folder in secret.parents:
+            if folder == root or not folder.is_relative_to(root):
+                break
+            if folder.is_dir() and not folder.is_symlink():
+                found.add(folder)
+    return sorted(found, key=lambda f: len(f.parts))
 
 
 def sandbox_env(home: str = "/tmp") -> dict[str, str]:

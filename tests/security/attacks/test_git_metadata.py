@@ -137,6 +137,22 @@ ATTACKS = {
         "git init -q r && hook r/.git/hooks pre-commit && chmod 100 r/.git/hooks"
     ),
     "locked-git-folder": "git init -q r && " + FSMON.format(r="r") + " && chmod 500 r/.git",
+    # The guard must resolve a pointer as the person's git does: /proc/self/cwd
+    # is the agent's folder for the agent and the person's for their git.
+    "gitfile-through-proc-cwd": (
+        "git init -q a && mkdir -p a/.git/objects/evil/objects a/.git/objects/evil/refs sub && "
+        "echo 'ref: refs/heads/main' > a/.git/objects/evil/HEAD && "
+        "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n"
+        "\\tfsmonitor = %s\\n' \"$PWD/evil.sh\" > a/.git/objects/evil/config && "
+        "echo 'gitdir: /proc/self/cwd/../a/.git/objects/evil' > sub/.git"
+    ),
+    "gitlink-through-proc-cwd": (
+        "git init -q a && mkdir -p a/.git/objects/evil/objects a/.git/objects/evil/refs sub && "
+        "echo 'ref: refs/heads/main' > a/.git/objects/evil/HEAD && "
+        "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n"
+        "\\tfsmonitor = %s\\n' \"$PWD/evil.sh\" > a/.git/objects/evil/config && "
+        "ln -s /proc/self/cwd/../a/.git/objects/evil sub/.git"
+    ),
     "config-as-a-symlink": (
         "git init -q r && cp r/.git/config cfg && git config --file cfg core.fsmonitor "
         "\"$PWD/evil.sh\" && rm r/.git/config && ln -s ../../cfg r/.git/config"
