@@ -298,3 +298,30 @@ async def test_leading_blank_pieces_are_kept_once_words_follow(openai_rig: Rig) 
     events = await events_of(openai_rig.make(model=a_model()), simple_request("hi"))
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "\n\nAnswer follows"
+
+
+async def test_a_count_waits_for_the_answer_being_streamed(openai_rig: Rig) -> None:
+    # llama.cpp's Python server cuts an answer short when another request
+    # arrives; a count asked meanwhile must reach it only after the answer.
+    import asyncio
+
+    seen_after: list[int] = []
+    holder: dict[str, LlamaServerShapes] = {}
+
+    def count(body: Any) -> dict:
+        seen_after.append(holder["server"].completed)
+        return {"count": 1}
+
+    with LlamaServerShapes({"/extras/tokenize/count": count}) as server:
+        holder["server"] = server
+        server.tokens_per_second = 50
+        server.script(FakeReply(text="one two three four five six seven eight"))
+        provider = openai_rig.make(base_url=server.base_url, model=a_model())
+        stream = provider.stream(simple_request("count while I talk"))
+        first = await anext(stream)
+        assert isinstance(first, TextDelta)
+        counting = asyncio.create_task(provider.count_tokens(["x"]))
+        rest = [event async for event in stream]
+        assert await counting == [1]
+    assert rest[-1] == Finish("stop")
+    assert seen_after == [1]  # the stream had completed when the count arrived

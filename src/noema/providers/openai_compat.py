@@ -7,9 +7,11 @@ take the same request; they differ in what they send back at the edges
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,6 +264,39 @@ def _broke_after_headers(failure: Failure | None) -> bool:
 _WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
 
 
+class _Traffic:
+    """Answers may run together; a count runs alone (see `count_tokens`)."""
+
+    def __init__(self) -> None:
+        self._answers = 0
+        self._counting = False
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def answering(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._counting)
+            self._answers += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._answers -= 1
+                self._changed.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def counting(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._counting and not self._answers)
+            self._counting = True
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._counting = False
+                self._changed.notify_all()
+
+
 class _NothingSaid(Exception):
     """An answer that ended without words or a call (`finish`: its reason)."""
 
@@ -335,6 +370,7 @@ class OpenAICompatProvider:
         )
         self._tokenizer: _Tokenizer | None = None
         self._tokenizer_probed = False
+        self._traffic = _Traffic()
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -375,6 +411,11 @@ class OpenAICompatProvider:
         )
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+        async with self._traffic.answering():
+            async for event in self._attempt_unguarded(request):
+                yield event
+
+    async def _attempt_unguarded(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         try:
             async for event in _unless_empty(self._answer(request)):
                 yield event
@@ -428,14 +469,26 @@ class OpenAICompatProvider:
                      "event; requests with tools go whole from now on", self.endpoint.where)
         finally:
             await response.close()
-        for event in await self._whole(request):
+        for event in await self._whole(request, after_broken_stream=True):
             yield event
 
-    async def _whole(self, request: ModelRequest) -> list[StreamEvent]:
-        completion = await self._client.post(
-            _CHAT_PATH, body=self.payload(request, stream=False), cast_to=ChatCompletion,
-            options={"security": {"bearer_auth": True}},
-        )
+    async def _whole(self, request: ModelRequest, *, after_broken_stream: bool = False,
+                     ) -> list[StreamEvent]:
+        async def send() -> ChatCompletion:
+            return await self._client.post(
+                _CHAT_PATH, body=self.payload(request, stream=False), cast_to=ChatCompletion,
+                options={"security": {"bearer_auth": True}},
+            )
+
+        try:
+            completion = await send()
+        except openai.APIConnectionError:
+            if not after_broken_stream:
+                raise
+            # The server hangs up the connection the broken stream came on a
+            # moment after it ended; taken again from the pool, it fails
+            # before any answer. Nothing reached the model: send it afresh.
+            completion = await send()
         return completion_events(completion)
 
     # -- what the server can tell ------------------------------------------
@@ -449,33 +502,38 @@ class OpenAICompatProvider:
         call finds out which, and an endpoint that has neither is not asked
         again (None from then on, at no cost). A text is counted as the
         server tokenizes it alone, without the chat template around it.
-        Such a server tokenizes between two generations, so a count asked
-        while it answers waits for that answer. Failures of the server are
-        `ProviderError`s, like those of a request; an empty list is counted
-        without asking.
+        A count waits until no answer of this provider is streaming, and an
+        answer waits for a count under way: llama.cpp's Python server cuts
+        the answer it is generating short whenever another request
+        arrives. Failures of the server are `ProviderError`s, like those of
+        a request; an empty list is counted without asking.
         """
         if not texts:
             return []
-        tokenizer = await self._find_tokenizer(texts[0])
-        if tokenizer is None:
-            return None
-        counts = []
-        for text in texts:
-            counts.append(await self._count_with(tokenizer, text))
-        return counts
+        async with self._traffic.counting():
+            counts: list[int] = []
+            if not self._tokenizer_probed:
+                first = await self._find_tokenizer(texts[0])
+                if first is not None:
+                    counts.append(first)
+            if self._tokenizer is None:
+                return None
+            for text in texts[len(counts):]:
+                counts.append(await self._count_with(self._tokenizer, text))
+            return counts
 
-    async def _find_tokenizer(self, sample: str) -> _Tokenizer | None:
-        if self._tokenizer_probed:
-            return self._tokenizer
+    async def _find_tokenizer(self, sample: str) -> int | None:
+        """Tries each known route on `sample`; the count from the one that answers.
+        A server that could not be reached is asked again next time."""
         for tokenizer in _TOKENIZERS:
             try:
-                await self._count_with(tokenizer, sample)
+                count = await self._count_with(tokenizer, sample)
             except (BadRequest, ModelNotFound):
                 continue  # not this server's route (404, 405…)
-            self._tokenizer = tokenizer
-            break
+            self._tokenizer, self._tokenizer_probed = tokenizer, True
+            return count
         self._tokenizer_probed = True
-        return self._tokenizer
+        return None
 
     async def _count_with(self, tokenizer: _Tokenizer, text: str) -> int:
         answer = await self._ask("post", tokenizer.path, tokenizer.body(text, self.model))
