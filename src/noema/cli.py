@@ -64,7 +64,7 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
     logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
     tightened = tighten_on_start(paths)
     if tightened:
-        logging.getLogger(__name__).warning("modes: %s", tightened)
+        logging.getLogger(__name__).info("modes: %s", tightened)  # the terminal gets the note
         click.echo(f"note: {tightened}", err=True)
 
 
