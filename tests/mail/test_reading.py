@@ -197,3 +197,52 @@ def test_html_text_a_mail_client_hides_is_left_out_and_counted(hidden):
 def test_html_text_that_is_visible_stays(shown):
     text = html_to_text(f"<html><body>{shown}</body></html>")
     assert "SHOWN" in text and "invisible" not in text
+
+
+# -- the one-pass reader against the standard library ------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PART = st.tuples(
+    st.sampled_from(["base64", "quoted-printable", "7bit"]),
+    st.integers(0, 3000),
+    st.sampled_from([b"a", b"0123456789abcdef\n", b"--not a boundary\r\n", b"\x00\xff"]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(_PART, max_size=6), wrap=st.integers(0, 3),
+       block=st.sampled_from([64, 257, 4096, 256 * 1024]))
+def test_the_reader_finds_what_the_standard_library_finds(parts, wrap, block):
+    from noema.channels.mail import message as reader
+
+    message = EmailMessage(policy=SMTP)
+    message["From"] = "a@b.test"
+    message["Subject"] = "s"
+    message.set_content("the text\nof the mail\n")
+    for n, (encoding, length, unit) in enumerate(parts):
+        data = (unit * (length // len(unit) + 1))[:length]
+        if encoding == "7bit":
+            data = bytes(c for c in data if 0 < c < 128 and c != 13).replace(b"\n", b"\r\n")
+        message.add_attachment(data, maintype="application", subtype="octet-stream",
+                               filename=f"f{n}.bin", cte=encoding)
+    for level in range(wrap):  # the whole nested inside more multiparts
+        outer = EmailMessage(policy=SMTP)
+        outer["From"] = "a@b.test"
+        outer["Subject"] = "s"
+        outer["Content-Type"] = f'multipart/mixed; boundary="outer-{level}"'
+        outer.set_payload([message])
+        message = outer
+    raw = message.as_bytes()
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    expected = [(p.get_filename(), len(p.get_payload(decode=True) or b""))
+                for p in parsed.walk() if not p.is_multipart() and p.get_filename()]
+    saved = reader.SKIM_BYTES
+    reader.SKIM_BYTES = block
+    try:
+        found = read_mail(1, raw)
+    finally:
+        reader.SKIM_BYTES = saved
+    assert [(a.name, a.size) for a in found.attachments] == expected
+    assert found.text == "the text\nof the mail"

@@ -269,6 +269,8 @@ class _Decoder:
 
     def skim(self, block: bytes) -> None:
         """Count a block of content without decoding it (see `can_skim`)."""
+        if not block:
+            return
         if self.encoding == "base64":
             self._chars += len(block) - sum(block.count(c) for c in (b"\r", b"\n", b" ", b"\t"))
             self._pads += block.count(b"=")
@@ -519,7 +521,7 @@ def _walk(stream: BinaryIO, top: Message, first: bytes, reading: _Reading) -> No
             if part.kind == "attachment" and part.decoder is not None and (
                     part.decoder.can_skim()):
                 _skim(stream, stack, part.decoder.skim)
-            elif part.kind == "skip":
+            elif part.kind == "skip" or (part.kind == "text" and part.text_cut):
                 _skim(stream, stack, lambda block: None)
         line = _read_line(stream)
     _end_part(reading, part)

@@ -344,8 +344,10 @@ class MailTools:
             except MailSendError as exc:
                 raise ToolError(f"{exc}; it was not sent") from None
             where = f" in the thread of uid {reply_to_uid}" if thread else ""
+            # A reply's subject comes from the mail answered: outside text.
             return (f"Sent to {', '.join(recipients)}{where}: subject "
-                    f"{str(message['Subject'])!r}, Message-ID {message['Message-ID']}.")
+                    f"{mt.d.attribute(display.visible(str(message['Subject'])), 300)}, "
+                    f"Message-ID {message['Message-ID']}.")
 
         @tool(side_effects=True)
         async def email_save_attachment(ctx: ToolContext, uid: int, name: str,
