@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from .gitreads import global_git_configs, looks_like_repository
-from .policy import Access, AccessPolicy, is_git_name
+from .policy import AGENTS_FOLDER, Access, AccessPolicy, holds_agents, is_git_name
 
 GitKind = Literal["gitdir", "gitfile", "gitlink", "repository", "config"]
 __all__ = ["GitItem", "Masker", "Scan", "global_git_configs", "looks_like_repository"]
@@ -213,6 +213,9 @@ class Masker:
                     freezable.append(path)
                 continue  # never entered: it is frozen whole
             moved = kind != "link" and self.policy.denied_identity(dev, ino) is not None
+            if kind == "dir" and not moved and name == AGENTS_FOLDER and holds_agents(path):
+                moved = True  # another Noema home's agents: never walked either
+                self.policy.remember_denied(dev, ino, agents=True)
             if moved and kind == "dir" and not refused:
                 hidden.append(path)  # the agents' data or a secret folder, renamed
                 continue  # (the agents' data is never walked, wherever it lies)

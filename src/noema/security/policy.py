@@ -276,16 +276,17 @@ class AccessPolicy:
                 with self._ids_lock:
                     self._protected_ids.add((info.st_dev, info.st_ino))
 
-    def remember_denied(self, dev: int, ino: int) -> None:
-        """A file or folder a deny rule covers, by identity (see `moved_denial`)."""
+    def remember_denied(self, dev: int, ino: int, *, agents: bool = False) -> None:
+        """A file or folder a deny rule covers (or, with `agents`, a folder of
+        Noema agents' data), by identity (see `moved_denial`)."""
         with self._ids_lock:
-            self._denied_ids.add((dev, ino))
+            (self._protected_ids if agents else self._denied_ids).add((dev, ino))
 
     def denied_identity(self, dev: int, ino: int) -> str | None:
         """Why the thing with this identity is refused wherever it lies now, or None."""
         with self._ids_lock:
             if (dev, ino) in self._protected_ids:
-                return "it is the agent's own data (moved or renamed), which the tools never touch"
+                return "it is agents' data (maybe moved or renamed), which the tools never touch"
             if (dev, ino) in self._denied_ids:
                 return "a deny rule covered it before it was moved or renamed (secrets and private files)"
         return None
@@ -306,6 +307,11 @@ class AccessPolicy:
             reason = self.denied_identity(info.st_dev, info.st_ino)
             if reason:
                 return reason
+            if part == AGENTS_FOLDER and holds_agents(folder):
+                return (
+                    "it is the data of Noema agents (maybe another person's), which the "
+                    "tools never touch"
+                )
         return None
 
     def git_would_read(self, resolved: Path, root: Root) -> str | None:
@@ -468,6 +474,29 @@ def _check_length(path: Path) -> None:
             f"the path {quoted(str(path))} is {size} bytes long; a path holds at most "
             f"{PATH_MAX - 1} bytes: use fewer or shorter folder names"
         )
+
+
+AGENTS_FOLDER = "agents"
+# Files only an agent's own folder holds (see paths.py): one of them in a
+# sub-folder of an `agents` folder marks the data of some Noema home.
+_AGENT_MARKS = ("agent.lock", "turns.db")
+
+
+def holds_agents(folder: Path | str) -> bool:
+    """Whether `folder` (named `agents`) holds the data of Noema agents, any
+    person's: a sub-folder with an agent's lock or conversation."""
+    try:
+        with os.scandir(folder) as entries:
+            for n, entry in enumerate(entries):
+                if n >= _MAX_NEIGHBOURS:
+                    break
+                if entry.is_dir(follow_symlinks=False) and any(
+                    os.path.lexists(os.path.join(entry.path, mark)) for mark in _AGENT_MARKS
+                ):
+                    return True
+    except OSError:
+        pass
+    return False
 
 
 _MAX_NEIGHBOURS = 500  # entries of one folder looked at for repositories

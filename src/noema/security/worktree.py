@@ -38,6 +38,7 @@ import pygit2
 from .changes import EVERYTHING, Changed
 from .fsafe import TEMP_SUFFIX, unsafe_file
 from .history import Skipped
+from .policy import AGENTS_FOLDER, holds_agents
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ _NO_OBJECT = pygit2.Oid(hex="0" * 40)
 REFUSED_NAME = "is a name git refuses (it reads as .git)"
 CHANGED_MEANWHILE = "changed while it was being recorded (the next version will hold it)"
 OTHER_FILE_SYSTEM = "is another file system mounted inside the folder, so it is left alone"
+AGENTS_DATA = "holds the data of Noema agents (maybe another person's), which is never versioned"
 
 Key = tuple[int, ...]
 
@@ -274,6 +276,9 @@ class WorkTree:
         """A descriptor of a folder the listing showed, or why it is not entered."""
         if self._git_refuses(rel):
             self._leave_out(index, rel, listed, REFUSED_NAME)
+            return _Unopened.LEFT_OUT
+        if name == AGENTS_FOLDER and holds_agents(f"/proc/self/fd/{parent}/{name}"):
+            self._leave_out(index, rel, listed, AGENTS_DATA)
             return _Unopened.LEFT_OUT
         if listed.st_dev != device:
             self._leave_out(index, rel, listed, OTHER_FILE_SYSTEM)

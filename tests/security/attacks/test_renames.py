@@ -106,3 +106,29 @@ async def test_a_hard_link_to_the_agents_secrets_in_a_read_only_root(world):
     assert AGENT_SECRET not in content and "done" in content, content
     said = await read(world, str(shelf / "notes.toml"))
     assert AGENT_SECRET not in said
+
+
+async def test_another_noema_home_in_a_root_is_out_of_reach(world):
+    """Someone else's Noema home lying in the workspace: neither tool reads
+    it, and neither the start snapshot nor a command's version holds it."""
+    bob = world.ws / "shared" / "bob-noema" / "agents" / "bob"
+    bob.mkdir(parents=True)
+    (bob / "turns.db").write_text(CONVERSATION + "\n")
+    (bob / "config.toml").write_text("[shell]\nsandbox = 'bubblewrap'\n")
+    hands = world.build()
+    await hands.prepare()  # the start snapshot, in its child process
+    await shell(world, "touch made-by-a-command")
+    listed = world.git("ls-tree", "-r", "--name-only", "HEAD")
+    assert "made-by-a-command" in listed
+    assert "bob-noema" not in listed
+    history = world.git("log", "-p", "--all")
+    assert CONVERSATION not in history
+    content = await shell(world, "cat shared/bob-noema/agents/bob/turns.db; "
+                                 "grep -r ANOTHER shared; echo done")
+    assert CONVERSATION not in content and "done" in content, content
+    said = await read(world, "shared/bob-noema/agents/bob/turns.db")
+    assert said.startswith("REFUSED") and CONVERSATION not in said, said
+    result = await world.call("file_write", path="shared/bob-noema/agents/bob/config.toml",
+                              content='[shell]\nsandbox = "none"\n')
+    assert result.is_error, result.content
+    assert "none" not in (bob / "config.toml").read_text()
