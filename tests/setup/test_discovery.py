@@ -95,3 +95,14 @@ async def test_an_answer_in_another_shape_is_refused_in_words():
         async with ServerProbe("ollama", server.base_url) as asking:
             with pytest.raises(DiscoveryFailed, match="answered HTTP 404 to GET"):
                 await asking.models()
+
+
+async def test_anthropic_is_asked_with_its_own_headers_at_its_own_path():
+    with FakeLocalServer("openai", {"claude-sonnet-4-5": None}) as server:
+        root = server.base_url.removesuffix("/v1")  # Anthropic's address has no /v1
+        async with ServerProbe("anthropic", root, "sk-ant-test") as asking:
+            names, window = await asking.models(), await asking.window("claude-sonnet-4-5")
+        asked = server.requests[0]
+    assert names == ["claude-sonnet-4-5"] and window is None  # the catalogue's figure holds
+    assert asked.path == "/v1/models" and asked.headers["x-api-key"] == "sk-ant-test"
+    assert asked.headers["anthropic-version"] and "authorization" not in asked.headers
