@@ -115,7 +115,5 @@ async def test_a_forged_mail_of_the_person_makes_an_obedient_model_send_nothing_
         assert not channel.state.known("mallory@evil.test")
         assert not any("mallory@evil.test" in e.recipients for e in accounts.smtp.envelopes)
         assert not any(accounts.person_address in e.recipients for e in accounts.smtp.envelopes)
-        results = [t for t in app.session.turns if t.kind is TurnKind.TOOL_RESULT]
-        assert any("approval" in t.content for t in results), [t.content for t in app.session.turns]
     finally:
         await app.aclose()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import email
 import email.policy
 import io
-import tracemalloc
 from email.message import EmailMessage
 from email.policy import SMTP
 
@@ -15,13 +14,10 @@ import pytest
 from noema.channels.mail import display
 from noema.channels.mail.authresults import Verdict
 from noema.channels.mail.html_text import html_to_text
-from noema.channels.mail.intake import header_line
 from noema.channels.mail.message import (
-    MAX_DEPTH,
     attachment_bytes,
     read_mail,
     save_attachment,
-    scan,
 )
 from noema.channels.mail.sensor import stranger_text
 
@@ -40,30 +36,6 @@ def nested(depth: int, inner: bytes = b"deep text") -> bytes:
     return head + body
 
 
-def test_mime_nested_a_thousand_deep_keeps_its_sender_and_subject_and_says_so():
-    found = read_mail(9, nested(1000))
-    assert found.from_address == "deep@outside.test" and found.subject == "nested deep"
-    assert any(f"deeper than {MAX_DEPTH}" in note for note in found.notes)
-    # Within the bound the text is found as before.
-    assert read_mail(9, nested(5)).text == "deep text"
-
-
-def test_twenty_thousand_recipients_are_kept_in_part_and_counted():
-    to = ", ".join(f"user{n}@many.test" for n in range(20_000))
-    raw = f"From: a@outside.test\r\nTo: {to}\r\nSubject: many\r\n\r\nbody\r\n".encode()
-    tracemalloc.start()
-    try:
-        found = read_mail(1, raw)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert found.subject == "many" and found.text == "body"
-    assert 0 < len(found.to) <= 200 and len(found.to) + found.to_more == 20_000
-    assert peak < 20 * 1024 * 1024  # the 440 KB header, not hundreds of MB of parse trees
-    line = header_line(found, "INBOX", 1)
-    assert "and 19980 more" in line and len(line) < 2000
-
-
 def big_mail(megabytes: int) -> bytes:
     message = EmailMessage(policy=SMTP)
     message["From"] = "Big <big@outside.test>"
@@ -73,21 +45,6 @@ def big_mail(megabytes: int) -> bytes:
     message.add_attachment(b"\x07" * (megabytes * 1024 * 1024), maintype="application",
                            subtype="octet-stream", filename="archive.bin")
     return message.as_bytes()
-
-
-def test_a_big_mail_streams_by_without_being_held():
-    raw = big_mail(30)
-    source = io.BytesIO(raw)
-    tracemalloc.start()
-    try:
-        found = scan(4, source, len(raw)).mail
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert found.text == "see the archive"
-    [archive] = found.attachments
-    assert archive.name == "archive.bin" and archive.size == 30 * 1024 * 1024
-    assert peak < 8 * 1024 * 1024  # lines stream past; the 40 MB of base64 are never held
 
 
 def test_an_attachment_is_decoded_into_a_sink_piece_by_piece():
@@ -118,18 +75,6 @@ def test_attachments_decode_like_the_standard_library(encoding):
     parsed = email.message_from_bytes(raw, policy=email.policy.default)
     expected = next(parsed.iter_attachments()).get_payload(decode=True)
     assert attachment_bytes(raw, "n.txt")[1] == expected
-
-
-def test_a_long_subject_and_500_attachment_names_leave_how_to_read_it_in_the_event():
-    message = mail("Spam <spam@outside.test>", "agent@noema.test", "S" * 2800, "body",
-                   attachments=tuple((f"file-{n:03}.txt", "text/plain", b"x")
-                                     for n in range(500)))
-    found = read_mail(77, message.as_bytes())
-    assert len(found.attachments) == 500
-    text = stranger_text(found, STRANGER, 400, True)
-    assert "email_read(uid=77)" in text.split("\n")[1]
-    assert "and 490 more" in text and "(2500 more characters)" in text
-    assert len(text) < 2500
 
 
 def test_control_and_bidi_characters_are_shown_not_obeyed_or_hidden():
