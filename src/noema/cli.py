@@ -63,9 +63,10 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
     paths.ensure()
     logs.setup(paths.logs_dir / "noema.log", verbose=verbose)
     tightened = tighten_on_start(paths)
-    if tightened:
-        logging.getLogger(__name__).info("modes: %s", tightened)  # the terminal gets the note
-        click.echo(f"note: {tightened}", err=True)
+    if tightened is not None:
+        logging.getLogger(__name__).info("modes: %s", tightened.line)  # the note is the terminal's
+        if tightened.tell:
+            click.echo(f"note: {tightened.line}", err=True)
 
 
 RUNS_THE_AGENT = {"chat", "run", "ui"}  # `ui` runs the agent when no `noema run` does
@@ -135,10 +136,10 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
         return
     if ctx.invoked_subcommand in RUNS_THE_AGENT:
         _setup_logging(ctx.obj.paths, verbose)
-    if ctx.invoked_subcommand in ("chat", "run"):
-        _warn_without_bubblewrap(ctx.obj)
     else:  # inspection commands leave no trace in the agent's folder
         logs.setup(None, verbose=verbose)
+    if ctx.invoked_subcommand in ("chat", "run"):
+        _warn_without_bubblewrap(ctx.obj)
 
 
 @cli.command()

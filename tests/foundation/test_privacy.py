@@ -140,6 +140,16 @@ def test_a_loose_home_is_tightened_at_start_with_one_line(tmp_path):
     assert again.returncode == 0 and "note:" not in again.stderr  # said once
 
 
+def test_a_first_start_makes_the_persons_new_files_private_without_a_word(tmp_path):
+    paths = configure(tmp_path / "home", tmp_path / "workspace")  # config only, 0644
+    assert paths.config_file.stat().st_mode & 0o077
+    first = run(tmp_path / "home", "chat", typed="/quit\n")
+    assert first.returncode == 0, first.stderr
+    assert "note:" not in first.stderr  # nothing of the agent's was there to be read
+    assert paths.config_file.stat().st_mode & 0o777 == 0o600
+    assert "modes: " in (paths.logs_dir / "noema.log").read_text()  # said in the log
+
+
 def test_the_persons_umask_is_remembered_under_the_private_one():
     probe = ("import os\n"
              "from noema.privacy import go_private, person_umask, workspace_file_mode,"

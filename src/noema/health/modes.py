@@ -99,12 +99,23 @@ def describe(found: list[Loose] | tuple[Loose, ...], root: Path, *, shown: int =
     return f"{counts} ({', '.join(names)}{more})"
 
 
-def tighten_on_start(paths: AgentPaths) -> str | None:
-    """Tighten a loose agent folder; the one line to tell the person, or None
-    when everything was private already."""
+@dataclass(frozen=True, slots=True)
+class StartTightening:
+    """What the start made private: the line for the log, and whether to tell
+    the person (when the agent had kept data there: its files were exposed)."""
+
+    line: str
+    tell: bool
+
+
+def tighten_on_start(paths: AgentPaths) -> StartTightening | None:
+    """Tighten a loose agent folder; None when everything was private already.
+    A folder that holds no store yet (the person's configuration before the
+    first start) is tightened without a word to the person, only logged."""
     found = loose_modes(paths)
     if not found:
         return None
+    has_run = any(p.exists() for p in (paths.turns_db, paths.archive_db))
     outcome = tighten(found)
     line = ""
     if outcome.done:
@@ -115,7 +126,7 @@ def tighten_on_start(paths: AgentPaths) -> str | None:
         reason = outcome.failed[0][1]
         line += (f"{' ' if line else ''}{describe(failed, paths.root)} could not be made "
                  f"private ({reason}); `noema doctor` lists them.")
-    return line
+    return StartTightening(line, tell=has_run or bool(outcome.failed))
 
 
 def _look(path: Path, found: list[Loose]) -> bool:
