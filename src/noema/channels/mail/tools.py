@@ -26,6 +26,7 @@ called missing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
 from typing import BinaryIO
@@ -66,6 +67,8 @@ SPOOL_BYTES = 1024 * 1024  # a fetched mail held in memory up to this; on disk b
 MAX_MAIL_BYTES = 256 * 1024 * 1024  # of a bigger mail, only this much is fetched
 READ_ATTACHMENTS = 200  # attachments listed by email_read; the others are counted
 LIST_FIELD_CHARS = 200  # of a sender or subject in email_list
+LIST_HEADER_BYTES = 16 * 1024  # of the header fields email_list shows, per mail
+OFF_LOOP_BYTES = 1024 * 1024  # a mail bigger than this is read in a thread, off the event loop
 
 
 def _server_error(exc: Exception) -> ToolError:
@@ -137,7 +140,10 @@ class MailTools:
         """Mail `uid` read within bounds, and its place."""
         spool, size, here = await self.fetch(uid, folder)
         with spool:
-            return scan(uid, spool, size, partial=size > MAX_MAIL_BYTES), here
+            if size <= OFF_LOOP_BYTES:
+                return scan(uid, spool, size, partial=size > MAX_MAIL_BYTES), here
+            return await asyncio.to_thread(scan, uid, spool, size,
+                                           partial=size > MAX_MAIL_BYTES), here
 
     def provenance(self, reading: Reading, here: str) -> str:
         """Who the mail is from, in words: the sensor's judgement, made again."""
@@ -259,7 +265,10 @@ class MailTools:
                     await imap.noop()  # hear of mail that arrived since this connection looked
                     uids = await imap.search("UNSEEN" if unread_only else "ALL")
                     chosen = uids[-limit:]
-                    found = await imap.fetch(chosen, "RFC822.SIZE BODY.PEEK[HEADER]")
+                    # Only the fields shown, and only their first bytes: a mail's header
+                    # block can be megabytes (20,000 recipients), and a list is 100 mails.
+                    found = await imap.fetch(chosen, "RFC822.SIZE BODY.PEEK[HEADER.FIELDS "
+                                                     f"(FROM SUBJECT DATE)]<0.{LIST_HEADER_BYTES}>")
             except MailServerError as exc:
                 raise _server_error(exc) from None
             d = mt.d
@@ -375,10 +384,10 @@ class MailTools:
                     over[0] += len(chunk)
 
             with spool:
-                info = save_attachment(spool, name, sink)
+                info = await asyncio.to_thread(save_attachment, spool, name, sink)
                 if info is None:
                     spool.seek(0)
-                    mail = scan(uid, spool, size).mail
+                    mail = (await asyncio.to_thread(scan, uid, spool, size)).mail
             if info is None:
                 names = "; ".join(a.name for a in mail.attachments[:50]) or "none"
                 if len(mail.attachments) > 50:
