@@ -141,6 +141,8 @@ _KEY_PREFIXED = re.compile(
 )
 _LONG_TOKEN = re.compile(r"[A-Za-z0-9_\-+=.]{28,}")
 _MIN_ENTROPY = 3.5  # bits per character: random keys have 4.5 to 6, words and names less
+_NAME_SEPARATORS = re.compile(r"[-_.]")
+_MIN_RANDOM_RUN = 16  # characters without a separator: no word of a name is that long
 
 
 def looks_secret(text: str) -> bool:
@@ -162,6 +164,10 @@ def _masked(match: re.Match[str]) -> str:
 
 def _random_looking(token: str) -> bool:
     if not (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)):
+        return False
+    # A model's name is words and versions between separators
+    # (Qwen2.5-Coder-32B-Instruct-AWQ); a key is one long random run.
+    if max(len(run) for run in _NAME_SEPARATORS.split(token)) < _MIN_RANDOM_RUN:
         return False
     counts = Counter(token)
     entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())

@@ -158,7 +158,10 @@ def test_secret_looking_values_are_masked_and_names_are_not():
         masked = mask_secrets(f"got {secret!r} here")
         assert secret not in masked and secret[:3] in masked
     for name in ("OPENAI_API_KEY", "models.reasoning.api_key_env", "claude-3-5-sonnet-20241022",
-                 "/home/someone/.noema/agents/default/config.toml", "Europe/Madrid"):
+                 "/home/someone/.noema/agents/default/config.toml", "Europe/Madrid",
+                 "Qwen/Qwen2.5-Coder-32B-Instruct-AWQ", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                 "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+                 "mistralai/Mistral-Small-3.1-24B-Instruct-2503"):
         assert not looks_secret(name) and mask_secrets(name) == name
 
 
