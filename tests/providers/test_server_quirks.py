@@ -94,16 +94,36 @@ async def test_a_stream_broken_after_it_started_is_not_taken_for_that(openai_rig
     assert len(openai_rig.server.requests) == 1
 
 
-async def test_a_request_without_tools_that_breaks_is_retried_as_before(
+async def test_a_request_without_tools_broken_after_the_headers_is_asked_whole_once(
     openai_rig: Rig, sleeps: SleepRecorder,
 ) -> None:
-    openai_rig.server.script(FakeReply(text="x", cut="drop", cut_after=0), FakeReply(text="fine"))
+    # llama.cpp's Python server fails a streamed request past its window
+    # after the headers; asked whole, it says why (here: a plain answer).
+    openai_rig.server.script(FakeReply(text="x", cut="drop", cut_after=0), FakeReply(text="fine"),
+                             FakeReply(text="streamed again"))
     provider = openai_rig.make(model=a_model())
 
     events = await events_of(provider, simple_request("hi"))
+    again = await events_of(provider, simple_request("hi"))
 
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "fine"
-    assert len(sleeps.waits) == 1 and provider.streams_tool_calls
+    assert "".join(e.text for e in again if isinstance(e, TextDelta)) == "streamed again"
+    assert [r.body["stream"] for r in openai_rig.server.requests] == [True, False, True]
+    assert sleeps.waits == [] and provider.streams_tool_calls
+
+
+async def test_the_error_a_broken_stream_could_not_carry_comes_from_the_whole_request(
+    openai_rig: Rig, sleeps: SleepRecorder,
+) -> None:
+    openai_rig.server.script(
+        FakeReply(text="x", cut="drop", cut_after=0),
+        FakeFailure(400, "This model's maximum context length is 2048 tokens.",
+                    code="context_length_exceeded"))
+    provider = openai_rig.make(model=a_model())
+
+    with pytest.raises(BadRequest) as caught:
+        await events_of(provider, simple_request("a lot"))
+    assert caught.value.server_window == 2048 and sleeps.waits == []
 
 
 async def test_a_500_that_judges_the_request_is_not_retried_and_reads_as_one_line(

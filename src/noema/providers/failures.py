@@ -64,6 +64,10 @@ class StreamMalformed(Exception):
     """Raised by the adapters' stream readers when the stream breaks its protocol."""
 
 
+class StreamEndedEarly(StreamMalformed):
+    """The stream ended before its finish: cut short, not garbled."""
+
+
 # Errors that arrive inside a stream carry a type instead of an HTTP status.
 _STATUS_OF_ERROR_TYPE = {
     "invalid_request_error": 400,

@@ -37,6 +37,7 @@ from .endpoint import Endpoint
 from .failures import (
     Failure,
     FailureKind,
+    StreamEndedEarly,
     StreamMalformed,
     connection_failure,
     describe_transport,
@@ -187,7 +188,7 @@ class ChunkReader:
 
     def close(self) -> list[StreamEvent]:
         if self._finish is None:
-            raise StreamMalformed("the stream ended without a finish reason")
+            raise StreamEndedEarly("the stream ended without a finish reason")
         reason = _FINISH_REASONS.get(self._finish, self._finish)
         # Some local servers say "stop" after emitting tool calls; the calls
         # are what the orchestrator must act on.
@@ -247,14 +248,13 @@ def describe_openai_error(exc: BaseException) -> Failure | None:
     return describe_transport(exc)
 
 
-def _broke_after_headers(failure: Failure | None) -> bool:
-    """A stream that was accepted, then ended or broke before its first
-    event: what a server does when it cannot stream what the model chose."""
-    if failure is None:
-        return False
-    if failure.kind is FailureKind.PROTOCOL:
+def _broke_after_headers(exc: BaseException) -> bool:
+    """A stream that was accepted, then ended or broke (but was not garbled):
+    what a server does when it fails after sending the headers."""
+    if isinstance(exc, StreamEndedEarly):
         return True
-    return failure.kind is FailureKind.CONNECTION and not failure.connecting
+    failure = describe_openai_error(exc)
+    return failure is not None and failure.kind is FailureKind.CONNECTION and not failure.connecting
 
 
 # Endpoints (base URL, model) that cannot stream a tool call: llama.cpp's
@@ -462,11 +462,19 @@ class OpenAICompatProvider:
                 yield event
             return
         except Exception as exc:
-            if not (request.tools and not passed_on and _broke_after_headers(describe_openai_error(exc))):
+            if passed_on or not _broke_after_headers(exc):
                 raise
-            _WHOLE_WHEN_TOOLS.add(self._key)
-            log.info("%s accepted a streamed request with tools, then broke before its first "
-                     "event; requests with tools go whole from now on", self.endpoint.where)
+            # Asked whole, the same request gets the answer, or the error the
+            # stream could not carry (llama.cpp's Python server fails a
+            # request past its window that way, after the headers).
+            if request.tools:
+                _WHOLE_WHEN_TOOLS.add(self._key)
+                log.info("%s accepted a streamed request with tools, then broke before its "
+                         "first event; requests with tools go whole from now on",
+                         self.endpoint.where)
+            else:
+                log.info("%s accepted a streamed request, then broke before its first event; "
+                         "asked again whole", self.endpoint.where)
         finally:
             await response.close()
         for event in await self._whole(request, after_broken_stream=True):
