@@ -250,12 +250,16 @@ def test_root_only_files_are_walked_again_after_a_while(tmp_path: Path, monkeypa
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root-only files are masked when the agent is root")
 def test_a_root_inside_a_masked_system_folder_stays_visible():
+    """The folder is masked all the same (its other entries stay hidden), the
+    root mounted into the mask, and the mask made read-only after that."""
     masked = [p for p in root_only(system_folders()) if p.is_dir()]
-    if not masked:
-        pytest.skip("this system has no root-only system folder")
+    if not masked or os.geteuid() != 0:
+        pytest.skip("this system has no root-only system folder, or this is not root")
     ws = masked[0] / "project"
     joined = " ".join(bwrap_argv("bwrap", Layout(ws, (ws,)), ["true"]))
-    assert f"--tmpfs {masked[0]} " not in joined and f"--bind {ws} {ws}" in joined
+    mask, bind = f"--tmpfs {masked[0]} ", f"--bind {ws} {ws}"
+    sealed = f"--remount-ro {masked[0]} "
+    assert joined.index(mask) < joined.index(bind) < joined.index(sealed)
 
 
 async def test_a_bubblewrap_too_old_for_the_hardening_refuses(world: World, tmp_path: Path):

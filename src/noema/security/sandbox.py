@@ -91,16 +91,26 @@ def system_folders() -> tuple[str, ...]:
     )
 
 
-def _root_only_masks(layout: Layout) -> list[Path]:
+def _root_only_masks(layout: Layout) -> tuple[list[Path], list[Path]]:
     """Root-only entries of the system folders to mask, leaving the person's
-    roots visible when they lie there (a workspace in /srv)."""
+    roots visible when they lie there (a workspace in /srv); and, apart, the
+    outermost root-only folders that hold a root (masked too, the roots then
+    mounted back into the mask, so that the folder's other entries stay
+    hidden)."""
     roots = [*layout.writable, *layout.readonly]
-    return [
-        path
-        for path in root_only(system_folders())
-        if os.path.lexists(path)  # gone since the walk: nothing to mask, nowhere to mount
-        and not any(path.is_relative_to(r) or r.is_relative_to(path) for r in roots)
-    ]
+    masks: list[Path] = []
+    holders: list[Path] = []
+    for path in root_only(system_folders()):
+        if not os.path.lexists(path):
+            continue  # gone since the walk: nothing to mask, nowhere to mount
+        if any(path.is_relative_to(r) for r in roots):
+            continue  # the person's own root, or inside one
+        if any(r.is_relative_to(path) for r in roots):
+            holders.append(path)
+        else:
+            masks.append(path)
+    holders = [h for h in holders if not any(h != o and h.is_relative_to(o) for o in holders)]
+    return masks, holders
 
 
 def _mask(path: Path) -> list[str]:
@@ -161,9 +171,13 @@ def bwrap_argv(
             argv += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             argv += ["--ro-bind", name, name]
+    holders: list[Path] = []
     if as_root:
-        for path in _root_only_masks(layout):
+        masks, holders = _root_only_masks(layout)
+        for path in masks:
             argv += _mask(path)
+        for path in holders:
+            argv += ["--tmpfs", str(path)]  # read-only once the roots are mounted in it
     if layout.network:
         resolv = os.path.realpath("/etc/resolv.conf")
         if not resolv.startswith("/etc/") and os.path.exists(resolv):
@@ -199,6 +213,8 @@ def bwrap_argv(
     # The sandbox's own root is a scratch tmpfs holding the mount points;
     # read-only, a write outside the visible folders fails instead of
     # landing there unseen. /tmp and /var/tmp stay writable scratch space.
+    for path in holders:
+        argv += ["--remount-ro", str(path)]
     argv += ["--remount-ro", "/", "--chdir", str(layout.workdir), "--", *command]
     return argv
 

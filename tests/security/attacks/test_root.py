@@ -446,3 +446,32 @@ def test_as_an_unprivileged_person_the_command_keeps_their_uid():
         assert done.stdout.splitlines()[0] == "65534"
         assert "root:" not in done.stdout
         assert (ws / "f").stat().st_uid == 65534
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="root-only folders are root's concern")
+@pytest.mark.skipif(not os.path.isdir("/srv"), reason="no /srv to hold a private folder")
+async def test_a_workspace_in_a_root_only_folder_leaves_its_neighbours_hidden(monkeypatch):
+    """/srv/private (mode 0700) holds the workspace and a password file: the
+    workspace is usable, the folder's other entries stay out of sight."""
+    from noema.security import root_files
+
+    private = Path(tempfile.mkdtemp(prefix="noema-private-", dir="/srv"))
+    try:
+        private.chmod(0o700)
+        password = private / "db-password"
+        password.write_text("DB-PASSWORD-3306\n")
+        password.chmod(0o600)
+        (private / "base").mkdir()
+        monkeypatch.setattr(root_files, "_found", {})  # a fresh walk sees the new folder
+        world = World.make(private / "base")
+        try:
+            content = await run(
+                world, f"cat {password} 2>&1 | grep -v 'No such'; ls -a {private}; echo hi > f; cat f"
+            )
+        finally:
+            world.close()
+        assert "DB-PASSWORD-3306" not in content and "db-password" not in content, content
+        assert "hi" in content
+        assert (world.ws / "f").read_text() == "hi\n"
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
