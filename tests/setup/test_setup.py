@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import stat
 import sys
@@ -203,6 +204,9 @@ def test_the_first_run_asks_and_keeps_the_key_in_secrets_for_the_person_only(tmp
 
 @pytest.mark.slow
 def test_the_first_run_writes_nothing_when_the_test_fails_and_the_person_says_no(tmp_path):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        away = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
     with FakeLocalServer("ollama", {"llama3.1:8b": 131072}) as server:
         server.script(FakeFailure(401, "no such key"))
         child = spawn_setup(tmp_path)
@@ -210,9 +214,13 @@ def test_the_first_run_writes_nothing_when_the_test_fails_and_the_person_says_no
             child.expect(r"Provider \(number or name\) \[1\]: ")
             child.sendline("")  # 1: Ollama
             child.expect(r"Server address \[http://localhost:11434/v1\]: ")
-            child.sendline(server.base_url)
+            child.sendline(away)
             child.expect(r"\(Enter: none\): ")
             child.sendline("")
+            child.expect("warning: cannot reach Ollama")  # a mistyped address is asked again
+            child.expect(r"Server address \(another, or Enter to go on without its list\) "
+                         rf"\[{re.escape(away)}\]: ")
+            child.sendline(server.base_url)
             child.expect(r"Model \(number or name\) \[1\]: ")
             child.sendline("llama3.1:8b")
             child.expect("OLLAMA_CONTEXT_LENGTH")

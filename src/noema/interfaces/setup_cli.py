@@ -317,15 +317,8 @@ def run_questions(paths: AgentPaths, *, say: Say, ask: Callable[..., Any],
         url = ask("Server address", default=spec.base_url or "http://localhost:8000/v1")
         answers = with_api_path(replace(answers, base_url=url.strip()), say)
     answers = _ask_key(paths, answers, say=say, ask=ask)
+    answers, served = _ask_served(paths, answers, say=say, ask=ask)
     secrets = secrets_with(paths, answers)
-    try:
-        served = asyncio.run(served_models(answers, secrets))
-    except DiscoveryFailed as exc:
-        say(f"warning: {exc}")
-        served = []
-    except SetupFailed as exc:
-        say(f"warning: {exc}")
-        served = []
     if served:
         say(f"\n{spec.label} serves:")
         for number, name in enumerate(served, 1):
@@ -375,6 +368,25 @@ def run_questions(paths: AgentPaths, *, say: Say, ask: Callable[..., Any],
     write(paths, answers)
     say("Written. `noema chat` talks with it; `noema config check` checks it again.")
     return True
+
+
+def _ask_served(paths: AgentPaths, answers: Answers, *, say: Say,
+                ask: Callable[..., Any]) -> tuple[Answers, list[str]]:
+    """The models the server serves. When a local server's list cannot be
+    read, its address is asked again, until it answers or the person keeps
+    the address and goes on without the list."""
+    while True:
+        try:
+            return answers, asyncio.run(served_models(answers, secrets_with(paths, answers)))
+        except (DiscoveryFailed, SetupFailed) as exc:
+            say(f"warning: {exc}")
+        if not local(answers.spec):
+            return answers, []
+        url = ask("Server address (another, or Enter to go on without its list)",
+                  default=answers.address).strip()
+        if url == answers.address:
+            return answers, []
+        answers = with_api_path(replace(answers, base_url=url), say)
 
 
 def _ask_key(paths: AgentPaths, answers: Answers, *, say: Say,
