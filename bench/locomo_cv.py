@@ -228,3 +228,102 @@ def plan_at(rev: str, scratch: object, package_name: str = "baseline_memory") ->
     sys.modules[package_name] = module
     spec.loader.exec_module(module)
     return importlib.import_module(f"{package_name}.search").HistorySearch
+
+
+# -- the meaning signal ----------------------------------------------------------------
+
+# Keyword shares of the reranked score tried under cross-validation; 1.0 is
+# the keyword ranking alone, so it comes first.
+MEANING_WEIGHTS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+
+
+class CachedEmbedder:
+    """The local model in this process, each text embedded once: the plans
+    compared embed the same questions, and at scale the same candidates."""
+
+    def __init__(self) -> None:
+        from noema.memory.embeddings_local import MODEL_NAME, OnnxEmbedder
+
+        self.name = MODEL_NAME
+        self._model = OnnxEmbedder()
+        self._kept: dict[str, list[float]] = {}
+        self.seconds = 0.0  # spent embedding
+
+    def embed(self, texts):
+        import time
+
+        if len(texts) == 1:  # a query: embedded every time, as the search would, and timed with it
+            return self._model.embed(texts)
+        todo = [t for t in dict.fromkeys(texts) if t not in self._kept]
+        if todo:
+            started = time.process_time()
+            for text, vector in zip(todo, self._model.embed(todo), strict=True):
+                self._kept[text] = vector
+            self.seconds += time.process_time() - started
+        return [self._kept[t] for t in texts]
+
+    def forget(self) -> None:
+        self._kept.clear()
+
+    def close(self) -> None:
+        pass
+
+
+def embed_turns(store: object, embedder: CachedEmbedder, ids: object = None) -> None:
+    """Vectors for the turns of `store` (those of `ids`, or all) that have none."""
+    from noema.memory.embeddings import EmbeddingTable, embed_text
+
+    table = EmbeddingTable(store, embedder.name)
+    wanted = sorted(ids) if ids is not None else None
+    turns = store.get_many(wanted) if wanted is not None else store.range(1, store.last_id())
+    have = table.get(t.id for t in turns)
+    todo = [t for t in turns if t.id not in have]
+    for start in range(0, len(todo), 64):
+        chunk = todo[start : start + 64]
+        table.put([t.id for t in chunk], embedder.embed([embed_text(t) for t in chunk]))
+
+
+class OnDemandMeaning:
+    """`Meaning` over a store whose turns are embedded when first a candidate:
+    the ranking is what a fully embedded store gives (a turn that is never a
+    candidate never counts), without embedding a million distractors."""
+
+    def __init__(self, store: object, embedder: CachedEmbedder, weight: float) -> None:
+        from noema.memory.embeddings import Meaning
+
+        self._store, self._embedder = store, embedder
+        self._inner = Meaning(store, embedder, weight=weight)
+        self.depth = self._inner.depth
+        self.excluded = (0.0, 0.0)  # (wall, CPU) seconds the last rerank spent embedding candidates
+
+    def rerank(self, query, candidates):
+        import time
+
+        started, cpu = time.perf_counter(), time.thread_time()
+        embed_turns(self._store, self._embedder, [i for i, _ in candidates[: self.depth]])
+        # What a store embedded in the background would not spend at query time.
+        self.excluded = (time.perf_counter() - started, time.thread_time() - cpu)
+        return self._inner.rerank(query, candidates)
+
+
+def meaning_plans(embedder: CachedEmbedder, on_demand: bool) -> dict:
+    """A plan per keyword share in MEANING_WEIGHTS (below 1.0), by name."""
+    from noema.memory.embeddings import Meaning
+    from noema.memory.search import HistorySearch
+
+    plans = {}
+    for weight in MEANING_WEIGHTS[1:]:
+        def make(store, weight=weight):
+            if on_demand:
+                return HistorySearch(store, meaning=OnDemandMeaning(store, embedder, weight))
+            embed_turns(store, embedder)
+            return HistorySearch(store, meaning=Meaning(store, embedder, weight=weight))
+        plans[f"meaning={weight}"] = make
+    return plans
+
+
+def meaning_study(results: Outcomes, current: str) -> str:
+    """The keyword share chosen by leaving one conversation out, against the
+    keyword ranking alone, and each share alone against it."""
+    names = [current, *(f"meaning={w}" for w in MEANING_WEIGHTS[1:])]
+    return study_line(results, "keyword share with the meaning signal", names, current)

@@ -45,8 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_cv import (  # noqa: E402
+    CachedEmbedder,
     Outcome,
     conversation_table,
+    meaning_plans,
+    meaning_study,
     paired_bootstrap,
     plan_at,
     pooled,
@@ -231,7 +234,7 @@ def report(name: str, by_conversation: dict[str, list[Outcome]], times: list[flo
         print(f"  query time: median {statistics.median(ms) * 1000:.2f} ms, p95 {p95 * 1000:.2f} ms")
 
 
-def run(paths: list[Path], baseline: str, study: bool) -> None:
+def run(paths: list[Path], baseline: str, study: bool, meaning: bool = False) -> None:
     samples = load_samples(paths)
     with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
         plans: dict[str, Callable[[TurnStore], object]] = {"search_full_history": HistorySearch}
@@ -244,11 +247,18 @@ def run(paths: list[Path], baseline: str, study: bool) -> None:
             for variant, tuning in tunings.items():
                 if variant != "current":
                     plans[variant] = lambda store, tuning=tuning: HistorySearch(store, tuning)
-        results, timings, unmatched = collect(samples, plans, main_only=study)
+        embedder = None
+        if meaning:
+            embedder = CachedEmbedder()
+            plans.update(meaning_plans(embedder, on_demand=False))
+        results, timings, unmatched = collect(samples, plans, main_only=study or meaning)
     print(f"LoCoMo retrieval: {len(samples)} conversation(s) from {', '.join(map(str, paths))}")
     if unmatched:
         print(f"({unmatched} evidence reference(s) name no turn and were left out)")
     shown = [p for p in results if "=" not in p]
+    for plan in results:
+        if plan.startswith("meaning="):
+            timings.setdefault(plan, [])
     for plan in shown:
         report(plan, results[plan], timings[plan])
     print()
@@ -258,6 +268,12 @@ def run(paths: list[Path], baseline: str, study: bool) -> None:
         if plan != "search_full_history":
             print(f"search_full_history against {plan}: recall@10 "
                   f"{paired_bootstrap(current, pooled(results[plan]))} points")
+    if meaning:
+        print("\nThe meaning signal (all-MiniLM-L6-v2 int8) reranking the keyword top 100: the keyword"
+              " share chosen on four conversations, reported on the fifth, every way round")
+        print(conversation_table(results, ["search_full_history", *meaning_plans(embedder, False)]))
+        print(meaning_study(results, "search_full_history"))
+        print(f"(embedding took {embedder.seconds:.0f} s of CPU in all)")
     if study:
         print("\nEach constant of SearchTuning: the value chosen on four conversations, reported on"
               " the fifth, every way round, against the current value (recall@10, categories 1-4;"
@@ -295,6 +311,8 @@ def main(argv: list[str]) -> int:
                         help=f"git revision of the search compared against, or none (default {BASELINE_REV})")
     parser.add_argument("--study", action="store_true",
                         help="cross-validate the constants of SearchTuning (locomo_cv.STUDIED; categories 1-4 only)")
+    parser.add_argument("--meaning", action="store_true",
+                        help="also rerank by the local embedding model, at several keyword shares")
     parser.add_argument("--smoke", action="store_true",
                         help="run on a small made-up conversation instead")
     args = parser.parse_args(argv)
@@ -302,12 +320,12 @@ def main(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
             path = Path(scratch) / "smoke.json"
             path.write_text(json.dumps([smoke_sample()]), encoding="utf-8")
-            run([path], args.baseline, args.study)
+            run([path], args.baseline, args.study, args.meaning)
         return 0
     if not args.paths:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    run(args.paths, args.baseline, args.study)
+    run(args.paths, args.baseline, args.study, args.meaning)
     return 0
 
 

@@ -23,6 +23,8 @@ from .health import DamagedDatabase, opening
 from .health.agent_files import lost_history
 from .identity import Identity
 from .memory.assembly import Memory, build_memory
+from .memory.embeddings import Meaning
+from .memory.embeddings_worker import open_meaning
 from .memory.session import Session
 from .memory.store import TurnStore, start_language_index
 from .memory.tokens import Counter as TokenCounter, calibrate, estimate_tokens
@@ -197,6 +199,17 @@ class App:
         self.lock.release()
 
 
+def _meaning(config: Config, store: TurnStore, secrets: Mapping[str, str]) -> Meaning | None:
+    """The embeddings that rerank history search, from `[memory] embeddings`."""
+    reasoning = config.models.reasoning
+    key_env = reasoning.resolved_key_env if reasoning else None
+    return open_meaning(
+        store, config.memory.embeddings, model=config.memory.embedding_model,
+        base_url=reasoning.resolved_base_url if reasoning else None,
+        api_key=(secrets.get(key_env) or "").strip() if key_env else "",
+    )
+
+
 def build_provider_from_config(config: Config, paths: AgentPaths,
                                environ: Mapping[str, str] | None = None) -> Provider:
     """The reasoning model's provider, or NoModelConfigured."""
@@ -346,6 +359,8 @@ def _wire(
         chronicler_max_output_tokens=(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
     )
+    # Meaning as the search's second signal; its vectors are written in the background.
+    memory.search.meaning = _meaning(config, store, load_secrets(paths))
     channel_tools = [tool for channel in channels for tool in channel.tools()]
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
     tools = _tool_set(config, identity, pipeline, delimiter, zone,

@@ -180,6 +180,8 @@ def _follow_up(found: SearchResult) -> list[str]:
 def _limits(found: SearchResult, zone: ZoneInfo | None) -> list[str]:
     """What the search could not cover, said so that the model can search again."""
     lines = []
+    if found.unmeant:
+        lines.append(f"Ranked by words only, without the meaning signal: {found.unmeant}.")
     if found.absent:
         lines.append(f"In no turn at all: {', '.join(found.absent)}.")
     if found.dropped:

@@ -541,6 +541,8 @@ class HistorySearch:
 
     def close(self) -> None:
         self._scratch.close()
+        if self.meaning is not None:
+            self.meaning.close()
 
     # -- the query ---------------------------------------------------------
 

@@ -60,6 +60,15 @@ class MemorySettings(BaseModel):
     pinned_observations: int = Field(
         20, ge=0, description="how many pinned observations the system prompt shows (newest first)",
     )
+    embeddings: Literal["local", "provider", "off"] = Field(
+        "local",
+        description="the meaning signal of history search: the embedded local model, the "
+        "reasoning provider's /v1/embeddings endpoint (set embedding_model), or off",
+    )
+    embedding_model: str | None = Field(
+        None, description="the provider's embedding model when embeddings = \"provider\" "
+        "(e.g. text-embedding-3-small, nomic-embed-text)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> MemorySettings:
@@ -67,6 +76,11 @@ class MemorySettings(BaseModel):
             raise ValueError("min_block_turns cannot exceed max_block_turns")
         if self.keep_recent_turns >= self.trigger_turns:
             raise ValueError("keep_recent_turns must be smaller than trigger_turns")
+        if self.embeddings == "provider" and not (self.embedding_model or "").strip():
+            raise ValueError(
+                'embeddings = "provider" needs memory.embedding_model, the name of the '
+                'provider\'s embedding model (or set embeddings = "local")'
+            )
         return self
 
     def language_or(self, agent_language: str) -> str:

@@ -367,6 +367,10 @@ class TurnStore:
             if self._upkeep is not None:
                 self._upkeep.dirty.set()
 
+    def last_write(self) -> float:
+        """When this connection last committed (time.monotonic())."""
+        return self._last_write
+
     def close(self) -> None:
         if self._upkeep is not None:
             self._upkeep.stop()

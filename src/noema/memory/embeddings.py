@@ -1,0 +1,204 @@
+"""Meaning as a second signal: turn embeddings, stored int8, and the rerank.
+
+A turn's embedding is a unit vector from a sentence-embedding model (the
+local ONNX model by default, `embeddings_local.py`; or the provider's
+OpenAI-compatible `/v1/embeddings`, `embeddings_remote.py`: one interface,
+`Embedder`). It is written after the turn, in the background
+(`embeddings_worker.py`), never on the append path, into the turn store's
+file: table `turn_embeddings`, one row per turn and model, the vector as
+int8 with one scale per vector (a quarter of float32's room; the cosine
+moves by well under a hundredth).
+
+The search (`search.py`) asks `Meaning.rerank` to reorder its own keyword
+candidates: both signals are min-max normalised over the candidates, then
+weighed `KEYWORD_WEIGHT` keyword to `1 - KEYWORD_WEIGHT` meaning. A
+candidate with no embedding yet keeps its keyword share only. Whatever
+stops the meaning signal (no model, a slow first load, a failing endpoint)
+leaves the keyword ranking as it is, and the result says why.
+
+Nothing here needs numpy: vectors travel as Python arrays, and scoring a
+hundred int8 vectors of 384 dimensions in plain Python costs about a
+millisecond, so the agent's process never loads a numerical library (the
+local model runs in a child process that does).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from operator import mul
+from typing import Protocol
+
+from .store import TurnStore, own_text
+from .turns import Turn, TurnKind
+
+KEYWORD_WEIGHT = 0.7  # of the reranked score; the embedding's cosine has the rest
+RERANK_DEPTH = 100  # keyword candidates reordered by meaning
+EMBED_CHARS = 2_000  # of a turn's text, what the model reads (it keeps 256 tokens anyway)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turn_embeddings (
+    turn_id INTEGER NOT NULL,
+    model   TEXT    NOT NULL,
+    scale   REAL    NOT NULL,
+    vector  BLOB    NOT NULL,
+    PRIMARY KEY (turn_id, model)
+) WITHOUT ROWID;
+"""
+
+# Turns whose text says something in words; calls to tools are arguments.
+EMBEDDED_KINDS = frozenset({TurnKind.USER, TurnKind.ASSISTANT, TurnKind.TOOL_RESULT,
+                            TurnKind.EVENT, TurnKind.NOTE})
+
+
+class EmbeddingError(Exception):
+    """The embedding model could not give vectors (said to the model as such)."""
+
+
+Vector = Sequence[float]
+
+
+class Embedder(Protocol):
+    """A sentence-embedding model: texts in, unit vectors out."""
+
+    name: str  # recorded with each vector: vectors of two models never mix
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One unit vector per text."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def to_int8(vector: Vector) -> tuple[float, bytes]:
+    """A vector as int8 with its own scale (value = int8 * scale)."""
+    peak = max((abs(x) for x in vector), default=0.0)
+    scale = peak / 127.0 if peak > 0 else 1.0
+    return scale, array("b", [max(-127, min(127, round(x / scale))) for x in vector]).tobytes()
+
+
+def unit(vector: Vector) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm > 0 else list(vector)
+
+
+def embed_text(turn: Turn) -> str:
+    """What the model reads of a turn: its own text with its sender, the start
+    of a long one."""
+    text = own_text(turn)
+    if turn.sender:
+        text = f"{turn.sender}: {text}"
+    return text[:EMBED_CHARS]
+
+
+class EmbeddingTable:
+    """The stored vectors of one model, in the turn store's file."""
+
+    def __init__(self, store: TurnStore, model: str) -> None:
+        self.store = store
+        self.model = model
+        with store.transaction() as db:
+            db.execute(_SCHEMA)
+
+    def put(self, turn_ids: Sequence[int], vectors: Sequence[Vector]) -> None:
+        rows = [(tid, self.model, *to_int8(v)) for tid, v in zip(turn_ids, vectors, strict=True)]
+        with self.store.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO turn_embeddings (turn_id, model, scale, vector)"
+                " VALUES (?, ?, ?, ?)", rows)
+
+    def get(self, turn_ids: Iterable[int]) -> dict[int, tuple[float, array]]:
+        """(scale, int8 values) of those of `turn_ids` that have a vector."""
+        rows = self.store.conn.execute(
+            "SELECT turn_id, scale, vector FROM turn_embeddings WHERE model = ?"
+            " AND turn_id IN (SELECT value FROM json_each(?))",
+            (self.model, json.dumps(list(turn_ids))),
+        ).fetchall()
+        return {int(tid): (float(scale), array("b", blob)) for tid, scale, blob in rows}
+
+    def newest(self) -> int:
+        """The highest turn ID with a vector of this model (0 for none)."""
+        row = self.store.conn.execute(
+            "SELECT max(turn_id) FROM turn_embeddings WHERE model = ?", (self.model,)).fetchone()
+        return int(row[0] or 0)
+
+    def count(self) -> int:
+        return int(self.store.conn.execute(
+            "SELECT count(*) FROM turn_embeddings WHERE model = ?", (self.model,)).fetchone()[0])
+
+    def missing(self, after: int, limit: int) -> list[Turn]:
+        """Up to `limit` turns after ID `after` that should have a vector and
+        have none, oldest first."""
+        turns = self.store.range(after + 1, after + limit)
+        have = self.get(t.id for t in turns)
+        return [t for t in turns if t.kind in EMBEDDED_KINDS and t.id not in have
+                and embed_text(t).strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class Reranked:
+    """Candidates in their new order, and what the meaning signal did."""
+
+    order: list[tuple[int, float]]  # (turn ID, combined score), best first
+    note: str | None  # why the meaning signal was not used, when it was not
+
+
+class Meaning:
+    """The meaning signal of a search: the query's embedding against the
+    stored ones of its keyword candidates."""
+
+    def __init__(self, store: TurnStore, embedder: Embedder, *, weight: float = KEYWORD_WEIGHT,
+                 depth: int = RERANK_DEPTH, worker: object | None = None) -> None:
+        self.embedder = embedder
+        self.worker = worker  # the background writer, stopped with this
+        self.table = EmbeddingTable(store, embedder.name)
+        self.weight = weight
+        self.depth = depth
+        self._lock = threading.Lock()
+
+    def rerank(self, query: str, candidates: Sequence[tuple[int, float]]) -> Reranked:
+        """`candidates` (turn ID, keyword score; best first) reordered by
+        the weighed sum of both normalised signals."""
+        if not candidates:
+            return Reranked(list(candidates), None)
+        head, tail = list(candidates[: self.depth]), list(candidates[self.depth:])
+        vectors = self.table.get(i for i, _ in head)
+        if not vectors:
+            return Reranked(list(candidates), "no turn among the candidates has an embedding yet")
+        try:
+            with self._lock:
+                scale, packed = to_int8(self.embedder.embed([query])[0])
+        except EmbeddingError as exc:
+            return Reranked(list(candidates), str(exc))
+        wanted = array("b", packed)
+        keyword = _min_max([s for _, s in head])
+        cosine: list[float | None] = []
+        for turn_id, _ in head:
+            stored = vectors.get(turn_id)
+            cosine.append(None if stored is None else sum(map(mul, stored[1], wanted)) * stored[0] * scale)
+        meaning = _min_max(cosine)
+        combined = [self.weight * k + (1 - self.weight) * (m or 0.0) for k, m in zip(keyword, meaning, strict=True)]
+        order = sorted(zip((i for i, _ in head), combined, strict=True), key=lambda pair: -pair[1])
+        return Reranked(order + tail, None)
+
+    def close(self) -> None:
+        stop = getattr(self.worker, "stop", None)
+        if stop is not None:
+            stop()
+        self.embedder.close()
+
+
+def _min_max(values: Sequence[float | None]) -> list[float | None]:
+    """Scaled to 0..1 over the known values (all ones when they are equal);
+    unknown ones stay unknown."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return list(values)
+    low, high = min(known), max(known)
+    if high - low < 1e-12:
+        return [None if v is None else 1.0 for v in values]
+    return [None if v is None else (v - low) / (high - low) for v in values]
