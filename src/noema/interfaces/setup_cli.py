@@ -328,19 +328,7 @@ def run_questions(paths: AgentPaths, *, say: Say, ask: Callable[..., Any],
     else:
         model = ask("Model name", value_proc=_non_empty)
     answers = replace(answers, model=model)
-    window: Window | None = None
-    if served:
-        try:
-            window = asyncio.run(served_window(answers, secrets))
-        except DiscoveryFailed as exc:
-            say(f"warning: the window could not be read: {exc}")
-    if window is not None:
-        say(_window_line(window))
-    else:
-        say("The server does not say its context window (the tokens the model reads at once).")
-    tokens = ask("Context window in tokens", type=click.IntRange(min=256),
-                 default=window.tokens if window else _fallback_window(spec))
-    answers = replace(answers, context_window=tokens)
+    answers = _ask_window(answers, secrets, asked_server=bool(served), say=say, ask=ask)
     try:
         settings_of(answers)
     except SetupFailed as exc:
@@ -368,6 +356,24 @@ def run_questions(paths: AgentPaths, *, say: Say, ask: Callable[..., Any],
     write(paths, answers)
     say("Written. `noema chat` talks with it; `noema config check` checks it again.")
     return True
+
+
+def _ask_window(answers: Answers, secrets: Mapping[str, str], *, asked_server: bool, say: Say,
+                ask: Callable[..., Any]) -> Answers:
+    """The window, offering what the server says (or the catalogue's figure)."""
+    window: Window | None = None
+    if asked_server:
+        try:
+            window = asyncio.run(served_window(answers, secrets))
+        except DiscoveryFailed as exc:
+            say(f"warning: the window could not be read: {exc}")
+    if window is not None:
+        say(_window_line(window))
+    else:
+        say("The server does not say its context window (the tokens the model reads at once).")
+    tokens = ask("Context window in tokens", type=click.IntRange(min=256),
+                 default=window.tokens if window else _fallback_window(answers.spec))
+    return replace(answers, context_window=tokens)
 
 
 def _ask_served(paths: AgentPaths, answers: Answers, *, say: Say,
