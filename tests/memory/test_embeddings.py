@@ -334,3 +334,32 @@ def test_the_provider_source_writes_vectors_in_the_background(store, endpoint):
     finally:
         meaning.close()
     assert math.isfinite(meaning.table.get([ids[0]])[ids[0]][0])
+
+
+def test_the_agents_process_never_loads_the_numerical_libraries(tmp_path):
+    # The model and numpy live in the child: an agent that embeds and reranks
+    # keeps the memory it had (bench/idle_agent.py measures the whole agent).
+    script = f"""
+import sys, time
+from noema.app import build_app  # the composition root and all it imports
+from noema.memory.store import TurnStore
+from noema.memory.turns import NewTurn, TurnKind
+from noema.memory.embeddings_worker import open_meaning
+from noema.memory.search import HistorySearch
+store = TurnStore({str(tmp_path / 'turns.db')!r})
+for text in ("my dog loves the park", "the tax return is due"):
+    store.append(NewTurn(TurnKind.USER, text))
+meaning = open_meaning(store, "local", poll_s=0.05, quiet_s=0.0)
+deadline = time.monotonic() + 60
+while meaning.table.count() < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+found = HistorySearch(store, meaning=meaning).search("dog")
+meaning.close()
+print(meaning.table.count(), found.unmeant, sorted(m for m in ("numpy", "onnxruntime", "tokenizers") if m in sys.modules))
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "None", "[]"]
