@@ -89,17 +89,6 @@ class Mail:
     to_more: int = 0  # recipients (To and Cc) beyond those kept
     notes: tuple[str, ...] = ()  # what was left out of this reading, in words
 
-    def headline(self) -> str:
-        """'from …, subject …' in one line, for lists and events."""
-        return f"from {self.from_display or '(unknown sender)'}: {self.subject or '(no subject)'}"
-
-    def attachment_list(self, limit: int | None = None) -> str:
-        shown = self.attachments if limit is None else self.attachments[:limit]
-        listed = "; ".join(a.describe() for a in shown) or "none"
-        if len(shown) < len(self.attachments):
-            listed += f"; and {len(self.attachments) - len(shown)} more"
-        return listed
-
 
 def human_size(size: int) -> str:
     """Bytes in a short human form."""
