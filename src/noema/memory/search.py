@@ -1,7 +1,8 @@
-"""Ranked search over every turn ever stored, without any model call.
+"""Ranked search over every turn ever stored.
 
-A natural-language query becomes index terms (porter stemming, diacritics
-folded; stop words go). The query plan then finds candidate turns with work
+A natural-language query becomes index terms (porter stemming for English,
+Snowball's rules in a language's own index otherwise, `stemming.py`;
+diacritics folded; stop words go). The query plan then finds candidate turns with work
 bounded whatever the size of the store, scores them with every word of the
 query, and refines the ranking with what a conversation knows and a bag of
 words does not. Each choice, and why:
@@ -98,8 +99,20 @@ words does not. Each choice, and why:
   best `scored` candidates cost one row lookup each), and a long tool result
   holding every word of the dictionary does not crowd out a short answer.
 - **Honest limits.** What could not be searched is returned with the
-  result (words joined to others, words left out, the period covered), so
-  the model can search again more narrowly.
+  result (words joined to others, words left out, words in no turn, the
+  period and the number of turns covered), and each hit says which words of
+  the query it holds, so the model can search again more narrowly, or for
+  the person or place a first hit named (a question whose answer shares no
+  word with it is found in two steps, not one).
+- **Meaning reranks what the words found.** With a `Meaning` (see
+  `embeddings.py`), the best `RERANK_DEPTH` candidates after the refinement
+  below are reordered by 0.7 times their normalised score and 0.3 times the
+  normalised cosine of their embedding to the query's. Cross-validated on
+  LoCoMo's five development conversations with no other history: keyword
+  shares of 0.8, 0.7, 0.6 and 0.5 gain +1.0, +1.7, +1.7 and +2.1 points (intervals
+  above zero); choosing the share by leaving one conversation out gives
+  +1.2 (-0.1 to +2.6), folds picking 0.7 or 0.5, so the 0.7 measured on
+  other data stays.
 
 The ranking is then refined:
 
