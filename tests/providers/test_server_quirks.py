@@ -47,6 +47,21 @@ VALIDATION_500 = (
 )
 
 
+# What that server really answers to the same history: FastAPI's report of
+# a body that matches none of the message types, one dict a line.
+FASTAPI_500 = (
+    "3 validation errors:\n"
+    "  {'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestSystemMessage',"
+    " 'role'), 'msg': \"Input should be 'system'\", 'input': 'assistant'}\n"
+    "  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage',"
+    " 'content'), 'msg': 'Input should be a valid string', 'input': None}\n"
+    "  {'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage',"
+    " 'tool_call_id'), 'msg': 'Field required', 'input': {'role': 'assistant'}}\n"
+    "\n  File \"/srv/llama_cpp/server/app.py\", line 376, in create_chat_completion\n"
+    "    POST /v1/chat/completions\n"
+)
+
+
 def a_model() -> str:
     # Each test its own endpoint: what a server cannot do is remembered per process.
     return f"model-{next(_models)}"
@@ -140,6 +155,20 @@ async def test_a_500_that_judges_the_request_is_not_retried_and_reads_as_one_lin
     assert "\n" not in message and "Traceback" not in message
     assert ("HTTP 500): 2 validation errors for ChatCompletionRequestAssistantMessage: "
             "messages.1.content: Input should be a valid string (and 1 more)") in message
+
+
+async def test_the_report_a_real_server_sends_reads_as_its_telling_line(
+    openai_rig: Rig, sleeps: SleepRecorder,
+) -> None:
+    openai_rig.server.default = FakeFailure(500, FASTAPI_500)
+
+    with pytest.raises(BadRequest) as caught:
+        await events_of(openai_rig.make(model=a_model()), simple_request())
+
+    assert len(openai_rig.server.requests) == 1 and sleeps.waits == []
+    assert str(caught.value).endswith(
+        "(HTTP 500): 3 validation errors: messages.2.ChatCompletionRequestAssistantMessage.content: "
+        "Input should be a valid string (and 2 more)")
 
 
 async def test_a_plain_500_is_still_retried(openai_rig: Rig, sleeps: SleepRecorder) -> None:

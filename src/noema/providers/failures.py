@@ -7,6 +7,7 @@ one into a `ProviderError` whose message says what failed and what to do.
 
 from __future__ import annotations
 
+import ast
 import email.utils
 import enum
 import json
@@ -107,10 +108,11 @@ def server_message(body: object) -> tuple[str | None, str | None]:
 # Error types that judge the request, whatever status a server sends them with
 # (llama.cpp's Python server answers a request it cannot read with a 500).
 _REQUEST_ERROR_TYPES = frozenset({"invalid_request_error", "context_length_exceeded"})
-# A pydantic validation report ("2 validation errors for Model", its lines
-# ending "[type=string_type, input_value=None, …]"): the body is checked
-# against a schema, so the same body is refused again.
-_VALIDATION_HEAD = re.compile(r"^\s*(\d+) validation errors? for (\S+)", re.MULTILINE)
+# A schema validation report: pydantic's ("2 validation errors for Model",
+# its lines ending "[type=string_type, …]") or FastAPI's ("7 validation
+# errors:" and one dict a line, {'type': …, 'loc': (…), 'msg': …}). The
+# body was checked against a schema, so the same body is refused again.
+_VALIDATION_HEAD = re.compile(r"^\s*(\d+) validation errors?(?: for (\S+))?:?", re.MULTILINE)
 _VALIDATION_TYPE = re.compile(r"\s*\[type=[^\]]*\]\s*$")
 _TRACEBACK = "Traceback (most recent call last)"
 LINE_LIMIT = 240  # characters of a server's message kept in one line
@@ -144,7 +146,8 @@ def is_deterministic(status: int, message: str | None, code: str | None) -> bool
         return False
     if code and code.lower() in _REQUEST_ERROR_TYPES:
         return True
-    return bool(message and (_VALIDATION_HEAD.search(message) or "[type=" in message))
+    return bool(message and (_VALIDATION_HEAD.search(message) or "[type=" in message
+                             or ("'loc':" in message and "'msg':" in message)))
 
 
 def one_line(message: str, limit: int = LINE_LIMIT) -> str:
@@ -160,13 +163,9 @@ def one_line(message: str, limit: int = LINE_LIMIT) -> str:
     if head:
         count, model = int(head.group(1)), head.group(2)
         lines = [line for line in text[head.end():].splitlines() if line.strip()]
-        complaints: list[str] = []
-        # The report alternates a location line and an indented complaint.
-        for where, what in zip(lines, lines[1:]):
-            if not where.startswith((" ", "\t")) and what.startswith((" ", "\t")):
-                complaints.append(f"{where.strip()}: {_VALIDATION_TYPE.sub('', what).strip()}")
+        complaints = _listed_complaints(lines) or _paired_complaints(lines)
         noun = "error" if count == 1 else "errors"
-        text = f"{count} validation {noun} for {model}"
+        text = f"{count} validation {noun}" + (f" for {model}" if model else "")
         if complaints:
             text += ": " + complaints[0]
             if count > 1:
@@ -175,6 +174,32 @@ def one_line(message: str, limit: int = LINE_LIMIT) -> str:
     if len(text) > limit:
         text = text[: limit - 1].rstrip() + "…"
     return text or "no message"
+
+
+def _paired_complaints(lines: list[str]) -> list[str]:
+    # pydantic's report alternates a location line and an indented complaint.
+    return [f"{where.strip()}: {_VALIDATION_TYPE.sub('', what).strip()}"
+            for where, what in zip(lines, lines[1:])
+            if not where.startswith((" ", "\t")) and what.startswith((" ", "\t"))]
+
+
+def _listed_complaints(lines: list[str]) -> list[str]:
+    # FastAPI's: one dict a line. A body that matches none of a union's
+    # members fails each; the members' "wrong role" complaints say least,
+    # so the others come first.
+    found: list[tuple[bool, str]] = []
+    for line in lines:
+        if len(line) > 4000:  # no complaint of a report is that long; do not parse it
+            continue
+        try:
+            entry = ast.literal_eval(line.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if not isinstance(entry, dict) or "msg" not in entry:
+            continue
+        where = ".".join(str(part) for part in entry.get("loc", ()) if part != "body")
+        found.append((entry.get("type") == "literal_error", f"{where}: {entry['msg']}"))
+    return [text for _, text in sorted(found, key=lambda item: item[0])]
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
