@@ -363,3 +363,23 @@ print(meaning.table.count(), found.unmeant, sorted(m for m in ("numpy", "onnxrun
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2", "None", "[]"]
+
+
+def test_an_existing_store_is_back_filled_from_the_command_line_with_progress(tmp_path):
+    import subprocess
+    import sys
+
+    from noema.memory.store import TurnStore
+
+    path = tmp_path / "turns.db"
+    store = TurnStore(path)
+    for n in range(150):
+        store.append(NewTurn(TurnKind.USER, f"turn number {n} about the garden"))
+    store.close()
+    done = subprocess.run([sys.executable, "-m", "noema.memory.embeddings_worker", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "150/150" in done.stdout and "150 turns embedded; 150 have a vector" in done.stdout
+    again = subprocess.run([sys.executable, "-m", "noema.memory.embeddings_worker", str(path)],
+                           capture_output=True, text=True, timeout=300)
+    assert "0 turns embedded; 150 have a vector" in again.stdout

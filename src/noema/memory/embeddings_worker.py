@@ -143,3 +143,40 @@ def open_meaning(
     meaning = Meaning(store, embedder, worker=worker)
     worker.start()
     return meaning
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m noema.memory.embeddings_worker TURNS_DB`: embed every turn of
+    an existing store now, with a progress bar (the agent would do it in the
+    background, more slowly)."""
+    import argparse
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0] if main.__doc__ else None)
+    parser.add_argument("turns_db", help="the agent's turns.db")
+    args = parser.parse_args(argv)
+    from .embeddings_local import ChildEmbedder
+
+    store = TurnStore(args.turns_db)
+    embedder = ChildEmbedder()
+    table = EmbeddingTable(store, embedder.name)
+    try:
+        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn()) as bar:
+            task = bar.add_task("embedding turns", total=store.last_id(), completed=table.newest())
+            done, _ = backfill(store, embedder, after=table.newest(),
+                               progress=lambda reached, total: bar.update(task, completed=reached,
+                                                                          total=total))
+        print(f"{done:,} turns embedded; {table.count():,} have a vector")
+    except EmbeddingError as exc:
+        print(f"cannot embed: {exc}")
+        return 1
+    finally:
+        embedder.close()
+        store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
