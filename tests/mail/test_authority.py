@@ -167,3 +167,40 @@ def test_dates_and_ids_of_the_helper_are_single():
     # The helper's own mail must not trip the rule it is used to test.
     message = mail(PERSON, "x@y.test", "s", "b")
     assert len(message.get_all("Date")) == 1 and email.utils.parsedate(message["Date"])
+
+
+# A day of the person's genuine mail, as common providers sign and report it, mixed
+# with what must not pass: the checks must take every genuine one (no over-blocking).
+GENUINE = [
+    # (h= of the signature, the results the person's server adds)
+    ("mime-version:references:in-reply-to:from:date:message-id:subject:to:cc",
+     "dkim=pass header.d=person.test header.s=20230601 header.b=AbCd; "
+     "spf=pass smtp.mailfrom=ana@person.test; dmarc=pass header.from=person.test"),
+    ("From:Date:Subject:Message-ID:Content-Type:MIME-Version",  # To unsigned, SPF aligned
+     "dkim=pass header.d=person.test; spf=pass smtp.mailfrom=ana@person.test"),
+    ("cc:content-transfer-encoding:content-type:date:from:in-reply-to:message-id:"
+     "mime-version:references:reply-to:subject:to",
+     "dkim=pass header.d=person.test header.s=fm1"),
+    (None, "auth=pass smtp.auth=ana@person.test"),  # sent through the person's own server
+    ("from:to:subject:date", "dkim=pass header.d=person.test; dmarc=pass "
+                             "header.from=person.test"),
+]
+
+
+@pytest.mark.parametrize("signed, results", GENUINE)
+@pytest.mark.parametrize("shape", ["new", "reply", "with cc"])
+def test_the_persons_genuine_mail_of_every_common_shape_is_the_person(signed, results, shape):
+    headers = {"In_Reply_To": "<a@b>", "References": "<a@b>"} if shape == "reply" else {}
+    if shape == "with cc" and (signed is None or "cc" in signed.lower()):
+        headers["Cc"] = "bo@person.test"
+    message = mail(PERSON, "agent@noema.test", "Plan", "Draft it",
+                   auth=f"mx.person.test; {results}", **headers)
+    if signed is not None:
+        selector = next((w.split("=", 1)[1] for w in results.replace(";", " ").split()
+                         if w.startswith("header.s=")), "s1")
+        message["DKIM-Signature"] = (f"v=1; a=rsa-sha256; d=person.test; s={selector}; "
+                                     f"h={signed}; bh=x; b=AbCdEf")
+    found = judge(message, addresses(message, "From"), (PERSON,), "require", "mx.person.test",
+                  authserv_configured=True)
+    assert found.person and found.authenticated, found.reason
+    assert automatic(message) is None
