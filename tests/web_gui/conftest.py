@@ -128,11 +128,11 @@ def page(browser, live):
     assert not errors, f"the page's script failed: {errors}"
 
 
-def screenshot(page, name: str) -> Path:
-    """Save the page as a PNG under tests/artifacts/screens/."""
+def screenshot(page, name: str, *, full_page: bool = True) -> Path:
+    """Save the page (or what the window shows) as a PNG under tests/artifacts/screens/."""
     SCREENS.mkdir(parents=True, exist_ok=True)
     path = SCREENS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path
 
 

@@ -22,7 +22,7 @@ def test_an_answer_streams_in_and_is_shown_as_markdown(page, live):
     words = " ".join(f"word{i}" for i in range(60))
     live.script(say(f"Here is **the answer**: {words} and the end."))
     _send(page, "What is the answer?")
-    expect(page.locator(".turn.user").last).to_have_text("What is the answer?")
+    expect(page.locator(".turn.user .body").last).to_have_text("What is the answer?")
     streaming = page.locator(".turn.streaming")
     expect(streaming).to_contain_text("word1")  # seen while it is being written
     expect(page.locator(".turn.assistant strong").last).to_have_text("the answer")
@@ -46,7 +46,7 @@ def test_stop_mid_stream_cancels_and_the_history_stays_valid(page, live):
     live.idle()
     # The conversation goes on: the next message is answered.
     _send(page, "Thanks.")
-    expect(page.locator(".turn.assistant").last).to_have_text("Fine, stopping there.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Fine, stopping there.")
     live.idle()
     turns = live.app.store.range(1, live.app.store.last_id())
     stored = [t for t in turns if t.kind is TurnKind.ASSISTANT and t.content.startswith("long")]
@@ -65,7 +65,7 @@ def test_an_approval_granted_runs_the_tool(page, live):
     card.get_by_role("button", name="Allow").click()
     expect(page.locator(".line.approved")).to_be_visible()
     expect(card).to_have_count(0)
-    expect(page.locator(".turn.assistant").last).to_have_text("Written.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Written.")
     live.idle()
     assert (live.workspace / "granted.txt").read_text() == "yes"
 
@@ -77,7 +77,7 @@ def test_an_approval_refused_does_not_run_the_tool(page, live):
     expect(card).to_contain_text("file_write")
     card.get_by_role("button", name="Refuse").click()
     expect(page.locator(".line.refused")).to_be_visible()
-    expect(page.locator(".turn.assistant").last).to_have_text("Understood.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Understood.")
     live.idle()
     assert not (live.workspace / "refused.txt").exists()
 
@@ -91,7 +91,7 @@ def test_script_in_model_and_world_text_runs_nothing(page, live):
                 say(f"And again {attack}"))
     _send(page, f"Person says {attack}")
     expect(page.locator(".turn.assistant").last).to_contain_text("And again <script>")
-    result = page.locator("details.turn.tool_result").last
+    result = page.locator("details.turn.tool").last
     result.locator("summary").click()
     expect(result).to_contain_text('fetched: <script>window.pwned = 1</script>')
     expect(page.locator(".turn.user").last).to_contain_text("<img src=")
@@ -115,7 +115,7 @@ def test_a_safe_cancellation_greys_the_discarded_answer(page, live):
     _send(page, "Actually, a second one.")  # nothing ran yet: the cycle is cancelled safely
     expect(page.locator(".line.outcome.cancelled_safe")).to_contain_text("discarded")
     expect(page.locator(".turn.discarded")).to_contain_text("draft3")
-    expect(page.locator(".turn.assistant:not(.discarded)").last).to_have_text(
+    expect(page.locator(".turn.assistant:not(.discarded) .body").last).to_have_text(
         "Both questions, answered together.")
     live.idle()
     screenshot(page, "chat-cancelled-safe")

@@ -18,7 +18,7 @@ def test_a_version_is_diffed_and_restored_and_undo_keeps_the_persons_edit(page, 
     page.fill("#message", "Write notes.txt, then change it.")
     page.press("#message", "Enter")
     page.locator(".approval").get_by_role("button", name="Allow").click()
-    expect(page.locator(".turn.assistant").last).to_have_text("Both done.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Both done.")
     live.idle()
     assert (live.workspace / "notes.txt").read_text() == "second line\n"
 

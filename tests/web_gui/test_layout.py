@@ -45,5 +45,5 @@ def test_the_chat_works_by_keyboard_alone(page, live):
         raise AssertionError("the message box cannot be reached with Tab")
     page.keyboard.type("Hello by keyboard")
     page.keyboard.press("Enter")
-    expect(page.locator(".turn.assistant").last).to_have_text("Typed and sent without a mouse.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Typed and sent without a mouse.")
     live.idle()

@@ -22,7 +22,7 @@ def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
     live.script(say("A lighthouse keeper's boat, then."))
     page.fill("#message", "I want to name my boat after a lighthouse.")
     page.press("#message", "Enter")
-    expect(page.locator(".turn.assistant").last).to_have_text("A lighthouse keeper's boat, then.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("A lighthouse keeper's boat, then.")
     live.idle()
     store = live.app.store
     asked = next(t for t in reversed(store.range(1, store.last_id()))
@@ -74,7 +74,7 @@ def test_search_finds_a_turn_and_links_to_it(page, live):
     live.script(say("Zanzibar is noted."))
     page.fill("#message", "Remember the word zanzibar.")
     page.press("#message", "Enter")
-    expect(page.locator(".turn.assistant").last).to_have_text("Zanzibar is noted.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Zanzibar is noted.")
     live.idle()
     page.goto(f"{live.base}/memory")
     page.fill("#q", "zanzibar")

@@ -74,7 +74,7 @@ def test_delivered_events_are_shown_live_apart_with_their_gap_and_archive_batch(
     live.script(say("Listening."), say("I see the temperature warnings."))
     page.fill("#message", "Tell me what the logs say.")
     page.press("#message", "Enter")
-    expect(page.locator(".turn.assistant").last).to_have_text("Listening.")  # the stream is live
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Listening.")  # the stream is live
     live.idle()
     with live.log.open("a") as log:
         for n in range(12):
@@ -93,12 +93,12 @@ def test_delivered_events_are_shown_live_apart_with_their_gap_and_archive_batch(
     expect(package.locator("pre.head")).to_contain_text("12 events like")
     expect(package.locator("pre.head")).to_contain_text("temperature high on rack")  # spaces
     expect(package.locator(".gap")).to_contain_text("… 10 more: batch b")
-    expect(page.locator(".turn.assistant").last).to_have_text("I see the temperature warnings.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("I see the temperature warnings.")
     live.idle()
     screenshot(page, "chat-delivery")
 
     page.reload()  # the same delivery, read from the store, once
-    expect(page.locator(".turn.assistant").last).to_have_text("I see the temperature warnings.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("I see the temperature warnings.")
     expect(page.locator("details.turn.event.delivery")).to_have_count(1)
     link = page.locator("details.turn.event.delivery .gap a.batch").first
     expect(link).to_have_attribute("href", re.compile(r"^/senses/batch/b\d+\?offset=\d+$"))
@@ -116,7 +116,7 @@ def test_script_in_a_delivered_event_runs_nothing(page, live):
     attack = '<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2">'
     page.fill("#message", "Watch the log.")
     page.press("#message", "Enter")
-    expect(page.locator(".turn.assistant").last).to_have_text("Noted.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Noted.")
     live.idle()
     live.script(say("A strange line arrived."))
     with live.log.open("a") as log:
@@ -125,7 +125,7 @@ def test_script_in_a_delivered_event_runs_nothing(page, live):
     expect(delivered).to_be_attached()
     delivered.locator("summary").first.click()
     expect(delivered.locator(".package pre").first).to_contain_text("<script>window.pwned = 1")
-    expect(page.locator(".turn.assistant").last).to_have_text("A strange line arrived.")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("A strange line arrived.")
     live.idle()
     assert page.evaluate("window.pwned") is None
     assert page.locator("main script, main img").count() == 0

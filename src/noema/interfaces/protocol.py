@@ -127,6 +127,7 @@ class TurnView(_Message):
     sender: str | None = None
     cycle_id: int | None = None
     error: bool = False  # a tool result that reports a failure
+    call_id: str | None = None  # pairs a tool call with its result
 
 
 class SensorView(_Message):

@@ -7,6 +7,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .context import BadRequest, context_of, error, json_body, page
 from .live import AgentUnavailable, event_frame
+from .streaming import StreamedAnswer
 from .turns import recent_turns, turn_with_neighbours
 
 HISTORY_LIMIT = 200  # turns the chat page loads at most; older ones are in the memory page
@@ -97,11 +98,12 @@ async def live(request: Request) -> Response:
         return error(503, f"the agent is not reachable: {exc or 'it closed the connection'}")
 
     async def frames():
+        answer = StreamedAnswer()
         try:
             yield f"retry: {RETRY_MS}\n\n"
-            yield event_frame(first)
+            yield event_frame(first, answer)
             async for message in stream:
-                yield event_frame(message)
+                yield event_frame(message, answer)
         finally:
             await stream.aclose()
 

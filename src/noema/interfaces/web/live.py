@@ -35,6 +35,7 @@ from ..protocol import (
 )
 from ..deliveries import delivery_json
 from .render import markdown_html
+from .streaming import StreamedAnswer
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +172,14 @@ class Bridge:
             raise AgentUnavailable(str(exc)) from exc
 
 
-def event_frame(message: ServerMessage) -> str:
+def event_frame(message: ServerMessage, answer: StreamedAnswer | None = None) -> str:
     """One server-sent event: the message as JSON, its `seq` as the event id
-    (a resume point), assistant text also as sanitised HTML, a delivery of
-    events also read into its parts."""
+    (a resume point), assistant text also as sanitised HTML (with `answer`, a
+    piece of an answer carries the whole answer so far rendered), a delivery
+    of events also read into its parts."""
     data = message.model_dump(mode="json")
+    if answer is not None and (html := answer.html_for(message)) is not None:
+        data["html"] = html
     for key in ("turn", "result"):
         view = getattr(message, key, None)
         if isinstance(view, TurnView) and view.kind == "assistant":

@@ -43,8 +43,14 @@ def citations_html(text: str) -> str:
                      url_schemes=set(), attribute_filter=_citations_only, link_rel=None)
 
 
-@lru_cache(maxsize=4096)  # stored turns never change, and a page reload asks again
-def markdown_html(text: str) -> str:
-    """`text` as sanitised HTML (links open outside the page, without referrer)."""
+def markdown_html_fresh(text: str) -> str:
+    """`text` as sanitised HTML (links open outside the page, without referrer),
+    not cached: for an answer still being written, whose text changes."""
     return nh3.clean(_markdown.render(text), tags=_TAGS, attributes=_ATTRIBUTES,
                      url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow")
+
+
+@lru_cache(maxsize=4096)  # stored turns never change, and a page reload asks again
+def markdown_html(text: str) -> str:
+    """`text` as sanitised HTML, as `markdown_html_fresh`, cached."""
+    return markdown_html_fresh(text)

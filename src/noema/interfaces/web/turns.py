@@ -19,7 +19,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     """One turn for the page (text stays text; only `html` is markup, sanitised)."""
     data: dict[str, Any] = {
         "id": turn.id, "ts": turn.ts, "kind": turn.kind.value, "content": turn.content,
-        "tool_name": turn.tool_name, "arguments": turn.arguments, "channel": turn.channel,
+        "tool_name": turn.tool_name, "arguments": turn.arguments, "call_id": turn.call_id,
+        "channel": turn.channel,
         "sender": turn.sender, "cycle_id": turn.cycle_id,
         "flags": [name for name, flag in _SHOWN_FLAGS.items() if turn.has(flag)],
         "error": turn.has(Flag.ERROR),

@@ -12,6 +12,9 @@ const chat = {
   newestStored: 0,         // the newest turn id read from the store
   firstLive: null,         // the first node the live stream added: history goes before it
   welcomedOnce: false,
+  calls: new Map(),        // call_id → the one line that shows a tool call and its outcome
+  busy: false,
+  waiting: 0,              // approvals open now
 
   start() {
     chat.log = document.getElementById("log");
@@ -23,6 +26,7 @@ const chat = {
       }
     });
     document.getElementById("stop").addEventListener("click", chat.stop);
+    document.addEventListener("keydown", chat.shortcut);
     chat.history = chat.loadHistory();
     chat.connect();
   },
@@ -50,8 +54,24 @@ const chat = {
   },
 
   setBusy(busy) {
+    chat.busy = busy;
     document.getElementById("stop").disabled = !busy;
     document.body.dataset.busy = busy ? "yes" : "no";
+    if (!busy) chat.doing("idle");
+  },
+
+  // What the agent is doing, in the header: thinking, writing, running a
+  // tool, waiting for your approval, idle. An open approval outranks the rest.
+  doing(what, detail) {
+    const target = document.getElementById("doing");
+    if (!target) return;
+    if (chat.waiting && what !== "approval") what = "approval";
+    const words = {
+      idle: "idle", thinking: "thinking…", writing: "writing…",
+      running: `running ${detail || "a tool"}…`, approval: "waiting for your approval",
+    };
+    target.textContent = words[what] || what;
+    target.dataset.doing = what;
   },
 
   // Stored turns: all of the newest (after = 0), or those stored after `after`.
@@ -68,7 +88,15 @@ const chat = {
       const node = chat.turnNode(turn);
       if (node) chat.log.insertBefore(node, chat.firstLive);
     }
+    chat.welcome();
     chat.scroll();
+  },
+
+  // An empty conversation says what the agent is and how to reach it.
+  welcome() {
+    const empty = !chat.log.querySelector(".turn");
+    const card = document.getElementById("welcome");
+    if (card) card.hidden = !empty;
   },
 
   // The first welcome: the history was read while the stream was being opened,
@@ -95,13 +123,18 @@ const chat = {
         chat.showTurn(message.turn);
         break;
       case "text":
-        chat.appendText(message.cycle_id, message.delta);
+        chat.appendText(message.cycle_id, message.delta, message.html);
+        break;
+      case "tool_started":
+        chat.doing("running", message.call.tool_name);
         break;
       case "tool_finished":
         chat.showTurn(message.result);
+        chat.doing("thinking");
         break;
       case "cycle_started":
         chat.setBusy(true);
+        chat.doing("thinking");
         break;
       case "cycle_ended":
         chat.cycleEnded(message);
@@ -129,14 +162,25 @@ const chat = {
     }
   },
 
-  appendText(cycleId, delta) {
+  // A piece of the answer. The server sends the whole answer so far as
+  // sanitised HTML, its unfinished Markdown closed, so no marker shows raw.
+  appendText(cycleId, delta, html) {
     if (!chat.streaming) {
       chat.streaming = chat.el("div", "turn assistant streaming");
       chat.streaming.dataset.cycle = cycleId ?? "";
+      chat.streaming.appendChild(chat.meta({kind: "assistant", ts: Date.now() / 1000}));
       chat.streaming.appendChild(noema.el("div", "body"));
       chat.addLive(chat.streaming);
+      chat.welcome();
     }
-    chat.streaming.querySelector(".body").textContent += delta;
+    const body = chat.streaming.querySelector(".body");
+    if (typeof html === "string") {
+      body.innerHTML = html;  // rendered and sanitised by the server
+      body.dataset.text = (body.dataset.text || "") + delta;
+    } else {
+      body.textContent += delta;
+    }
+    chat.doing("writing");
     chat.scroll();
   },
 
@@ -157,6 +201,81 @@ const chat = {
   addLive(node) {
     chat.log.appendChild(node);
     if (!chat.firstLive) chat.firstLive = node;
+    chat.welcome();
+  },
+
+  // Who speaks and when, above a message.
+  meta(turn) {
+    const who = turn.kind === "user" ? "You" : "Noema";
+    const via = turn.kind === "user" && turn.channel && turn.channel !== "web"
+      && turn.channel !== "terminal" ? ` · by ${turn.channel}` : "";
+    const when = new Date(turn.ts * 1000);
+    const line = noema.el("div", "meta", `${who}${via} · `);
+    const time = noema.el("time", "", when.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"}));
+    time.dateTime = when.toISOString();
+    time.title = when.toLocaleString();
+    line.appendChild(time);
+    return line;
+  },
+
+  // A copy button on each block of code.
+  copyButtons(body) {
+    for (const pre of body.querySelectorAll("pre")) {
+      const button = noema.el("button", "copy", "Copy");
+      button.type = "button";
+      button.addEventListener("click", async () => {
+        const text = pre.innerText;
+        try {
+          await navigator.clipboard.writeText(text);
+        } catch (e) {  // no clipboard API here: select the code for Ctrl+C
+          const range = document.createRange();
+          range.selectNodeContents(pre);
+          getSelection().removeAllRanges();
+          getSelection().addRange(range);
+        }
+        button.textContent = "Copied";
+        setTimeout(() => { button.textContent = "Copy"; }, 1500);
+      });
+      pre.before(button);
+    }
+  },
+
+  // What a tool call touched, in a few words: its file, command, address, mail.
+  touched(tool, argumentsText) {
+    let args = {};
+    try { args = JSON.parse(argumentsText || "{}") || {}; } catch (e) { return ""; }
+    for (const key of ["path", "command", "url", "to", "query", "uid", "name", "channels",
+                       "when", "source", "destination", "file_id"]) {
+      const value = args[key];
+      if (value === undefined || value === null || value === "") continue;
+      const text = Array.isArray(value) ? value.join(", ") : String(value);
+      return text.length > 80 ? text.slice(0, 79) + "…" : text;
+    }
+    return "";
+  },
+
+  // One line per tool call: what it touched and how it went, open for details.
+  callNode(turn) {
+    const node = chat.el("details", "turn tool");
+    const summary = noema.el("summary", "");
+    summary.appendChild(noema.el("span", "outcome-mark", "…"));
+    summary.appendChild(noema.el("span", "tool-name", turn.tool_name || "tool"));
+    const what = chat.touched(turn.tool_name, turn.arguments);
+    if (what) summary.appendChild(noema.el("code", "touched", what));
+    node.appendChild(summary);
+    node.appendChild(noema.el("p", "part", "Arguments"));
+    node.appendChild(noema.el("pre", "arguments", turn.arguments || "{}"));
+    node.dataset.state = "running";
+    return node;
+  },
+
+  finishCall(node, turn) {
+    node.dataset.state = turn.error ? "failed" : "done";
+    node.classList.toggle("failed", !!turn.error);
+    node.querySelector(".outcome-mark").textContent = turn.error ? "✗" : "✓";
+    node.querySelector("summary").title = turn.error ? "failed" : "done";
+    node.appendChild(noema.el("p", "part", turn.error ? "Result (failed)" : "Result"));
+    node.appendChild(noema.el("pre", "result", turn.content));
   },
 
   el(tag, className) {
@@ -170,21 +289,32 @@ const chat = {
     if (turn.kind === "tool_call" && turn.tool_name === "pool_event") {
       return null;  // the call that carries a delivery: its result shows what came
     }
-    if (turn.kind === "event" && turn.delivery) {
+    if (turn.kind === "note") {
+      return null;  // the orchestrator's notes to the model are not the conversation
+    }
+    if (turn.kind === "tool_call") {
+      node = chat.callNode(turn);
+      if (turn.call_id) chat.calls.set(turn.call_id, node);
+    } else if (turn.kind === "tool_result" && turn.call_id && chat.calls.has(turn.call_id)) {
+      chat.finishCall(chat.calls.get(turn.call_id), turn);
+      return null;  // shown on its call's line
+    } else if (turn.kind === "tool_result") {
+      node = chat.callNode(turn);  // its call is older than what the page holds
+      chat.finishCall(node, turn);
+    } else if (turn.kind === "event" && turn.delivery) {
       node = chat.deliveryNode(turn, turn.delivery);
-    } else if (turn.kind === "tool_call" || turn.kind === "tool_result" || turn.kind === "event") {
-      node = chat.el("details", `turn ${turn.kind}`);
-      const label = turn.kind === "tool_call" ? `${turn.tool_name || "tool"} called`
-        : turn.kind === "event" ? "events from the senses, delivered" : `${turn.tool_name || "tool"} answered`;
-      node.appendChild(noema.el("summary", "", turn.error ? `${label} (failed)` : label));
-      const text = turn.kind === "tool_call" ? (turn.arguments || "") : turn.content;
-      node.appendChild(noema.el("pre", "body", text));
-      if (turn.kind === "event") chat.archiveLinks(node, turn.content);
+    } else if (turn.kind === "event") {
+      node = chat.el("details", "turn event");
+      node.appendChild(noema.el("summary", "", "Events from the senses, delivered"));
+      node.appendChild(noema.el("pre", "body", turn.content));
+      chat.archiveLinks(node, turn.content);
     } else {
       node = chat.el("div", `turn ${turn.kind}`);
+      node.appendChild(chat.meta(turn));
       const body = chat.el("div", "body");
       if (turn.kind === "assistant" && typeof turn.html === "string") {
         body.innerHTML = turn.html;  // Markdown rendered and sanitised by the server
+        chat.copyButtons(body);
       } else {
         body.textContent = turn.content;
       }
@@ -292,22 +422,64 @@ const chat = {
     return node;
   },
 
+  // Characters that change how a text reads without showing themselves
+  // (controls, direction overrides, zero-width ones) as visible ⟨U+XXXX⟩.
+  plainly(text) {
+    let flagged = false;
+    const shown = text.replace(
+      /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g,
+      (c) => {
+        flagged = true;
+        return `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`;
+      });
+    return {shown, flagged};
+  },
+
+  // Recipients one per line: a list joined by commas hides who is added.
+  recipientsApart(text) {
+    return text.replace(/^((?:to|cc|bcc|recipients?): )(.*)$/gim,
+      (_, key, list) => key + "\n" + list.split(/\s*[,;]\s*/).filter(Boolean)
+        .map((r) => "  " + r).join("\n"));
+  },
+
   askApproval(message) {
     const box = document.getElementById("approvals");
     if (box.querySelector(`[data-approval="${message.approval}"]`)) return;
     const card = chat.el("div", "approval");
     card.dataset.approval = message.approval;
-    card.appendChild(noema.el("p", "", `The agent asks to run ${message.tool}.`));
-    if (message.reason) card.appendChild(noema.el("p", "reason", message.reason));
-    card.appendChild(noema.el("pre", "arguments", message.arguments));
+    card.setAttribute("role", "alertdialog");
+    card.setAttribute("aria-label", `Approve ${message.tool}?`);
+    card.appendChild(noema.el("p", "ask", `The agent asks to run ${message.tool}.`));
+    if (message.reason) card.appendChild(noema.el("p", "reason", chat.plainly(message.reason).shown));
+    const {shown, flagged} = chat.plainly(chat.recipientsApart(message.arguments));
+    card.appendChild(noema.el("pre", "arguments", shown));
+    if (flagged) {
+      card.appendChild(noema.el("p", "hidden-warning",
+        "⚠ It holds invisible or direction-changing characters, shown as ⟨U+…⟩: read it with care."));
+    }
     const allow = noema.el("button", "allow", "Allow");
     const refuse = noema.el("button", "refuse", "Refuse");
     allow.type = refuse.type = "button";
+    allow.title = "Alt+Y";
+    refuse.title = "Alt+N";
     allow.addEventListener("click", () => chat.answer(message.approval, true, card));
     refuse.addEventListener("click", () => chat.answer(message.approval, false, card));
-    card.append(allow, refuse);
+    const buttons = chat.el("div", "buttons");
+    buttons.append(allow, refuse, noema.el("span", "keys", "Alt+Y allows · Alt+N refuses"));
+    card.appendChild(buttons);
     box.appendChild(card);
-    allow.focus();
+    chat.waiting += 1;
+    chat.doing("approval");
+    refuse.focus();
+  },
+
+  // Alt+Y and Alt+N answer the oldest open approval.
+  shortcut(event) {
+    if (!event.altKey || !["y", "n"].includes(event.key.toLowerCase())) return;
+    const card = document.querySelector("#approvals .approval");
+    if (!card) return;
+    event.preventDefault();
+    chat.answer(Number(card.dataset.approval), event.key.toLowerCase() === "y", card);
   },
 
   async answer(approval, allow, card) {
@@ -321,7 +493,11 @@ const chat = {
 
   settleApproval(message) {
     const card = document.querySelector(`#approvals [data-approval="${message.approval}"]`);
-    if (card) card.remove();
+    if (card) {
+      card.remove();
+      chat.waiting = Math.max(0, chat.waiting - 1);
+    }
+    chat.doing(chat.busy ? "thinking" : "idle");
     const who = message.by ? ` (${message.by})` : "";
     chat.line(message.allowed ? "approved" : "refused",
       `${message.allowed ? "Allowed" : "Refused"}: approval ${message.approval}${who}.`);

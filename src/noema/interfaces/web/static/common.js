@@ -50,8 +50,10 @@ const noema = {
       return;
     }
     const share = body.context_window ? Math.round(100 * body.context_tokens / body.context_window) : 0;
+    // The chat page says what the agent does in its own words (#doing).
+    const phase = document.getElementById("doing") ? "" : ` · ${body.phase}`;
     target.textContent = `context ${body.context_tokens.toLocaleString()} / ` +
-      `${body.context_window.toLocaleString()} tokens (${share}%) · ${body.phase}`;
+      `${body.context_window.toLocaleString()} tokens (${share}%)${phase}`;
     target.dataset.busy = body.busy ? "yes" : "no";
   },
 };
