@@ -10,7 +10,12 @@ to is judged where it lives.
 
 Walking `/usr` and `/etc` takes a second or more, so it is done in a worker
 thread started as early as possible, cached, and redone in the background
-every ten minutes (an entry that appears in between is masked from then on).
+every ten minutes. The small folders where keys and passwords appear
+(`/etc`, `/opt`, `/srv`) are also watched (inotify): a change there since
+the last command has that folder walked again before the next one, so a
+root-only file created meanwhile is masked at once. `/usr` changes with
+packages, which rarely bring a file only root may read; its fifteen thousand
+folders are left to the ten-minute walk.
 """
 
 from __future__ import annotations
@@ -22,14 +27,19 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from .changes import ChangeFeed, watch
+
 _OTHERS_READ = stat.S_IROTH
 _OTHERS_LIST = stat.S_IROTH | stat.S_IXOTH
 
 _REFRESH_S = 600.0  # packages and keys come and go while the agent runs
 
+_WATCHED = ("/etc", "/opt", "/srv")
+
 _lock = threading.Lock()
 _found: dict[tuple[str, ...], tuple[float, tuple[Path, ...]]] = {}
 _refreshing: set[tuple[str, ...]] = set()
+_feeds: dict[str, ChangeFeed] = {}  # the watched folders, once walked
 
 
 def root_only(folders: Iterable[str]) -> tuple[Path, ...]:
@@ -42,12 +52,44 @@ def root_only(folders: Iterable[str]) -> tuple[Path, ...]:
     key = tuple(folders)
     with _lock:
         if key not in _found:
+            _watch(key)
             _found[key] = (time.monotonic(), _scan(key))
+        elif _changed(key):
+            _found[key] = (_found[key][0], _scan(key))
         when, paths = _found[key]
         if time.monotonic() - when > _REFRESH_S and key not in _refreshing:
             _refreshing.add(key)
             _start(_refresh, key)
         return paths
+
+
+def _watch(folders: tuple[str, ...]) -> None:
+    """Watch the small folders among `folders` (before walking them: what
+    changes during the walk is then seen at the next call)."""
+    for folder in folders:
+        if folder in _WATCHED and folder not in _feeds and os.path.isdir(folder):
+            base = Path(folder)
+            feed = watch(base, lambda rel, base=base: not _listable(base / rel))
+            feed.take()  # its first answer is always "everything"
+            _feeds[folder] = feed
+
+
+def _changed(folders: tuple[str, ...]) -> bool:
+    """Whether a watched folder among `folders` changed since the last look."""
+    changed = False
+    for folder in folders:
+        feed = _feeds.get(folder)
+        if feed is not None and feed.take():
+            changed = True  # (every feed is drained, so the next look starts afresh)
+    return changed
+
+
+def _listable(folder: Path) -> bool:
+    try:
+        mode = os.lstat(folder).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and mode & _OTHERS_LIST == _OTHERS_LIST
 
 
 def prefetch(folders: Iterable[str]) -> None:

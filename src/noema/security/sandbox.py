@@ -382,8 +382,19 @@ class Sandbox:
         self.limits = Limits.of(settings)
         self._works = False
         self._limits_ready = False
+        self._on_close: list[Callable[[], None]] = []
         if self.isolated and os.geteuid() == 0:
             prefetch(system_folders())  # the first command should not wait for the walk
+
+    def on_close(self, release: Callable[[], None]) -> None:
+        """Have `close` call `release` (what a tool built on this sandbox holds:
+        change notifications are a per-user kernel resource)."""
+        self._on_close.append(release)
+
+    def close(self) -> None:
+        """Give back what the tools built on this sandbox hold."""
+        while self._on_close:
+            self._on_close.pop()()
 
     @property
     def isolated(self) -> bool:

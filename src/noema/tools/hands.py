@@ -53,6 +53,7 @@ class Hands:
 
     def close(self) -> None:
         self.versions.close()
+        self.sandbox.close()
 
 
 def build_hands(

@@ -127,6 +127,7 @@ def shell_tools(
     masker = Masker(policy, agent_data)
     guard = GitGuard(policy, agent_data)
     ownership = OwnershipGuard((r.path for r in policy.writable_roots), (agent_data,))
+    sandbox.on_close(ownership.close)
 
     def prepare() -> tuple[Scan, tuple[Included, ...]]:
         before = masker.scan()

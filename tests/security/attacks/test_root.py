@@ -475,3 +475,19 @@ async def test_a_workspace_in_a_root_only_folder_leaves_its_neighbours_hidden(mo
         assert (world.ws / "f").read_text() == "hi\n"
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="root-only files are root's concern")
+@pytest.mark.skipif(not os.path.isdir("/srv"), reason="no /srv to create a file in")
+async def test_a_root_only_file_created_after_the_walk_is_hidden(world: World):
+    folder = Path(tempfile.mkdtemp(prefix="noema-late-", dir="/srv"))
+    try:
+        folder.chmod(0o755)
+        await run(world, "true")  # the system folders were walked; /srv is watched
+        late = folder / "late-password"
+        late.write_text("LATE-PASSWORD-1521\n")
+        late.chmod(0o600)
+        content = await run(world, f"cat {late}; ls {folder}; echo done")
+        assert "LATE-PASSWORD-1521" not in content and "done" in content, content
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
