@@ -1,7 +1,7 @@
 """LoCoMo retrieval with each conversation placed in a long history.
 
     .venv/bin/python bench/locomo_at_scale.py PATH [--distractors N] [--after] [--cache DIR]
-        [--baseline REV] [--study] [--ranks CATEGORY]
+        [--baseline REV] [--study] [--meaning] [--ranks CATEGORY]
     .venv/bin/python bench/locomo_at_scale.py --smoke
 
 `bench/locomo_retrieval.py` gives every conversation an empty store, which
@@ -26,6 +26,11 @@ the difference between the two (`locomo_cv.py`), query p50/p95 (wall clock,
 and CPU time, which a busy machine disturbs less), and how many queries had
 words left out or a narrowed scope. `--study` cross-validates every constant
 of `SearchTuning` at this scale, as `locomo_retrieval.py --study` does alone.
+`--meaning` adds the rerank by the shipped embedding model at keyword
+shares 0.9 to 0.5; a turn is embedded the first time it is a candidate (a
+store embedded in the background ranks the same, since a turn that is
+never a candidate never counts), and that embedding is left out of the
+query times, the query's own embedding is not.
 `--ranks CATEGORY` also prints, for each question of that category, where
 this plan ranks each evidence turn, searched again untimed.
 No model is called; nothing is asserted. `--smoke` runs a made-up

@@ -1,6 +1,6 @@
 """Retrieval quality of `search_full_history` on LoCoMo-format conversations.
 
-    .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...] [--baseline REV] [--study]
+    .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...] [--baseline REV] [--study] [--meaning]
     .venv/bin/python bench/locomo_retrieval.py --smoke
 
 PATH is a LoCoMo JSON file (a list of samples, each with `conversation` and
@@ -20,6 +20,10 @@ difference (`locomo_cv.py`). Recall@10 is also given per conversation.
 at a few other values (`locomo_cv.STUDIED`) and, for each, the value chosen
 by leaving one conversation out: a constant is worth keeping only where that
 choice beats switching it off on conversations it was not chosen on.
+
+`--meaning` embeds every turn with the shipped model (in this process) and
+measures the rerank of the keyword top 100 at keyword shares 0.9 to 0.5,
+with the share chosen by leaving one conversation out.
 
 No model is called and nothing is downloaded. The script prints figures and
 asserts nothing. `--smoke` runs on a small made-up conversation in the same
