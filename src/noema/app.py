@@ -140,8 +140,11 @@ class App:
             self._background.append(asyncio.create_task(self.toolservers.offer_to(self.tools)))
         if self.docs is not None:  # a pass now, then one per change in the folders
             self._background.append(asyncio.create_task(self.docs.library.keep_fresh()))
+        # The server's own tokenizer corrects the estimates, where the catalogue
+        # says it has one: asking any other endpoint would cost a request for nothing.
+        reasoning = self.config.models.reasoning
         count = getattr(self.provider, "count_tokens", None)
-        if count is not None:  # the server's own tokenizer corrects the estimates
+        if count is not None and reasoning is not None and reasoning.spec.counts_tokens:
             self._background.append(asyncio.create_task(self._calibrate(count)))
 
     async def _calibrate(self, count: TokenCounter) -> None:

@@ -46,6 +46,7 @@ class ProviderSpec:
     key_required: bool
     context_window: int | None  # None: DEFAULT_CONTEXT_WINDOW
     max_tokens_field: str = "max_tokens"  # OpenAI renamed it; most servers kept the old name
+    counts_tokens: bool = False  # its server tokenizes on request (the estimates are calibrated)
 
     def __post_init__(self) -> None:
         if self.key_required and not self.key_env:
@@ -62,7 +63,7 @@ _SPECS = (
     ProviderSpec("ollama", "Ollama", ProviderKind.OPENAI_COMPATIBLE, "http://localhost:11434/v1",
                  None, False, 8_192),
     ProviderSpec("llamacpp", "llama.cpp server", ProviderKind.OPENAI_COMPATIBLE,
-                 "http://localhost:8080/v1", None, False, None),
+                 "http://localhost:8080/v1", None, False, None, counts_tokens=True),
     ProviderSpec("vllm", "vLLM", ProviderKind.OPENAI_COMPATIBLE, "http://localhost:8000/v1",
                  None, False, None),
     ProviderSpec("lmstudio", "LM Studio", ProviderKind.OPENAI_COMPATIBLE,
