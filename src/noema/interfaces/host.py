@@ -638,7 +638,7 @@ class Host(AgentListener):
                 state = "active"
             views.append(SensorView(
                 channel=channel, nature=info.nature.value, urgency=info.default_urgency.value,
-                state=state, silenced_until=gate.until,
+                state=state, silenced_until=gate.until, can_silence=info.can_silence,
                 events=pipeline.stats.counts(channel, now).received))
         return views
 

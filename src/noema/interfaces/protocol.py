@@ -139,6 +139,7 @@ class SensorView(_Message):
     state: str  # "active", "silenced", "crashed"…
     silenced_until: float | None = None
     events: int = 0  # received since the agent started
+    can_silence: bool = True  # False: the sensor refuses to be silenced (a schedule, a chat)
 
 
 class ChannelView(_Message):
