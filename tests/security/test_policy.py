@@ -142,3 +142,25 @@ def test_refusals_quote_long_paths_briefly(layout):
     message = str(refused.value)
     assert "outside the folders you may use" in message and "…" in message
     assert "folder/" * 20 not in message
+
+
+def test_a_reused_inode_number_is_not_taken_for_a_moved_secret(tmp_path):
+    """A secret is known by identity after a rename of its folder; a new file
+    that got a deleted secret's inode number has another change time."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    new = ws / "new.txt"
+    new.write_text("mine\n")
+    policy = AccessPolicy([Root(ws, True)])
+    info = new.stat()
+    policy.remember_denied(info.st_dev, info.st_ino, info.st_ctime_ns - 1)
+    assert policy.check(str(new), Access.READ).path == new
+    policy.remember_denied(info.st_dev, info.st_ino, info.st_ctime_ns)
+    with pytest.raises(AccessDenied, match="moved or renamed"):
+        policy.check(str(new), Access.READ)
+    folder = ws / "vault"
+    folder.mkdir()
+    seen = folder.stat()
+    policy.remember_denied(seen.st_dev, seen.st_ino)  # a folder: by number alone
+    with pytest.raises(AccessDenied, match="moved or renamed"):
+        policy.check(str(folder / "inside.txt"), Access.WRITE)

@@ -212,7 +212,7 @@ class Masker:
                 if not refused and kind in ("dir", "file"):
                     freezable.append(path)
                 continue  # never entered: it is frozen whole
-            moved = kind != "link" and self.policy.denied_identity(dev, ino) is not None
+            moved = kind != "link" and self._moved(path, dev, ino)
             if kind == "dir" and not moved and name == AGENTS_FOLDER and holds_agents(path):
                 moved = True  # another Noema home's agents: never walked either
                 self.policy.remember_denied(dev, ino, agents=True)
@@ -222,7 +222,7 @@ class Masker:
             denied = refused or moved or self.policy.denial(path, Access.READ) is not None
             if denied and kind != "link":
                 # Known by identity from now on: a rename does not free it.
-                self.policy.remember_denied(dev, ino)
+                self._remember(path, dev, ino, kind)
             if denied and not refused and kind != "link":
                 hidden.append(path)
             if kind == "dir":
@@ -239,6 +239,28 @@ class Masker:
             stamp, trusted, tuple(children), tuple(hidden), tuple(git), tuple(freezable),
             frozenset(secret), visible,
         )
+
+
+    def _moved(self, path: Path, dev: int, ino: int) -> bool:
+        """Whether `path` is something a rule covered under another name."""
+        if not self.policy.may_be_denied(dev, ino):
+            return False
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) == (dev, ino) and (
+            self.policy.denied_identity(info) is not None
+        )
+
+    def _remember(self, path: Path, dev: int, ino: int, kind: str) -> None:
+        ctime: int | None = None
+        if kind != "dir":
+            try:
+                ctime = os.lstat(path).st_ctime_ns
+            except OSError:
+                return
+        self.policy.remember_denied(dev, ino, ctime)
 
 
 def _entry(entry: os.DirEntry[str]) -> tuple[str, str, int]:

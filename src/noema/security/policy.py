@@ -197,7 +197,10 @@ class AccessPolicy:
         # and files they covered are also known by identity (device, inode),
         # so that a secret renamed out from under its rule stays refused.
         self._protected_ids: set[tuple[int, int]] = set()
-        self._denied_ids: set[tuple[int, int]] = set()
+        # A file's change time too: a rename of a folder above it leaves it
+        # alone, while a new file that was given a deleted secret's inode
+        # number has another (folders are matched by number alone).
+        self._denied_ids: dict[tuple[int, int], int | None] = {}
         self._ids_lock = threading.Lock()
         self._note_protected()
         for root in self.roots:
@@ -276,19 +279,37 @@ class AccessPolicy:
                 with self._ids_lock:
                     self._protected_ids.add((info.st_dev, info.st_ino))
 
-    def remember_denied(self, dev: int, ino: int, *, agents: bool = False) -> None:
-        """A file or folder a deny rule covers (or, with `agents`, a folder of
-        Noema agents' data), by identity (see `moved_denial`)."""
+    def remember_denied(
+        self, dev: int, ino: int, ctime_ns: int | None = None, *, agents: bool = False
+    ) -> None:
+        """A file (with its change time) or folder (`ctime_ns` None) a deny rule
+        covers, or with `agents` a folder of Noema agents' data, by identity
+        (see `moved_denial`)."""
         with self._ids_lock:
-            (self._protected_ids if agents else self._denied_ids).add((dev, ino))
+            if agents:
+                self._protected_ids.add((dev, ino))
+            else:
+                self._denied_ids[(dev, ino)] = ctime_ns
 
-    def denied_identity(self, dev: int, ino: int) -> str | None:
-        """Why the thing with this identity is refused wherever it lies now, or None."""
+    def may_be_denied(self, dev: int, ino: int) -> bool:
+        """Whether `denied_identity` could refuse this inode (a cheap first look)."""
         with self._ids_lock:
-            if (dev, ino) in self._protected_ids:
+            return (dev, ino) in self._protected_ids or (dev, ino) in self._denied_ids
+
+    def denied_identity(self, info: os.stat_result) -> str | None:
+        """Why the file or folder `info` describes is refused wherever it lies
+        now, or None."""
+        key = (info.st_dev, info.st_ino)
+        with self._ids_lock:
+            if key in self._protected_ids:
                 return "it is agents' data (maybe moved or renamed), which the tools never touch"
-            if (dev, ino) in self._denied_ids:
-                return "a deny rule covered it before it was moved or renamed (secrets and private files)"
+            if key in self._denied_ids:
+                known = self._denied_ids[key]
+                if known is None or known == info.st_ctime_ns:
+                    return (
+                        "a deny rule covered it before it was moved or renamed (secrets and "
+                        "private files)"
+                    )
         return None
 
     def moved_denial(self, resolved: Path, root: Root) -> str | None:
@@ -304,7 +325,7 @@ class AccessPolicy:
                 info = os.lstat(folder)
             except OSError:
                 return None  # nothing further exists yet
-            reason = self.denied_identity(info.st_dev, info.st_ino)
+            reason = self.denied_identity(info)
             if reason:
                 return reason
             if part == AGENTS_FOLDER and holds_agents(folder):
