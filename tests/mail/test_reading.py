@@ -191,3 +191,17 @@ def test_the_reader_finds_what_the_standard_library_finds(parts, wrap, block):
         reader.SKIM_BYTES = saved
     assert [(a.name, a.size) for a in found.attachments] == expected
     assert found.text == "the text\nof the mail"
+
+
+def test_a_style_sheet_too_large_to_check_leaves_the_text_out_and_says_why():
+    from noema.channels.mail.html_text import MAX_RULES
+
+    rules = "".join(f".c{n} {{ display: none }}\n" for n in range(MAX_RULES + 1))
+    text = html_to_text(f"<html><head><style>{rules}</style></head><body>"
+                        "<p class='c0'>SECRET</p><p>Hello</p></body></html>")
+    assert "SECRET" not in text and "too many to check" in text
+    # Rules that cannot hide anything do not count against the bound.
+    harmless = "".join(f".c{n} {{ font-weight: bold }}\n" for n in range(MAX_RULES + 1))
+    text = html_to_text(f"<html><head><style>{harmless}</style></head><body>"
+                        "<p class='c0'>Hello</p></body></html>")
+    assert "Hello" in text

@@ -21,7 +21,9 @@ says how many were:
 - `<font color>` like the `bgcolor` around it.
 
 A style that cannot be read hides nothing (the text is shown); the HTML
-read is cut at `MAX_HTML_CHARS`.
+read is cut at `MAX_HTML_CHARS`; a sheet with more rules that can hide
+than `MAX_RULES` (or `MAX_COMPLEX_RULES` with combinators) leaves the
+whole text out, saying why, since what it hides cannot be checked.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import re
 
 log = logging.getLogger(__name__)
 
-MAX_HTML_CHARS = 4_000_000
+MAX_HTML_CHARS = 2_000_000
+MAX_RULES = 2000  # style rules that can hide, matched at most
+MAX_COMPLEX_RULES = 100  # of those, the ones with combinators (each a search of the page)
 OFF_SCREEN_PX = -500.0
 TINY_PX = 3.0
 _DECLARATION = re.compile(r"([a-zA-Z-]+)\s*:\s*([^;]+)")
@@ -60,7 +64,12 @@ def html_to_text(html: str) -> str:
         from inscriptis import Inscriptis
 
         tree = lxml.html.document_fromstring(html)
-        hidden = _drop_hidden(tree)
+        try:
+            hidden = _drop_hidden(tree)
+        except SheetTooLarge:
+            return (f"[this mail's style sheet has more than {MAX_RULES} rules that could hide "
+                    f"text (or more than {MAX_COMPLEX_RULES} complex ones), too many to check "
+                    "what its reader would see: its text is left out]")
         text = Inscriptis(tree).get_text()
     except Exception:  # a page lxml cannot build: the tags stripped crudely, hiding nothing
         log.debug("HTML mail not parsed", exc_info=True)
@@ -173,30 +182,110 @@ def _hidden_by(style: dict[str, str], font_px: float) -> bool:
     return bool(re.match(r"scale\(\s*0(\.0+)?\s*(,\s*0(\.0+)?\s*)?\)", style.get("transform", "")))
 
 
-def _drop_hidden(tree) -> int:
-    """Remove the hidden elements of `tree` (their tails stay); how many were removed."""
-    from lxml.cssselect import CSSSelector  # noqa: F401  (cssselect is what matches)
+_SIMPLE = re.compile(r"^([a-z][a-z0-9]*|\*)?((?:[.#][\w-]+)*)$", re.I)
+# Only declarations that can hide are worth matching a rule for.
+_RELEVANT = frozenset({"display", "visibility", "opacity", "font-size", "color", "background",
+                       "background-color", "left", "top", "right", "text-indent",
+                       "margin-left", "margin-top", "position", "overflow", "height",
+                       "width", "max-height", "max-width", "clip", "clip-path", "transform"})
 
-    sheet: dict[object, dict[str, str]] = {}
+
+class SheetTooLarge(Exception):
+    """A style sheet with more rules that can hide than are checked."""
+
+
+def _match_sheets(tree) -> dict[object, dict[str, str]]:
+    """Each element's declarations from the mail's <style> sheets, in source order.
+
+    Simple selectors (`p`, `.c`, `#i`, `p.c.d`) are matched in one walk, by
+    class and id; only the others go through cssselect, at most
+    `MAX_COMPLEX_RULES`, so a sheet of thousands of rules costs one pass, not
+    one search of the page per rule. More than `MAX_RULES` rules that can
+    hide: SheetTooLarge (the caller says the mail cannot be checked)."""
+    simple: list[tuple[int, str | None, str | None, frozenset[str], dict[str, str]]] = []
+    complex_rules: list[tuple[int, str, dict[str, str]]] = []
+    order = 0
     for style in tree.iter("style"):
         for selector, found in sheet_rules(style.text or ""):
+            found = {k: v for k, v in found.items() if k in _RELEVANT}
+            if not found:
+                continue
+            order += 1
+            if order > MAX_RULES:
+                raise SheetTooLarge
+            shape = _SIMPLE.match(selector)
+            if shape is None:
+                complex_rules.append((order, selector, found))
+                continue
+            tag = shape.group(1)
+            parts = re.findall(r"([.#])([\w-]+)", shape.group(2))
+            ids = [name for kind, name in parts if kind == "#"]
+            simple.append((order, None if tag in (None, "*") else tag.lower(),
+                           ids[0] if ids else None,
+                           frozenset(name for kind, name in parts if kind == "."), found))
+    if len(complex_rules) > MAX_COMPLEX_RULES:
+        raise SheetTooLarge
+    matched: dict[object, list[tuple[int, dict[str, str]]]] = {}
+    if simple:
+        # Each rule filed under one key it needs (its id, a class, its tag, or none),
+        # so an element meets only the rules that could match it.
+        index: dict[tuple[str, str], list] = {}
+        for rule in simple:
+            _, rule_tag, rule_id, rule_classes, _ = rule
+            key = (("#", rule_id) if rule_id else (".", min(rule_classes)) if rule_classes
+                   else ("t", rule_tag) if rule_tag else ("*", ""))
+            index.setdefault(key, []).append(rule)
+        for element in tree.iter():
+            if not isinstance(element.tag, str):
+                continue
+            classes = frozenset((element.get("class") or "").split())
+            tag, ident = element.tag.lower(), element.get("id")
+            keys = [("*", ""), ("t", tag), *((".", c) for c in classes)]
+            if ident:
+                keys.append(("#", ident))
+            for key in keys:
+                for rule_order, rule_tag, rule_id, rule_classes, found in index.get(key, ()):
+                    if (rule_tag is None or rule_tag == tag) and (
+                            rule_id is None or rule_id == ident) and rule_classes <= classes:
+                        matched.setdefault(element, []).append((rule_order, found))
+    if complex_rules:
+        from lxml.cssselect import CSSSelector
+
+        for rule_order, selector, found in complex_rules:
             try:
-                matched = CSSSelector(selector)(tree)
+                elements = CSSSelector(selector)(tree)
             except Exception:  # a selector cssselect cannot read: it hides nothing
                 continue
-            for element in matched:
-                sheet.setdefault(element, {}).update(found)
+            for element in elements:
+                matched.setdefault(element, []).append((rule_order, found))
+    sheet: dict[object, dict[str, str]] = {}
+    for element, rules in matched.items():
+        merged: dict[str, str] = {}
+        for _, found in sorted(rules, key=lambda rule: rule[0]):
+            merged.update(found)
+        sheet[element] = merged
+    return sheet
+
+
+def _drop_hidden(tree) -> int:
+    """Remove the hidden elements of `tree` (their tails stay); how many were removed."""
+    sheet = _match_sheets(tree)
     # element → (font px, text colour, background), inherited down the tree
     computed: dict[object, tuple[float, object, object]] = {}
-    doomed = []
+    doomed = []  # the outermost hidden elements
+    gone: set[object] = set()  # those and everything inside them
     for element in tree.iter():
         if not isinstance(element.tag, str):
             continue  # comments and processing instructions
         parent = element.getparent()
+        if parent in gone:
+            gone.add(element)  # leaves with its ancestor
+            continue
         font_px, text_colour, background = computed.get(parent, (16.0, BLACK, WHITE))
         tag = element.tag.lower()
         if tag in _ALWAYS_HIDDEN:
             doomed.append(element)
+            gone.add(element)
             continue
         style = dict(sheet.get(element, {}))
         style.update(declarations(element.get("style", "")))
@@ -222,14 +311,10 @@ def _drop_hidden(tree) -> int:
             hides = True
         if hides:
             doomed.append(element)
-    removed = 0
-    marked = set(doomed)
+            gone.add(element)
     for element in doomed:
-        if any(ancestor in marked for ancestor in element.iterancestors()):
-            continue  # gone with its ancestor
         _remove_keeping_tail(element)
-        removed += 1
-    return removed
+    return len(doomed)
 
 
 def _background_shorthand(value: str | None) -> str | None:

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 FETCH_BATCH = 20  # mails fetched in one command: bounded memory, steady progress
 WHOLE_BYTES = 512 * 1024  # a mail up to this size is fetched whole for its event
 PARTIAL_BYTES = 256 * 1024  # of a bigger one, only its beginning
+ON_LOOP_BYTES = 64 * 1024  # a mail up to this is read on the event loop; a bigger one in a thread
 EVENT_SUBJECT_CHARS = 300  # of a subject, in an event
 EVENT_ATTACHMENTS = 10  # attachment names in an event; the others are counted
 NOTICE_AFTER = 3  # failed attempts in a row before the person is told
@@ -250,8 +251,11 @@ class InboxSensor:
     async def _take(self, connection: ImapConnection, folder: Folder, item: Fetched,
                     size: int, emit: Emitter) -> None:
         try:
-            reading = scan(item.uid, io.BytesIO(item.data), size,
-                           partial=len(item.data) < size)
+            source, partial = io.BytesIO(item.data), len(item.data) < size
+            if len(item.data) <= ON_LOOP_BYTES:
+                reading = scan(item.uid, source, size, partial=partial)
+            else:  # a big HTML part takes a while to judge: not on the event loop
+                reading = await asyncio.to_thread(scan, item.uid, source, size, partial=partial)
             message, mail = reading.headers, reading.mail
         except Exception as exc:  # the parser's bug on a hostile mail: report what is known
             log.warning("mail uid %d could not be parsed: %s", item.uid, exc)
