@@ -130,13 +130,14 @@ def trusted_results(message: Message, authserv_id: str) -> AuthResults | None:
     return None
 
 
-def duplicated(message: Message) -> tuple[str, int] | None:
-    """The first header RFC 5322 allows once that the mail carries several times."""
+def duplicated(message: Message) -> list[tuple[str, int]]:
+    """The headers RFC 5322 allows once that the mail carries several times, and how often."""
+    found = []
     for name in SINGLE_HEADERS:
         count = len(message.get_all(name) or [])
         if count > 1:
-            return name, count
-    return None
+            found.append((name, count))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +232,10 @@ def judge(message: Message, senders: tuple[str, ...], allow_from: tuple[str, ...
         twice = duplicated(message)
     except Exception:  # a header the parser chokes on proves nothing
         return Verdict(False, True, "its headers could not be read")
-    if twice is not None:
-        name, count = twice
-        return Verdict(False, True, f"it carries {count} {name} headers, where a mail has one "
-                                    "(the mark of headers added to someone else's mail)")
+    if twice:
+        listed = " and ".join(f"{count} {name}" for name, count in twice)
+        return Verdict(False, True, f"it carries {listed} headers, where a mail has one of "
+                                    "each (the mark of headers added to someone else's mail)")
     if mode == "off":
         return Verdict(True, True, "the From line is trusted ([mail] authentication = off)")
     try:
