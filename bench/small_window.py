@@ -90,6 +90,10 @@ class Chronicler:
         per_turn = max(6, wanted // max(len(ids), 1))
         sentences = [f"The exchange of turn {i} moved things on {{cite:{i}}}, "
                      + " ".join(filler.split()[: per_turn]) + "." for i in ids]
+        bound = re.search(r"under (\d+) words", user)
+        while bound and carried and len(" ".join([*carried, *sentences]).split()) > int(
+                bound.group(1)):
+            carried.pop(0)  # the older story told more briefly, as the bound asks
         text = ("## State\nThe person and the agent are still talking.\n\n## The Journey\n"
                 + " ".join(s.strip() for s in carried) + " " + " ".join(sentences) + "\n")
         yield TextDelta(text)
@@ -111,6 +115,7 @@ class Figures:
     tools_real: list[int] = field(default_factory=list)
     offered: int = 0
     chronicler_largest: float = 0.0
+    save_point_largest: int = 0  # tokens of the largest accepted save point
     seconds: float = 0.0
     failures: int = 0
 
@@ -203,6 +208,8 @@ async def run(window: int, messages: int, count) -> Figures:
         kept = savepoints.listing(app.store)
         figures.save_points = sum(1 for sp in kept if sp.accepted)
         figures.rejected = sum(1 for sp in kept if not sp.accepted)
+        figures.save_point_largest = max((estimate_tokens(sp.text) for sp in kept if sp.accepted),
+                                         default=0)
         figures.chronicler_largest = chronicler.largest
     finally:
         await app.aclose()
@@ -213,7 +220,8 @@ def report(f: Figures) -> None:
     real = (f" ({', '.join(f'{n:,}' for n in f.tools_real)} tokens with SmolLM2's tokenizer)"
             if f.tools_real else "")
     print(f"window {f.window:,} tokens: {f.messages} messages in {f.seconds:.1f} s")
-    print(f"  save points made: {f.save_points} (rejected: {f.rejected})")
+    print(f"  save points made: {f.save_points} (rejected: {f.rejected}); the largest "
+          f"{f.save_point_largest:,} tokens, {f.save_point_largest / f.window:.0%} of the window")
     print(f"  turns left out before any save point: {f.left_out_before} (target 0); "
           f"after: {f.left_out_after}")
     counted = (f"; {f.largest_real:.1%} with the prompt counted by SmolLM2's tokenizer"

@@ -257,6 +257,12 @@ async def test_the_chronicler_request_and_its_answer_fit_its_window(session):
     prompt = sum(tokens.estimate_tokens(m.content) + tokens.MESSAGE_OVERHEAD
                  for m in request.messages)
     assert prompt + request.max_tokens <= 4_096
+    # the save point rides in every request: a small window bounds it, and says so
+    bound = compactor.save_point_words()
+    assert bound is not None and bound * 4 // 3 <= int(4_096 * 0.15) + 1
+    assert f"under {bound} words" in request.messages[1].content
+    large = Compactor(session, Chronicler(Reader(200_000)), SETTINGS, context_window=128_000)
+    assert large.save_point_words() is None  # no real bound: the chronicler is not told one
 
 
 async def test_older_rejections_give_way_when_a_retry_would_overflow(session):

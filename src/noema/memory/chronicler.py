@@ -143,6 +143,13 @@ _LENGTH = {
     "es": " Para estos turnos se espera un Viaje de al menos {words} palabras.",
 }
 
+_BOUND = {
+    "en": " Keep the whole save point under {words} words: it must fit a small window, so "
+          "tell the older parts more briefly.",
+    "es": " Mantén el punto de guardado entero por debajo de {words} palabras: debe caber en "
+          "una ventana pequeña, así que cuenta lo más antiguo más brevemente.",
+}
+
 _RETRY = {
     "en": (
         "The validator rejected that save point:\n{failures}\n\n"
@@ -169,6 +176,7 @@ class ChronicleRequest:
     result_chars: int = 1500
     min_journey_words: int = 40
     zone: ZoneInfo | None = None
+    max_words: int | None = None  # the whole save point, when a small window bounds it
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +196,10 @@ def expected_words(request: ChronicleRequest) -> int:
     said = sum(
         len(t.content.split()) for t in request.block if t.kind in (TurnKind.USER, TurnKind.ASSISTANT)
     )
-    return max(request.min_journey_words, min(600, said // 5))
+    floor = max(request.min_journey_words, min(600, said // 5))
+    if request.max_words is not None:  # a floor above the bound could not be met
+        floor = min(floor, max(request.max_words * 2 // 3, request.min_journey_words))
+    return floor
 
 
 def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = ()) -> tuple[Message, ...]:
@@ -204,7 +215,8 @@ def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = 
         last=block[-1].id,
         turns=render_block(block, result_chars=request.result_chars, zone=request.zone),
         citable=compact_ranges(request.citable.all),
-        length=_LENGTH[lang].format(words=expected_words(request)),
+        length=_LENGTH[lang].format(words=expected_words(request)) + (
+            _BOUND[lang].format(words=request.max_words) if request.max_words else ""),
     )
     messages = [Message(MessageRole.SYSTEM, system), Message(MessageRole.USER, user)]
     for rejection in rejections:
@@ -224,7 +236,7 @@ def protocol_tokens(language: str = "en", agent_name: str = "the agent") -> int:
     lang = _tongue(language)
     state, journey = HEADINGS[lang]
     system = _PROTOCOL[lang].format(agent=agent_name, state=state, journey=journey)
-    frame = _INPUT[lang] + _LENGTH[lang] + _NO_PREVIOUS[lang]
+    frame = _INPUT[lang] + _LENGTH[lang] + _BOUND[lang] + _NO_PREVIOUS[lang]
     return estimate_tokens(system) + estimate_tokens(frame) + 3 * MESSAGE_OVERHEAD
 
 

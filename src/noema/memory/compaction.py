@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 # leaves for the conversation (and at least two turns): a fixed count of
 # turns would fill a small window by itself and leave nothing to compact.
 KEEP_RECENT_SHARE = 0.3
+# A save point rides in every request's system prompt: it may take at most
+# this share of the reasoning model's window. The chronicler is told the bound
+# only when it is tight (a large window leaves it free).
+SAVE_POINT_SHARE = 0.15
+SAVE_POINT_FREE_WORDS = 1_500
+WORDS_PER_TOKEN = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +349,18 @@ class Compactor:
             result_chars=self.settings.render_result_chars,
             min_journey_words=self.settings.min_journey_words,
             zone=self.zone,
+            max_words=self.save_point_words(),
         )
+
+    def save_point_words(self) -> int | None:
+        """The most words a save point may have to fit the windows, or None when
+        that is no real bound: its share of the reasoning model's window, and
+        what the chronicler's answer room can hold."""
+        chronicler = self.chronicler.context_window
+        tokens = min(int(self.context_window * SAVE_POINT_SHARE),
+                     answer_room(chronicler, self.settings.chronicler_input_fraction))
+        words = int(tokens * WORDS_PER_TOKEN)
+        return words if words < SAVE_POINT_FREE_WORDS else None
 
     def _conclude(self, previous: SavePoint | None, block: Block, draft: Draft) -> Outcome:
         newest = self.session.turns[-1].id if self.session.turns else None
