@@ -470,8 +470,9 @@ def set_value(paths: AgentPaths, key: str, raw: str) -> Config:
 
 
 def set_values(paths: AgentPaths, pairs: Sequence[tuple[str, str]], *,
-               unfinished: bool = True) -> Edit:
-    """Set each dotted key to its raw value in config.toml at once, keeping comments.
+               unfinished: bool = True, remove: Sequence[str] = ()) -> Edit:
+    """Set each dotted key to its raw value in config.toml at once, keeping comments;
+    each key of `remove` (a value or a whole table) is taken out, back to its default.
 
     The whole file is validated after the change. A wrong value anywhere is a
     ConfigError and nothing is written. With `unfinished`, a section the
@@ -494,6 +495,13 @@ def set_values(paths: AgentPaths, pairs: Sequence[tuple[str, str]], *,
     path = paths.config_file
     before = read_config_file(path)
     document = tomlkit.parse(_read_text(path)) if path.exists() else tomlkit.document()
+    for key in remove:
+        *sections, leaf = key.split(".")
+        holder: Any = document
+        for part in sections:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and leaf in holder:
+            del holder[leaf]
     for key, raw in pairs:
         *sections, leaf = key.split(".")
         table: Any = document
@@ -505,7 +513,8 @@ def set_values(paths: AgentPaths, pairs: Sequence[tuple[str, str]], *,
                 raise ConfigError(key, [f"{key}: {part!r} is a value, not a section"])
         table[leaf] = parse_value(raw)
     text = tomlkit.dumps(document)
-    source = f"{path} (after setting {', '.join(key for key, _ in pairs)})"
+    changed = [key for key, _ in pairs] + list(remove)
+    source = f"{path} (after setting {', '.join(changed)})"
     errors = _errors(tomllib.loads(text))
     building = _unfinished(before) if unfinished else (lambda loc: False)
     notes = [e for e in errors if _is_gap(e) and building(_section_of(e))]
