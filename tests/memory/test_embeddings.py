@@ -224,6 +224,24 @@ def test_the_child_model_answers_and_ends_when_idle(local_model):
     assert not child.running
 
 
+def test_a_search_does_not_wait_for_the_child_model_to_start(store):
+    ids = _conversation(store)
+    child = ChildEmbedder()
+    try:
+        backfill(store, child)  # vectors stored; the child now runs
+        child.close()  # idle: ended
+        meaning = Meaning(store, child)
+        first = meaning.rerank("a dog", [(ids[1], 2.0), (ids[0], 1.0)])
+        assert "starting" in first.note and first.order == [(ids[1], 2.0), (ids[0], 1.0)]
+        deadline = time.monotonic() + 60
+        while not child.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        later = meaning.rerank("a dog", [(ids[1], 2.0), (ids[0], 1.0)])
+        assert later.note is None
+    finally:
+        child.close()
+
+
 def test_open_meaning_builds_the_local_source_and_off_means_none(store):
     assert open_meaning(store, "off") is None
     meaning = open_meaning(store, "local", poll_s=60)

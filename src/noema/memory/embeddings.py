@@ -169,6 +169,9 @@ class Meaning:
         vectors = self.table.get(i for i, _ in head)
         if not vectors:
             return Reranked(list(candidates), "no turn among the candidates has an embedding yet")
+        ready = getattr(self.embedder, "ready", None)
+        if ready is not None and not ready():
+            return Reranked(list(candidates), "the embedding model is starting; search again in a moment")
         try:
             with self._lock:
                 scale, packed = to_int8(self.embedder.embed([query])[0])

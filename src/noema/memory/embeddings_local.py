@@ -104,7 +104,7 @@ class ChildEmbedder:
         self._child: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._last_use = 0.0
-        self._failed: str | None = None
+        self._warming: threading.Thread | None = None
 
     @property
     def running(self) -> bool:
@@ -130,6 +130,24 @@ class ChildEmbedder:
             self._last_use = time.monotonic()
             flat = array("f", data)
             return [flat[n * dims : (n + 1) * dims] for n in range(rows)]
+
+    def ready(self) -> bool:
+        """Whether a request would be answered at once. When the child is not
+        running it is started in the background (loading takes a second or
+        two), so that a search does not wait for it: that search ranks by
+        words, and the next ones have meaning."""
+        if self.running and self._last_use:
+            return True
+        if self._warming is None or not self._warming.is_alive():
+            self._warming = threading.Thread(target=self._warm, name="embeddings-start", daemon=True)
+            self._warming.start()
+        return False
+
+    def _warm(self) -> None:
+        try:
+            self.embed(["warm"])
+        except EmbeddingError:
+            pass  # said by the next request that needs it
 
     def reap(self) -> bool:
         """End the child if it has been idle long enough; whether it runs now."""
@@ -157,6 +175,7 @@ class ChildEmbedder:
 
     def _stop(self) -> None:
         child, self._child = self._child, None
+        self._last_use = 0.0
         if child is None:
             return
         try:
