@@ -50,6 +50,7 @@ from .perception import (
     render_pool_event,
     wall_clock,
 )
+from .perception.own_changes import OwnChanges
 from .perception.sensors import build_sensors
 from .perception.sensors.scheduler import scheduler_sensors
 from .perception.sensors.webhook import intake_sensors
@@ -58,6 +59,7 @@ from .providers.base import Provider
 from .scheduling.store import ScheduleStore, schedules_path
 from .scheduling.tools import schedule_tools
 from .security.approvals import ApprovalRequest, Approver
+from .security.fsafe import TEMP_SUFFIX
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
 from .tools.registry import ENABLE_TOOLS, Tool, ToolError, ToolRegistry
@@ -301,9 +303,13 @@ def _wire(
     senses_on = archive is not None
     if archive is None:  # damaged: the senses stay off, over an empty archive in memory
         archive = SensoryArchive(":memory:", flush_every=senses.archive_flush_every)
+    # A watched folder does not report the agent's own writes (nor their temporary files).
+    own_changes = OwnChanges(temp_suffix=TEMP_SUFFIX)
+    hands.versions.on_agent_version(own_changes.record)
     sensors = [] if not senses_on else build_sensors(
         senses, last_exchange=lambda: _last_exchange(session), clock=wall_clock, tz=zone,
         bookmarks=archive.bookmark,  # a log sensor resumes where it stopped
+        own_change=own_changes.is_own,
     )
     if senses_on:  # the webhook is a sense: off with the others
         sensors += intake_sensors(config.webhook, load_secrets(paths))

@@ -16,7 +16,7 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -90,6 +90,9 @@ class VersionStore:
         )
         self._index = self._repo.index
         self._mutex = threading.RLock()
+        # Told the paths of each version of the agent's (a watched folder then
+        # knows the change is the agent's own, not news).
+        self.on_agent_version: Callable[[Path, Sequence[str]], None] | None = None
         self._depth = 0
         self._lock_fd = os.open(gitdir / "noema.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._head_seen: pygit2.Oid | None = None
@@ -268,6 +271,11 @@ class VersionStore:
         self._commits_since_refresh += 1
         if self._commits_since_refresh >= 32:
             self._refresh_tree_cache()
+        if note.author == "agent" and self.on_agent_version is not None:
+            try:
+                self.on_agent_version(self.workdir, paths)
+            except Exception:  # a listener's trouble never undoes a version
+                log.exception("a listener of the agent's versions failed")
         return Version(str(oid), when_of(signature), note, tuple(paths), self._skipped)
 
     # -- reading -------------------------------------------------------------

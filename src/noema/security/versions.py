@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,6 +86,15 @@ class Versions:
         self._watch = watch_changes
         self._stores: dict[Path, VersionStore] = {}
         self._mutex = threading.Lock()
+        self._on_agent_version: Callable[[Path, Sequence[str]], None] | None = None
+
+    def on_agent_version(self, listener: Callable[[Path, Sequence[str]], None] | None) -> None:
+        """Tell `listener` the workspace and paths of every version of the
+        agent's, in every store, open now or later."""
+        with self._mutex:
+            self._on_agent_version = listener
+            for store in self._stores.values():
+                store.on_agent_version = listener
 
     @classmethod
     def of_agent(
@@ -130,6 +139,7 @@ class Versions:
             store = self._stores.get(root.path)
             if store is None:
                 store = self._stores[root.path] = spec.open()
+                store.on_agent_version = self._on_agent_version
             return store
 
     def opened(self, root: Root) -> bool:

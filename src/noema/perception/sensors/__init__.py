@@ -34,13 +34,15 @@ def build_sensors(
     sleep: Sleep = asyncio.sleep,
     tz: tzinfo = UTC,
     bookmarks: Callable[[str], Bookmark] | None = None,
+    own_change: Callable[[str], bool] | None = None,
 ) -> list[Sensor]:
     """The sensors the settings enable (none if perception is disabled).
 
     `bookmarks` gives a durable bookmark by name (the sensory archive's
     `bookmark`), so sensors that can read their source again resume where
     they stood after a restart; without it they resume only after a crash
-    inside this process.
+    inside this process. `own_change` tells a folder sensor which changes
+    are the agent's own writes (not reported).
     """
     if not settings.enabled:
         return []
@@ -62,5 +64,6 @@ def build_sensors(
             folder.path, channel=folder.channel_name, recursive=folder.recursive,
             debounce_ms=folder.debounce_ms, urgency=folder.urgency,
             can_silence=folder.can_silence, treatment=settings.treatment.params(),
+            own=own_change,
         ))
     return sensors

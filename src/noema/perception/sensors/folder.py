@@ -53,8 +53,10 @@ class FolderSensor:
         treatment: TreatmentParams = _DEFAULT_TREATMENT,
         watch: Watch = watchfiles.awatch,
         watch_options: dict[str, Any] | None = None,
+        own: Callable[[str], bool] | None = None,
     ) -> None:
         self.path = Path(path)
+        self._own = own  # is this path as the agent itself just left it?
         self._recursive = recursive
         self._debounce_ms = debounce_ms
         self._watch = watch
@@ -77,5 +79,7 @@ class FolderSensor:
         async for changes in self._watch(
             self.path, recursive=self._recursive, debounce=self._debounce_ms, **self._options
         ):
+            if self._own is not None:  # the agent's own writes are not news to it
+                changes = {c for c in changes if not self._own(c[1])}
             for key, text, payload in describe_changes(changes, root):
                 emit(text, sender=sender, key=key, payload=payload)
