@@ -17,6 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from noema.health.modes import exposed, loose_modes
 from noema.memory.store import TurnStore
 from noema.memory.turns import NewTurn, TurnKind
 from noema.paths import AgentPaths
@@ -118,13 +119,18 @@ def test_everything_the_agent_keeps_is_private_and_the_workspace_keeps_the_perso
     assert (workspace / "notes" / "plan.md").read_text() == "the plan"
 
 
-def test_a_loose_home_is_tightened_at_start_with_one_line(tmp_path):
+@pytest.mark.parametrize("folders", ["loose", "private"])
+def test_a_loose_home_is_tightened_at_start_with_one_line(tmp_path, folders):
     paths = configure(tmp_path / "home", tmp_path / "workspace")  # made under the umask 022
     store = TurnStore(paths.turns_db)
     store.append(NewTurn(TurnKind.USER, "my mail, which no one else should read"))
     store.close()
     paths.turns_db.chmod(0o644)  # as an older version left it
-    assert paths.root.stat().st_mode & 0o077 and paths.agents_dir.stat().st_mode & 0o077
+    if folders == "private":  # only the files inside are loose
+        paths.root.chmod(0o700)
+        paths.agents_dir.chmod(0o700)
+    else:
+        assert paths.root.stat().st_mode & 0o077 and paths.agents_dir.stat().st_mode & 0o077
 
     first = run(tmp_path / "home", "chat", typed="/quit\n")
     assert first.returncode == 0, first.stderr
@@ -148,6 +154,20 @@ def test_a_first_start_makes_the_persons_new_files_private_without_a_word(tmp_pa
     assert "note:" not in first.stderr  # nothing of the agent's was there to be read
     assert paths.config_file.stat().st_mode & 0o777 == 0o600
     assert "modes: " in (paths.logs_dir / "noema.log").read_text()  # said in the log
+
+
+def test_the_start_looks_two_levels_deep_and_the_doctor_everywhere(tmp_path):
+    paths = AgentPaths.for_agent("default", tmp_path).ensure()
+    deep = paths.versions_dir / "ws.git" / "objects" / "ab"
+    deep.mkdir(parents=True, mode=0o700)
+    for folder in (paths.versions_dir, paths.versions_dir / "ws.git", deep.parent, deep):
+        folder.chmod(0o700)
+    (deep / "cdef").write_bytes(b"object")
+    (deep / "cdef").chmod(0o444)  # loose, but inside private folders: no one else reaches it
+    assert not exposed(paths)
+    assert [item.path for item in loose_modes(paths)] == [deep / "cdef"]
+    (paths.versions_dir / "ws.git").chmod(0o755)  # a repository folder an older version made
+    assert exposed(paths)
 
 
 def test_the_persons_umask_is_remembered_under_the_private_one():

@@ -6,12 +6,19 @@ makes). An older home, a copy made by hand, or a file written while Noema
 ran as a library may be looser; tightening clears the group and other bits
 and keeps the owner's (a read-only git object stays read-only). Links are
 neither followed nor changed: what they point at is not the agent's.
+
+Each start only looks two levels deep (`exposed`): a few dozen `lstat`
+calls however many objects the versions repositories hold, where a full
+walk costs about 10 to 20 µs a file on a busy machine, a second at 50,000
+(`bench/private_start.py`). When that look finds anything loose, everything
+is walked and tightened, once. `noema doctor` always walks everything.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +57,42 @@ def loose_modes(paths: AgentPaths) -> list[Loose]:
     if _look(paths.root, found):
         _walk(paths.root, found)
     return found
+
+
+def exposed(paths: AgentPaths) -> bool:
+    """Whether the quick look at the start finds anything loose: the folder of
+    all agents, the agent's folder, and what lies two levels into it (the
+    stores, the logs, the identity files, each versions repository's own
+    folder), not the repositories' objects: a repository that an older
+    version left loose has a loose folder too."""
+    if any(_loose(p) for p in {paths.agents_dir, paths.root}):
+        return True
+    return any(_any_loose(paths.root, depth=2))
+
+
+def _any_loose(folder: Path, depth: int) -> Iterator[bool]:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            continue
+        yield bool(mode & _OTHERS)
+        if depth > 1 and stat.S_ISDIR(mode):
+            yield from _any_loose(Path(entry.path), depth - 1)
+
+
+def _loose(path: Path) -> bool:
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISLNK(mode) and bool(mode & _OTHERS)
 
 
 def tighten(found: list[Loose]) -> Tightening:
@@ -109,9 +152,11 @@ class StartTightening:
 
 
 def tighten_on_start(paths: AgentPaths) -> StartTightening | None:
-    """Tighten a loose agent folder; None when everything was private already.
+    """Tighten an exposed agent folder, all of it; None when nothing was exposed.
     A folder that holds no store yet (the person's configuration before the
     first start) is tightened without a word to the person, only logged."""
+    if not exposed(paths):
+        return None
     found = loose_modes(paths)
     if not found:
         return None
