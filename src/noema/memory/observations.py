@@ -6,6 +6,10 @@ pruned from working memory and when the turns around it are compacted. The
 newest notes are shown in the system prompt with the chronicle. A note
 whose call was discarded by a safe cancellation is not shown: for the model
 that call never happened.
+
+A note pinned while outside words led the conversation (its call's result
+is marked `Flag.OUTSIDE`) may carry a stranger's words into every later
+prompt; it is shown as such, so the model reads it as data.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class Observation:
     turn_id: int  # the annotate_observation call
     source: str
     note: str
+    outside: bool = False  # pinned while words from outside led the conversation
 
 
 def pin(store: TurnStore, turn_id: int, source: str, note: str) -> Observation:
@@ -55,9 +60,11 @@ def pinned(store: TurnStore, limit: int) -> list[Observation]:
     if limit <= 0:
         return []
     rows = store.conn.execute(
-        "SELECT o.id, o.created, o.turn_id, o.source, o.note FROM observations o"
-        " JOIN turns t ON t.id = o.turn_id WHERE (t.flags & ?) = 0"
+        "SELECT o.id, o.created, o.turn_id, o.source, o.note,"
+        " EXISTS (SELECT 1 FROM turns r WHERE r.call_id = t.call_id AND r.id > t.id"
+        "         AND r.kind = 'tool_result' AND (r.flags & ?) != 0)"
+        " FROM observations o JOIN turns t ON t.id = o.turn_id WHERE (t.flags & ?) = 0"
         " ORDER BY o.id DESC LIMIT ?",
-        (int(Flag.DISCARDED), limit),
+        (int(Flag.OUTSIDE), int(Flag.DISCARDED), limit),
     ).fetchall()
-    return [Observation(*r) for r in reversed(rows)]
+    return [Observation(*r[:5], outside=bool(r[5])) for r in reversed(rows)]

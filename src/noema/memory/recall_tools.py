@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from ..tools.registry import Tool, ToolContext, ToolError, tool
+from ..tools.registry import Tool, ToolContext, ToolError, ToolResult, tool
 from . import observations
 from .recall import turn_body, turn_header, when
 from .render import cut
@@ -131,7 +131,7 @@ def memory_tools(
         return "\n".join(lines)
 
     @tool(side_effects=False)
-    def annotate_observation(ctx: ToolContext, source: str, note: str) -> str:
+    def annotate_observation(ctx: ToolContext, source: str, note: str) -> ToolResult:
         """Pin a short note distilled from something bulky (a long tool result, a document,
         a page) so it stays in view after that turn is pruned or compacted.
 
@@ -143,10 +143,11 @@ def memory_tools(
             pinned = observations.pin(store, ctx.turn_id, source, note)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        return (
+        # Pinned while outside words lead: the result's mark travels with the
+        # note, which the prompt then shows as data.
+        return ToolResult(
             f"Pinned observation {pinned.id}. It stays in your system prompt among the "
-            f"{pinned_limit} newest pinned notes."
-        )
+            f"{pinned_limit} newest pinned notes.", outside=bool(ctx.outside))
 
     return [lookup_turn, search_full_history, annotate_observation]
 
