@@ -79,7 +79,10 @@ def test_only_the_topmost_header_of_the_trusted_server_counts():
 
 def test_without_trusted_results_auto_trusts_the_from_line_and_require_does_not():
     assert verdict(None).person
-    assert verdict("evil.test; dkim=pass header.d=person.test").person  # no trusted header
+    # Results of another server only: one that adds them exists, and it is not trusted.
+    other = verdict("mx.elsewhere.test; dkim=pass header.d=person.test")
+    assert not other.person and "set [mail] authserv_id" in other.reason
+    assert "mx.elsewhere.test" in other.reason
     assert not verdict(None, mode="require").person
     assert verdict("mx.person.test; dkim=fail", mode="off").person
 

@@ -39,9 +39,11 @@ What is checked, precisely:
      part (the sender logged in to the person's own server to send it).
 6. No trusted header at all: `"require"` makes the mail a stranger's, and
    so does `"auto"` when `authserv_id` is set in the configuration (the
-   person said which server vouches; its silence is no proof). With
-   `"auto"` and no `authserv_id` (a server that adds no results at all,
-   such as a plain local Dovecot) the From line is trusted.
+   person said which server vouches; its silence is no proof), or when the
+   mail carries results of another server (one that adds results exists:
+   the reason names it, for the person to set `authserv_id`). With
+   `"auto"`, no `authserv_id` and no results header at all (a server that
+   adds none, such as a plain local Dovecot) the From line is trusted.
 
 What is not checked here: DKIM signatures and SPF records themselves (the
 server did that; its verdict is taken), DMARC policy, ARC chains, the
@@ -183,6 +185,20 @@ def _signatures_cover(message: Message, domain: str, selector: str = "", b: str 
     return bool(chosen) and all(_covers(s, shown) for s in chosen)
 
 
+_HOST = re.compile(r"[a-z0-9][a-z0-9.-]{0,99}")
+
+
+def _other_ids(message: Message) -> list[str]:
+    """The authserv-ids of the mail's results headers (plain host names only, at most 3)."""
+    found: list[str] = []
+    for value in message.get_all("Authentication-Results") or []:
+        parsed = parse_auth_results(str(value))
+        if parsed is not None and _HOST.fullmatch(parsed.authserv_id) and (
+                parsed.authserv_id not in found):
+            found.append(parsed.authserv_id)
+    return found[:3]
+
+
 def _aligned(domain: str, claimed: str) -> bool:
     domain = domain.rsplit("@", 1)[-1].strip(".").lower()
     return bool(domain) and (claimed == domain or claimed.endswith("." + domain))
@@ -255,6 +271,11 @@ def judge(message: Message, senders: tuple[str, ...], allow_from: tuple[str, ...
     if results is None:
         if mode == "require" or authserv_configured:
             return Verdict(False, True, f"no Authentication-Results from {authserv_id}")
+        others = _other_ids(message)
+        if others:  # a server that adds results exists, and it is not the one trusted
+            return Verdict(False, True, f"no Authentication-Results from {authserv_id}, only "
+                                        f"from {', '.join(others)} (if that is your server, "
+                                        "set [mail] authserv_id to it)")
         return Verdict(True, True, f"no Authentication-Results from {authserv_id} to check")
     try:
         vouch = passes(results, address, message)
