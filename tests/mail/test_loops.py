@@ -34,7 +34,10 @@ async def start(app) -> None:
     looked = asyncio.Event()
     channel.sensor.on_look = lambda looks: looked.set()  # before the sensor runs: no race
     await app.start()
-    await asyncio.wait_for(looked.wait(), WAIT)
+    await asyncio.wait_for(looked.wait(), AGENT_WAIT)
+
+
+AGENT_WAIT = 3 * WAIT  # two whole agents starting on a loaded machine: generous
 
 
 async def until(condition, what: str, show=lambda: "") -> None:
@@ -42,7 +45,7 @@ async def until(condition, what: str, show=lambda: "") -> None:
         while not condition():
             await asyncio.sleep(0.05)
     try:
-        await asyncio.wait_for(wait(), WAIT)
+        await asyncio.wait_for(wait(), AGENT_WAIT)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what} {show()}") from None
 
