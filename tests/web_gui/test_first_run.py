@@ -38,4 +38,4 @@ def test_with_no_model_the_page_says_what_to_set(browser, tmp_path):
                                                             timeout=WAIT * 1000)
         expect(card.get_by_role("button", name="Run the offline demo here")).to_be_enabled()
         card.get_by_role("link", name="settings page").click()
-        expect(page.locator('form[data-key="models.reasoning.provider"]')).to_be_visible()
+        expect(page.locator('.field[data-key="models.reasoning.provider"]')).to_be_visible()

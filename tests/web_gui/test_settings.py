@@ -1,73 +1,191 @@
-"""The settings form: a value saved with the file's comments kept, a bad value
-refused with the validator's message, a real call to test the model."""
+"""The settings page at a desk and on a phone: a section saved as one form with the
+file's comments kept, a bad value refused beside its field with nothing written,
+a model's fields following its provider, the model picked from the list a fake
+server serves, a key kept in secrets.toml and never shown."""
 
 from __future__ import annotations
 
+import stat
+
+import pytest
 from playwright.sync_api import expect
 
-from .conftest import screenshot
+from tests.fakes.local_servers import FakeLocalServer
+
+from .conftest import WAIT, screenshot
+
+SCREENS = {"desk": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+KEY = "k3Y-9fQ2vX7LmZpR4tW8sN1bC6dH0jA5"  # a made-up key: never to be shown or put in config.toml
 
 
-def test_a_setting_is_saved_and_a_bad_value_shows_the_validation_message(page, live, tmp_path):
+@pytest.fixture(params=list(SCREENS))
+def screen(request, browser, live):
+    """A fresh page of the session's server at a desk's or a phone's size: (name, page)."""
+    phone = request.param == "phone"
+    context = browser.new_context(viewport=SCREENS[request.param], is_mobile=phone,
+                                  has_touch=phone)
+    page = context.new_page()
+    page.set_default_timeout(WAIT * 1000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live.address)
+    try:
+        yield request.param, page
+    finally:
+        context.close()
+    assert not errors, f"the page's script failed: {errors}"
+
+
+@pytest.fixture
+def files(live, tmp_path):
+    """config.toml with a scripted model and comments; both files put back afterwards."""
+    config, secrets = live.paths.config_file, live.paths.secrets_file
+    kept = {p: p.read_bytes() for p in (config, secrets) if p.exists()}
     script = tmp_path / "probe.toml"
     script.write_text('[[responses]]\ntext = "ready"\n')
-    config = live.paths.config_file
-    config.write_text("# chosen with care\n[cycle]\nmax_steps = 24  # a cycle's model calls\n\n"
+    config.write_text("# chosen with care\n[shell]\ntimeout_s = 60  # a command's minute\n\n"
                       f"[models.reasoning]\nprovider = \"scripted\"\nmodel = \"probe\"\n"
                       f"script = \"{script}\"\n")
-    page.goto(f"{live.base}/settings")
-    page.locator("#section-cycle summary").click()
-    form = page.locator('form[data-key="cycle.max_steps"]')
-    expect(form.locator("input")).to_have_value("24")
-    form.locator("input").fill("30")
-    form.get_by_role("button", name="Save").click()
-    expect(form.locator(".outcome")).to_contain_text("cycle.max_steps saved")
-    text = config.read_text()
-    assert "max_steps = 30" in text and "# chosen with care" in text
-    assert "# a cycle's model calls" in text
-
-    form.locator("input").fill("0")
-    form.get_by_role("button", name="Save").click()
-    error = form.locator(".outcome.error")
-    expect(error).to_contain_text("max_steps")
-    expect(error).to_contain_text("greater than or equal to 1")
-    assert "max_steps = 30" in config.read_text()  # the bad value was not written
-
-    provider = page.locator('form[data-key="models.reasoning.provider"] select')
-    expect(provider).to_have_value("scripted")  # chosen from the provider table
-    expect(provider.locator("option[value=ollama]")).to_have_count(1)
-    page.locator("button.test-model[data-role=reasoning]").click()
-    expect(page.locator(".test-outcome")).to_contain_text("scripted/probe answered: ready")
-    screenshot(page, "settings")
-
-
-def test_a_secret_is_refused_from_the_form(page, live):
-    page.goto(f"{live.base}/settings")
-    form = page.locator('form[data-key="models.reasoning.base_url"]')
-    form.locator("input").fill("sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789")
-    form.get_by_role("button", name="Save").click()
-    expect(form.locator(".outcome.error")).to_contain_text("secrets do not go in config.toml")
-    config = live.paths.config_file
-    assert not config.exists() or "sk-ant" not in config.read_text()
-
-
-def test_the_rule_tester_names_the_rule_an_event_meets(page, live):
-    config = live.paths.config_file
-    before = config.read_text() if config.exists() else ""
-    config.write_text(before + '\n[[reflexes.rules]]\nchannel = "log.*"\ntext = "ERROR"\n'
-                      'urgency = "urgent"\n')
     try:
-        page.goto(f"{live.base}/settings")
-        page.fill("#r-channel", "log.web")
-        page.fill("#r-text", "ERROR: the disk is full")
-        page.click("#rule-test button")
-        expect(page.locator("#rule-outcome")).to_contain_text("Rule 1")
-        expect(page.locator("#rule-outcome")).to_contain_text("matches: urgent")
-        page.fill("#r-text", "all is well")
-        page.click("#rule-test button")
-        expect(page.locator("#rule-outcome")).to_contain_text("No rule of 1 matches")
-        page.fill("#r-channel", "Not A Channel!")
-        page.click("#rule-test button")
-        expect(page.locator("#rule-outcome.error")).to_contain_text("cannot be tested")
+        yield config, secrets
     finally:
-        config.write_text(before)
+        for path in (config, secrets):
+            if path in kept:
+                path.write_bytes(kept[path])
+            else:
+                path.unlink(missing_ok=True)
+
+
+def test_a_section_is_saved_as_one_form_and_a_bad_value_is_refused_beside_its_field(
+        screen, live, files):
+    name, page = screen
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    section = page.locator("#section-shell")
+    expect(section.locator("h2")).to_have_text("Commands")
+    expect(page.locator("#section-files h2")).to_have_text("Files the agent may touch")
+    expect(section.locator("form.section-form")).to_have_count(1)
+    expect(section.get_by_role("button", name="Save commands")).to_have_count(1)  # one per section
+    advanced = section.locator("details.advanced")
+    expect(advanced.locator('.field[data-key="shell.max_timeout_s"]')).to_be_hidden()  # folded
+
+    section.locator('[name="shell.timeout_s"]').fill("90")
+    section.locator('[name="shell.network"]').uncheck()
+    section.get_by_role("button", name="Save commands").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: shell.network, shell.timeout_s")
+    text = config.read_text()
+    assert "timeout_s = 90" in text and "network = false" in text
+    assert "# chosen with care" in text and "# a command's minute" in text
+    assert "max_timeout_s" not in text  # what was not changed is not written
+
+    before = config.read_bytes()
+    section.locator('[name="shell.timeout_s"]').fill("120")  # fine alone…
+    advanced.locator("summary").click()
+    section.locator('[name="shell.max_timeout_s"]').fill("0")  # …but this is not
+    section.get_by_role("button", name="Save commands").click()
+    problem = section.locator('.field[data-key="shell.max_timeout_s"] .problem')
+    expect(problem).to_be_visible()
+    expect(problem).to_contain_text("shell.max_timeout_s")
+    expect(problem).to_contain_text("greater than")
+    expect(problem).to_contain_text("Fix it in config.toml")
+    expect(section.locator(".outcome.error")).to_contain_text("nothing was written")
+    expect(section.locator('[name="shell.max_timeout_s"]')).to_have_attribute("aria-invalid", "true")
+    assert config.read_bytes() == before  # neither value was written
+    problem.scroll_into_view_if_needed()
+    screenshot(page, f"settings-refused-{name}", full_page=False)
+
+
+def test_a_secret_typed_into_a_setting_is_refused_and_not_written(screen, live, files):
+    _, page = screen
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    section = page.locator("#section-web")
+    section.locator('[name="web.search_url"]').fill("sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789")
+    section.get_by_role("button", name="Save the web").click()
+    problem = section.locator('.field[data-key="web.search_url"] .problem')
+    expect(problem).to_contain_text("secrets do not go in config.toml")
+    expect(problem).not_to_contain_text("abcdefghij")  # the error never repeats it
+    assert "sk-ant" not in config.read_text()
+
+
+def test_the_model_follows_its_provider_and_is_picked_from_the_server_s_list(
+        screen, live, files):
+    name, page = screen
+    config, secrets = files
+    with FakeLocalServer("vllm", {"Qwen/Qwen2.5-7B-Instruct": 32768, "llama-3.1-8b": 8192},
+                         key=KEY) as server:
+        page.goto(f"{live.base}/settings")
+        model = page.locator("#section-models-reasoning")
+        expect(model.locator("h2")).to_have_text("Model")
+        provider = model.locator('[name="models.reasoning.provider"]')
+        expect(provider).to_have_value("scripted")
+        script = model.locator('.field[data-key="models.reasoning.script"]')
+        base_url = model.locator('.field[data-key="models.reasoning.base_url"]')
+        key_row = model.locator('.field[data-key="models.reasoning.key"]')
+        expect(script).to_be_visible()
+        expect(base_url).to_be_hidden()  # nothing of a served model under a scripted one
+        expect(key_row).to_be_hidden()
+
+        model.get_by_role("button", name="Test this model").click()
+        expect(model.locator(".outcome")).to_contain_text("scripted/probe answered: ready")
+
+        provider.select_option("vllm")
+        expect(script).to_be_hidden()  # nothing of the scripted model under a served one
+        expect(model.locator('.field[data-key="models.reasoning.token_delay_s"]')).to_be_hidden()
+        expect(base_url).to_be_visible()
+        expect(key_row).to_be_visible()
+        base_url.locator("input").fill(server.base_url)
+        model.locator('[name="models.reasoning.api_key_env"]').fill("VLLM_API_KEY")
+        key_row.locator("input").fill(KEY)  # the fake answers only with the key
+        model.get_by_role("button", name="List the server's models").click()
+        served = model.locator("select.served")
+        expect(served).to_be_visible()
+        expect(served.locator("option")).to_have_text(
+            ["probe (not served now)", "Qwen/Qwen2.5-7B-Instruct", "llama-3.1-8b", "Another name…"])
+        served.select_option("llama-3.1-8b")
+        screenshot(page, f"settings-model-{name}", full_page=False)
+        model.get_by_role("button", name="Save model").click()
+        expect(model.locator(".outcome")).to_contain_text("the key kept in")
+        assert any(r.path == "/v1/models" and r.headers.get("authorization") == f"Bearer {KEY}"
+                   for r in server.requests)
+
+    text = config.read_text()
+    assert 'provider = "vllm"' in text and 'model = "llama-3.1-8b"' in text
+    assert f'base_url = "{server.base_url}"' in text and 'api_key_env = "VLLM_API_KEY"' in text
+    assert "script" not in text and KEY not in text  # the scripted field went with its provider
+    assert "# chosen with care" in text
+    assert f'VLLM_API_KEY = "{KEY}"' in secrets.read_text()
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+
+    page.reload()
+    key_input = page.locator('[name="models.reasoning.key"]')
+    expect(key_input).to_have_value("")  # never shown again…
+    expect(page.locator('.field[data-key="models.reasoning.key"] .help')).to_contain_text(
+        "a key is kept in secrets.toml (VLLM_API_KEY)")  # …only said to be there
+    assert KEY not in page.content()
+
+
+def test_a_server_that_cannot_be_asked_leaves_the_name_to_type(page, live, files):
+    page.goto(f"{live.base}/settings")
+    model = page.locator("#section-models-reasoning")
+    model.locator('[name="models.reasoning.provider"]').select_option("llamacpp")
+    model.locator('[name="models.reasoning.base_url"]').fill("http://127.0.0.1:9/v1")
+    model.get_by_role("button", name="List the server's models").click()
+    state = model.locator(".served-state.error")
+    expect(state).to_contain_text("cannot reach llama.cpp server")
+    expect(state).to_contain_text("Type the model's name")
+    expect(model.locator('[name="models.reasoning.model"]')).to_be_visible()
+    expect(model.locator("select.served")).to_be_hidden()
+
+
+def test_the_save_point_model_left_unset_is_the_model_above(page, live, files):
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    chronicler = page.locator("#section-models-chronicler")
+    expect(chronicler.locator('[name="models.chronicler.provider"]')).to_have_value("")
+    expect(chronicler.locator('[name="models.chronicler.provider"] option').first).to_have_text(
+        "(the model above)")
+    expect(chronicler.locator('.field[data-key="models.chronicler.base_url"]')).to_be_hidden()
+    chronicler.get_by_role("button", name="Save model for save points").click()
+    expect(chronicler.locator(".outcome")).to_have_text("Nothing changed.")
+    assert "chronicler" not in config.read_text()

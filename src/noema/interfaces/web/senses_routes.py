@@ -1,4 +1,4 @@
-"""The senses page, archive batches, silence and start."""
+"""The senses page, archive batches, silence and start, the urgency-rule tester."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ...config import ConfigError
 from .context import BadRequest, context_of, error, json_body, page, text_field
 from .live import AgentUnavailable
 from . import senses
-from .senses import SenseRefused, rates, search_archive
+from .senses import SenseRefused, nature_words, rates, search_archive, urgency_words
 
 
 async def senses_page(request: Request) -> Response:
@@ -34,7 +35,8 @@ async def senses_page(request: Request) -> Response:
                 problem = str(exc)
     return page(request, "senses.html", page="senses", status=status,
                 unreachable=unreachable, plot=plot, control=status is not None,
-                query=query, channel=channel, found=found, problem=problem)
+                query=query, channel=channel, found=found, problem=problem,
+                nature_words=nature_words, urgency_words=urgency_words)
 
 
 async def batch_page(request: Request) -> Response:
@@ -79,4 +81,21 @@ async def _sense_action(request: Request, act) -> Response:
         return error(400, str(exc))
     except AgentUnavailable as exc:
         return error(503, f"could not reach the agent: {exc}")
+    return JSONResponse({"ok": True, "text": text})
+
+
+async def rule_test(request: Request) -> Response:
+    """Which urgency rule an event the person describes would meet."""
+    web = context_of(request)
+    try:
+        body = await json_body(request)
+        fields = {name: body.get(name, "") for name in ("channel", "sender", "key", "text")}
+        if not all(isinstance(v, str) for v in fields.values()):
+            raise BadRequest("the event's fields are text")
+        text = await asyncio.to_thread(senses.which_rule, web.paths,
+                                       authorised=body.get("authorised") is True, **fields)
+    except BadRequest as exc:
+        return error(400, str(exc))
+    except (ConfigError, ValueError, TypeError) as exc:
+        return error(400, f"that event cannot be tested: {exc}")
     return JSONResponse({"ok": True, "text": text})

@@ -1,10 +1,16 @@
-"""The settings form, generated from the configuration's pydantic models.
+"""The settings page: one form per section of the configuration, saved whole.
 
-Every leaf of `Config` becomes a field named by its dotted key, typed from
-its annotation (a checkbox for a flag, a choice for a fixed set, a number, or
-a TOML value for lists and tables). A field is saved alone through
-`config.set_value`, the function behind `noema config set`: it validates the
-whole configuration first, keeps the file's comments, and refuses secrets.
+Each section is a table of `Config` (a model choice is one of its own) under
+a heading a person understands; its leaves (nested tables flattened) are
+fields typed from their annotations (a checkbox for a flag, a choice for a
+fixed set, a number, text, or a TOML value for lists and tables). The few
+keys a person usually changes come first; the rest are folded away.
+
+A section is saved through `config.set_values`, the function behind `noema
+config set`: only what changed is written, the whole file is validated with
+the change and nothing is written unless it is valid; an emptied field goes
+back to its default. A model's key goes to `secrets.toml` (mode 600) with
+`config.write_secret`, never to `config.toml`, and is never shown.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import os
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,40 +32,202 @@ from ... import config as configuration
 from ...config import Config, ConfigError
 from ...paths import AgentPaths
 from ...providers.base import Message, MessageRole, ModelRequest, ProviderError, TextDelta
+from ...providers.catalog import PROVIDERS, ProviderKind
+from ...providers.settings import ModelSettings
 
 TEST_TIMEOUT = 30.0  # seconds a connection test may take
-MODEL_PROVIDER_KEYS = frozenset({"models.reasoning.provider", "models.chronicler.provider"})
+ROLES = ("reasoning", "chronicler")
+KEY_FIELD = "key"  # the model sections' secret: written to secrets.toml, never shown
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    """How a section is shown: its title, a sentence, and its everyday keys."""
+
+    title: str
+    intro: str
+    common: tuple[str, ...]  # leaf keys shown first; the others are folded away
+
+
+_MODEL_COMMON = ("provider", "model", "base_url", KEY_FIELD, "api_key_env", "context_window",
+                 "script")
+HEADINGS: Mapping[str, Heading] = {
+    "models.reasoning": Heading("Model", "The model that reasons and answers you.",
+                                _MODEL_COMMON),
+    "models.chronicler": Heading(
+        "Model for save points", "The model that writes the chronicle when the conversation "
+        "grows long. Left unset, the model above does it.", _MODEL_COMMON),
+    "files": Heading("Files the agent may touch", "The folders the file tools and commands may "
+                     "read or change, and the names they never see.", ("roots", "deny")),
+    "autonomy": Heading("What the agent does without asking", "Which tools run on their own, "
+                        "which ask you first, which never run.",
+                        ("default", "tools", "approval_timeout_s")),
+    "shell": Heading("Commands", "How the agent's commands run: in a sandbox, with or without "
+                     "the network, for how long.", ("sandbox", "network", "timeout_s")),
+    "agent": Heading("Language and time", "The language the agent speaks and the time zone it "
+                     "reads times in.", ("language", "timezone")),
+    "cycle": Heading("Work on one message", "How many model calls one piece of work may take.",
+                     ("max_steps",)),
+    "perception": Heading("Senses", "Log files and folders the agent watches, and how their "
+                          "events are condensed.", ("enabled", "logs", "folders")),
+    "reflexes": Heading("Interruptions", "Which events may interrupt the agent, and what your "
+                        "message does while it works.", ("rules", "message_while_busy")),
+    "memory": Heading("Memory", "When the conversation is condensed into save points, and how "
+                      "old turns are found again.",
+                      ("trigger_fraction", "keep_recent_turns", "embeddings")),
+    "mail": Heading("Mail", "One mail account the agent hears and writes from. Off while no "
+                    "server is named.", ("imap_host", "smtp_host", "username", "password_env",
+                                         "address", "allow_from")),
+    "telegram": Heading("Telegram", "A bot you talk to. Off while no chat is named.",
+                        ("chat_ids", "token_secret")),
+    "web": Heading("The web", "Searching and reading web pages.",
+                   ("search", "search_url", "search_key_env", "fetch")),
+    "docs": Heading("Documents", "Folders whose documents are indexed for search.",
+                    ("folders",)),
+    "mcp": Heading("Tool servers", "MCP servers whose tools the agent is offered.",
+                   ("servers",)),
+    "webhook": Heading("Webhook", "An address where your scripts and monitoring post events.",
+                       ("enabled", "listen", "sources")),
+    "storage": Heading("Storage", "How hard the stores insist that a write reached the disk.",
+                       ("durability",)),
+}
+
+# Fields of a model choice that only some kinds of provider read; the form
+# shows and writes only those of the chosen provider.
+_SERVED = (ProviderKind.OPENAI_COMPATIBLE, ProviderKind.ANTHROPIC)
+_MODEL_KINDS: Mapping[str, tuple[ProviderKind, ...]] = {
+    "script": (ProviderKind.SCRIPTED,),
+    "token_delay_s": (ProviderKind.SCRIPTED,),
+    "base_url": _SERVED,
+    "api_key_env": _SERVED,
+    KEY_FIELD: _SERVED,
+    "temperature": _SERVED,
+    "timeout_s": _SERVED,
+    "connect_timeout_s": _SERVED,
+    "max_retries": _SERVED,
+}
 
 
 @dataclass(frozen=True, slots=True)
 class FormField:
     key: str  # dotted, as `noema config set` takes it
     label: str
-    widget: str  # "checkbox", "select", "number", "text", "toml"
+    widget: str  # "checkbox", "select", "number", "text", "toml", "model", "secret"
     value: str
     choices: tuple[str, ...] = ()
     help: str = ""
     checked: bool = False
+    quoted: bool = False  # its value is text: written as a TOML string, whatever it looks like
+    common: bool = True  # shown first; False: folded away under "More settings"
+    kinds: tuple[str, ...] = ()  # model sections: the provider kinds that read it (() all)
+
+    @property
+    def leaf(self) -> str:
+        return self.key.rpartition(".")[2]
 
 
 @dataclass(frozen=True, slots=True)
 class FormSection:
-    key: str
+    key: str  # the table, dotted ("files", "models.reasoning")
     title: str
+    intro: str = ""
     fields: list[FormField] = field(default_factory=list)
+    provider: str = ""  # model sections: the provider chosen now
+
+    @property
+    def is_model(self) -> bool:
+        return self.key.startswith("models.")
+
+    @property
+    def common(self) -> list[FormField]:
+        return [f for f in self.fields if f.common]
+
+    @property
+    def advanced(self) -> list[FormField]:
+        return [f for f in self.fields if not f.common]
+
+    def by_key(self) -> dict[str, FormField]:
+        return {f.key: f for f in self.fields}
 
 
-def form(config: Config) -> list[FormSection]:
-    """One section per top-level table, its leaves (nested tables flattened) as fields."""
-    sections = []
+class SaveRefused(ValueError):
+    """A section was not saved; `problems` maps a field's key ("" for the
+    section) to what is wrong with it and how to fix it."""
+
+    def __init__(self, problems: Mapping[str, list[str]]) -> None:
+        self.problems = dict(problems)
+        super().__init__("; ".join(p for ps in self.problems.values() for p in ps))
+
+
+# -- the form -------------------------------------------------------------------
+
+
+def form(config: Config, secrets: Mapping[str, str] | None = None) -> list[FormSection]:
+    """The sections in the order of `HEADINGS`, then any other table of `Config`.
+    `secrets` (names and values) only says whether a model's key is present."""
+    secrets = {} if secrets is None else secrets
+    sections = {role_key: _model_section(role_key, getattr(config.models, role_key[7:]), secrets)
+                for role_key in ("models.reasoning", "models.chronicler")}
     for name, info in Config.model_fields.items():
         model = _model_of(info.annotation)
-        value = getattr(config, name)
-        if model is None:
+        if model is None or name == "models":
             continue
-        title = (model.__doc__ or name).strip().splitlines()[0]
-        sections.append(FormSection(name, title, list(_fields(model, value, name))))
-    return sections
+        heading = HEADINGS.get(name)
+        title = heading.title if heading else (model.__doc__ or name).strip().splitlines()[0]
+        common = heading.common if heading else ()
+        fields = [f if f.key.removeprefix(f"{name}.") in common else _folded(f)
+                  for f in _fields(model, getattr(config, name), name)]
+        sections[name] = FormSection(name, title, heading.intro if heading else "", fields)
+    order = list(HEADINGS) + [k for k in sections if k not in HEADINGS]
+    return [sections[k] for k in order if k in sections]
+
+
+def _folded(f: FormField) -> FormField:
+    return FormField(f.key, f.label, f.widget, f.value, f.choices, f.help, f.checked, f.quoted,
+                     common=False, kinds=f.kinds)
+
+
+def _model_section(key: str, settings: ModelSettings | None,
+                   secrets: Mapping[str, str]) -> FormSection:
+    heading = HEADINGS[key]
+    provider = settings.provider if settings is not None else ""
+    fields: list[FormField] = []
+    for name, info in ModelSettings.model_fields.items():
+        current = getattr(settings, name) if settings is not None else (
+            None if info.is_required() else info.default)
+        dotted = f"{key}.{name}"
+        if name == "provider":
+            item = FormField(dotted, "Provider", "select", provider, tuple(PROVIDERS),
+                             "Where the model runs.", quoted=True)
+        elif name == "model":
+            item = FormField(dotted, "Model", "model", "" if current is None else str(current),
+                             help="Chosen from the models the server serves.", quoted=True)
+        else:
+            item = _field(dotted, name, info.annotation, current, info.description or "")
+        fields.append(_for_kinds(item, name))
+        if name == "api_key_env":
+            fields.append(_for_kinds(_key_field(key, settings, secrets), KEY_FIELD))
+    return FormSection(key, heading.title, heading.intro, fields, provider)
+
+
+def _for_kinds(item: FormField, name: str) -> FormField:
+    kinds = tuple(k.value for k in _MODEL_KINDS.get(name, ()))
+    return FormField(item.key, item.label, item.widget, item.value, item.choices, item.help,
+                     item.checked, item.quoted, name in _MODEL_COMMON, kinds)
+
+
+def _key_field(key: str, settings: ModelSettings | None,
+               secrets: Mapping[str, str]) -> FormField:
+    env = settings.resolved_key_env if settings is not None else None
+    if env and (os.environ.get(env) or "").strip():
+        state = f"a key is set in the environment ({env}); one typed here goes to secrets.toml"
+    elif env and (secrets.get(env) or "").strip():
+        state = f"a key is kept in secrets.toml ({env}); type a new one to replace it"
+    elif env:
+        state = f"no key yet: one typed here is kept in secrets.toml as {env}"
+    else:
+        state = "a key typed here is kept in secrets.toml, never in config.toml"
+    return FormField(f"{key}.{KEY_FIELD}", "API key", "secret", "", help=state)
 
 
 def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
@@ -71,26 +241,40 @@ def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
         yield _field(key, name, info.annotation, current, info.description or "")
 
 
-def _field(key: str, name: str, annotation: Any, current: Any, help: str) -> FormField:
-    label = name.replace("_", " ")
-    inner = _without_none(annotation)
-    if key in MODEL_PROVIDER_KEYS:  # a key of the provider table: offered as a choice
-        from ...providers.catalog import PROVIDERS
+# Names whose words alone would not say what they hold.
+_LABELS = {"base_url": "Server address", "api_key_env": "Variable holding the key",
+           "context_window": "Context window (tokens)",
+           "max_output_tokens": "Longest answer (tokens)", "roots": "Folders",
+           "deny": "Never shown", "default": "Every other tool", "tools": "Per tool"}
 
-        return FormField(key, label, "select", "" if current is None else str(current),
-                         tuple(PROVIDERS), help)
+
+def _label(name: str) -> str:
+    if name in _LABELS:
+        return _LABELS[name]
+    words = name.replace("_", " ")
+    for unit, said in ((" s", " (seconds)"), (" ms", " (milliseconds)"), (" mb", " (MB)")):
+        if words.endswith(unit):
+            words = words.removesuffix(unit) + said
+    return words[:1].upper() + words[1:]
+
+
+def _field(key: str, name: str, annotation: Any, current: Any, help: str) -> FormField:
+    label = _label(name)
+    inner = _without_none(annotation)
+    shown = "" if current is None else str(current)
     if inner is bool:
         return FormField(key, label, "checkbox", "true", help=help, checked=bool(current))
     if typing.get_origin(inner) is Literal:
-        return FormField(key, label, "select", "" if current is None else str(current),
-                         tuple(str(c) for c in typing.get_args(inner)), help)
+        choices = typing.get_args(inner)
+        return FormField(key, label, "select", shown, tuple(str(c) for c in choices), help,
+                         quoted=all(isinstance(c, str) for c in choices))
     if isinstance(inner, type) and issubclass(inner, enum.Enum):
         return FormField(key, label, "select", "" if current is None else str(current.value),
-                         tuple(str(m.value) for m in inner), help)
+                         tuple(str(m.value) for m in inner), help, quoted=True)
     if inner in (int, float):
-        return FormField(key, label, "number", "" if current is None else str(current), help=help)
+        return FormField(key, label, "number", shown, help=help)
     if inner in (str, Path):
-        return FormField(key, label, "text", "" if current is None else str(current), help=help)
+        return FormField(key, label, "text", shown, help=help, quoted=True)
     return FormField(key, label, "toml", _toml(current), help=help)
 
 
@@ -148,9 +332,173 @@ def current(paths: AgentPaths) -> Config:
     return configuration.load_config(paths)
 
 
-def save(paths: AgentPaths, key: str, raw: str) -> None:
-    """`noema config set KEY RAW`: validated, comments kept; ConfigError says what is wrong."""
-    configuration.set_value(paths, key, raw)
+# -- saving a section -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """What a section's save changed."""
+
+    changed: tuple[str, ...]  # dotted keys written or taken out
+    secret: str | None = None  # the variable a key was kept under
+
+    def sentence(self, paths: AgentPaths) -> str:
+        if not self.changed and self.secret is None:
+            return "Nothing changed."
+        parts = []
+        if self.changed:
+            parts.append(f"{', '.join(self.changed)} in {paths.config_file}")
+        if self.secret is not None:
+            parts.append(f"the key kept in {paths.secrets_file} as {self.secret}")
+        return "Saved: " + "; ".join(parts) + ". The agent uses the change from its next start."
+
+
+def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
+                 key: str = "") -> Saved:
+    """Write what the person changed in one section, validated with the whole file.
+
+    `values` maps the section's dotted keys to what the form holds (text, as
+    `noema config set` takes it); keys of other sections are refused. An
+    emptied field goes back to its default. For a model choice only the fields
+    of the chosen provider are written (the others are taken out), an empty
+    provider of the save-point model means "the model above", and `key` is
+    kept in secrets.toml under the choice's variable. SaveRefused says what is
+    wrong next to each field; then nothing is written."""
+    config = current(paths)
+    sections = {s.key: s for s in form(config)}
+    section = sections.get(section_key)
+    if section is None:
+        raise SaveRefused({"": [f"there is no section {section_key!r}; the sections: "
+                                f"{', '.join(sections)}"]})
+    fields = section.by_key()
+    stray = sorted(k for k in values if k not in fields or fields[k].widget == "secret")
+    if stray:
+        raise SaveRefused({"": [f"{', '.join(stray)} not in [{section_key}]: each section "
+                                "is saved alone"]})
+    present = _present(paths, section_key)
+    pairs: list[tuple[str, str]] = []
+    remove: list[str] = []
+    applies = lambda f: True  # noqa: E731  (every field, outside a model choice)
+    if section.is_model:
+        provider = values.get(f"{section_key}.provider", section.provider).strip()
+        if not provider:
+            return _unset_model(paths, section_key, present, key)
+        if provider not in PROVIDERS:
+            raise SaveRefused({f"{section_key}.provider": [
+                f"{section_key}.provider: unknown provider {provider!r}; choose one of "
+                f"{', '.join(PROVIDERS)}"]})
+        kind = PROVIDERS[provider].kind.value
+        applies = lambda f: not f.kinds or kind in f.kinds  # noqa: E731
+        remove += [f.key for f in section.fields if not applies(f) and f.leaf in present]
+    for item in section.fields:
+        if item.widget == "secret" or not applies(item) or item.key not in values:
+            continue
+        raw = values[item.key]
+        if raw == item.value:
+            continue  # unchanged
+        if not raw.strip():
+            if item.leaf in present:
+                remove.append(item.key)
+            continue
+        pairs.append((item.key, json.dumps(raw.strip(), ensure_ascii=False)
+                      if item.quoted else raw.strip()))
+    secret = _secret_name(section, values, key) if key.strip() else None
+    if not pairs and not remove and secret is None:
+        return Saved(())
+    if secret is not None:
+        configuration.read_secrets_file(paths.secrets_file)  # a broken file stops us first
+    if pairs or remove:
+        try:
+            configuration.set_values(paths, pairs, unfinished=False, remove=remove)
+        except ConfigError as exc:
+            raise SaveRefused(_by_field(exc.problems, fields, section_key)) from None
+    if secret is not None:
+        configuration.write_secret(paths, secret, key.strip())
+    return Saved(tuple(k for k, _ in pairs) + tuple(remove), secret)
+
+
+def _unset_model(paths: AgentPaths, section_key: str, present: Mapping[str, Any],
+                 key: str) -> Saved:
+    if section_key == "models.reasoning":
+        raise SaveRefused({f"{section_key}.provider": [
+            f"{section_key}.provider: choose where the model runs; without a model the "
+            "agent cannot answer"]})
+    if key.strip():
+        raise SaveRefused({f"{section_key}.{KEY_FIELD}": [
+            f"{section_key}: a key needs a provider; choose one, or leave the key empty"]})
+    if not present:
+        return Saved(())
+    try:
+        configuration.set_values(paths, [], unfinished=False, remove=[section_key])
+    except ConfigError as exc:
+        raise SaveRefused({"": list(exc.problems)}) from None
+    return Saved((section_key,))
+
+
+def _present(paths: AgentPaths, section_key: str) -> Mapping[str, Any]:
+    """The section's table as the file holds it ({} when it has none)."""
+    table: Any = configuration.read_config_file(paths.config_file)
+    for part in section_key.split("."):
+        table = table.get(part) if isinstance(table, dict) else None
+    return table if isinstance(table, dict) else {}
+
+
+def _secret_name(section: FormSection, values: Mapping[str, str], key: str) -> str:
+    """The variable a typed key is kept under: the choice's api_key_env, else the
+    provider's own; SaveRefused when there is none."""
+    provider = values.get(f"{section.key}.provider", section.provider).strip()
+    if not provider or provider not in PROVIDERS:
+        raise SaveRefused({f"{section.key}.{KEY_FIELD}": [
+            f"{section.key}: a key needs a provider; choose one first"]})
+    spec = PROVIDERS[provider]
+    if spec.kind is ProviderKind.SCRIPTED:
+        raise SaveRefused({f"{section.key}.{KEY_FIELD}": [
+            f"{section.key}: the scripted model takes no key; leave it empty"]})
+    named = values.get(f"{section.key}.api_key_env", "").strip()
+    if not named:
+        named = section.by_key()[f"{section.key}.api_key_env"].value
+    name = named or spec.key_env
+    if not name:
+        raise SaveRefused({f"{section.key}.api_key_env": [
+            f"{section.key}.api_key_env: name the variable that holds the key (e.g. "
+            f"{provider.upper().replace('-', '_')}_API_KEY); the key is kept in secrets.toml "
+            "under that name"]})
+    return name
+
+
+def _by_field(problems: list[str], fields: Mapping[str, FormField],
+              section_key: str) -> dict[str, list[str]]:
+    """Each problem beside the field whose key it names, the rest for the section."""
+    found: dict[str, list[str]] = {}
+    for problem in problems:
+        named = problem.split(":", 1)[0].strip()
+        owner = max((k for k in fields if named == k or named.startswith(k + ".")),
+                    key=len, default="")
+        found.setdefault(owner, []).append(problem)
+    return found
+
+
+# -- the model's server -------------------------------------------------------------
+
+
+async def served_models(paths: AgentPaths, provider: str, base_url: str, api_key_env: str,
+                        key: str) -> list[str]:
+    """The models the server of this choice serves (providers/discovery.py);
+    DiscoveryFailed in one line, ValueError for a choice that has no server."""
+    from ...providers.discovery import ServerProbe
+
+    spec = PROVIDERS.get(provider)
+    if spec is None:
+        raise ValueError(f"unknown provider {provider!r}")
+    if spec.kind is ProviderKind.SCRIPTED:
+        raise ValueError("the scripted model has no server to ask")
+    address = base_url.strip() or spec.base_url
+    if not address:
+        raise ValueError(f"{spec.label} has no default address: give its base URL first")
+    env = api_key_env.strip() or spec.key_env
+    secret = key.strip() or (configuration.load_secrets(paths).get(env) if env else None)
+    async with ServerProbe(provider, address, secret or None) as probe:
+        return await probe.models()
 
 
 async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronicler"]) -> str:
@@ -184,30 +532,5 @@ async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronic
     return f"{settings.provider}/{settings.model} answered: {answer}"
 
 
-__all__ = ["ConfigError", "FormField", "FormSection", "current", "form", "save", "test_connection"]
-
-
-def which_rule(paths: AgentPaths, channel: str, sender: str, key: str, text: str,
-               authorised: bool) -> str:
-    """Which configured urgency rule an event like this would meet, in words.
-    ValueError when the event itself is not valid (a bad channel name…)."""
-    import time
-    import uuid
-
-    from ...orchestrator.urgency import UrgencyRules
-    from ...perception.events import Event
-
-    rules = current(paths).reflexes.rules
-    now = time.time()
-    event = Event(id=uuid.uuid4().hex[:16], channel=channel, sender=sender or "tester",
-                  authorised=authorised, occurred_at=now, received_at=now, key=key, text=text)
-    verdict = UrgencyRules.from_settings(rules).classify(event)
-    if not verdict.from_rule:
-        how = ("its own urgency hint" if verdict.hinted
-               else "the sensor's default urgency")
-        return f"No rule of {len(rules)} matches; {how} applies."
-    rule = rules[verdict.rule]
-    shown = ", ".join(f"{name}={value!r}" for name, value in
-                      rule.model_dump(exclude_none=True, exclude_defaults=True).items())
-    bypass = "; it is delivered even while the sensor is silenced" if verdict.bypass_stopped_sensor else ""
-    return f"Rule {verdict.rule + 1} ({shown}) matches: {verdict.urgency.value}{bypass}."
+__all__ = ["ConfigError", "FormField", "FormSection", "SaveRefused", "Saved", "current", "form",
+           "save_section", "served_models", "test_connection"]

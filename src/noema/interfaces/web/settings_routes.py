@@ -1,4 +1,4 @@
-"""The settings page: the form, saving a value, testing a model or a rule."""
+"""The settings page: the forms, saving a section, the server's models, testing a model."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ... import config as configuration
 from ...config import ConfigError
 from ...providers.base import ProviderError
+from ...providers.catalog import PROVIDERS
+from ...providers.discovery import DiscoveryFailed
 from . import settings as settings_form
 from .context import BadRequest, context_of, error, json_body, page, text_field
 
@@ -16,43 +19,62 @@ from .context import BadRequest, context_of, error, json_body, page, text_field
 async def settings_page(request: Request) -> Response:
     web = context_of(request)
     try:
-        sections, problem = settings_form.form(settings_form.current(web.paths)), None
+        config = settings_form.current(web.paths)
+        secrets = configuration.read_secrets_file(web.paths.secrets_file)
+        sections, problem = settings_form.form(config, secrets), None
     except ConfigError as exc:
         sections, problem = [], str(exc)
+    kinds = {name: spec.kind.value for name, spec in PROVIDERS.items()}
+    addresses = {name: spec.base_url or "" for name, spec in PROVIDERS.items()}
     return page(request, "settings.html", page="settings", sections=sections,
-                problem=problem, config_file=str(web.paths.config_file))
+                problem=problem, config_file=str(web.paths.config_file),
+                secrets_file=str(web.paths.secrets_file), kinds=kinds, addresses=addresses)
 
 
-async def save_setting(request: Request) -> Response:
+async def save_section(request: Request) -> Response:
+    """One section's form, validated with the whole file; errors beside their fields."""
     web = context_of(request)
     try:
         body = await json_body(request)
-        key, value = text_field(body, "key"), body.get("value")
-        if not isinstance(value, str):
-            raise BadRequest("the value must be text, as `noema config set` takes it")
-        await asyncio.to_thread(settings_form.save, web.paths, key, value)
+        section = text_field(body, "section")
+        values, key = body.get("values"), body.get("key", "")
+        if not isinstance(values, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+            raise BadRequest("values must map each dotted key to its text, as `noema config "
+                             "set` takes it")
+        if not isinstance(key, str):
+            raise BadRequest("the key must be text")
+        saved = await asyncio.to_thread(settings_form.save_section, web.paths, section, values,
+                                        key)
     except BadRequest as exc:
         return error(400, str(exc))
+    except settings_form.SaveRefused as exc:
+        return JSONResponse({"ok": False, "error": "Not saved: nothing was written.",
+                             "problems": exc.problems}, status_code=400)
     except ConfigError as exc:
-        return error(400, str(exc))
-    return JSONResponse({"ok": True, "text": f"{key} saved in {web.paths.config_file}; the "
-                                             "agent uses it from its next start."})
+        return JSONResponse({"ok": False, "error": "Not saved: nothing was written.",
+                             "problems": {"": exc.problems}}, status_code=400)
+    return JSONResponse({"ok": True, "text": saved.sentence(web.paths),
+                         "changed": list(saved.changed)})
 
 
-async def rule_test(request: Request) -> Response:
+async def served_models(request: Request) -> Response:
+    """The models the chosen server serves, for the model drop-down."""
     web = context_of(request)
     try:
         body = await json_body(request)
-        fields = {name: body.get(name, "") for name in ("channel", "sender", "key", "text")}
-        if not all(isinstance(v, str) for v in fields.values()):
-            raise BadRequest("the event's fields are text")
-        text = settings_form.which_rule(web.paths, authorised=body.get("authorised") is True,
-                                        **fields)
+        provider = text_field(body, "provider")
+        fields = [body.get(name, "") for name in ("base_url", "api_key_env", "key")]
+        if not all(isinstance(v, str) for v in fields):
+            raise BadRequest("base_url, api_key_env and key are text")
+        models = await settings_form.served_models(web.paths, provider, *fields)
     except BadRequest as exc:
         return error(400, str(exc))
-    except (ConfigError, ValueError, TypeError) as exc:
-        return error(400, f"that event cannot be tested: {exc}")
-    return JSONResponse({"ok": True, "text": text})
+    except (ValueError, ConfigError) as exc:
+        return error(400, configuration.mask_secrets(str(exc)))
+    except DiscoveryFailed as exc:
+        return error(502, configuration.mask_secrets(str(exc)))
+    return JSONResponse({"ok": True, "models": models})
 
 
 async def test_model(request: Request) -> Response:

@@ -1,52 +1,170 @@
-// The settings form: each field saved alone, the validator's words shown beside it.
+// The settings page: one form per section, saved whole; the validator's words shown beside
+// the field they name; a model's fields follow its provider, its model picked from the
+// server's own list.
 "use strict";
 
 const settings = {
+  providers: {kinds: {}, addresses: {}},
+
+  kindOf(provider) {
+    return settings.providers.kinds[provider] || "";
+  },
+
+  // Show only the fields the chosen provider reads.
+  follow(form) {
+    const select = form.querySelector("select[name$='.provider']");
+    if (!select) return;
+    const kind = settings.kindOf(select.value);
+    for (const row of form.querySelectorAll(".field[data-kinds]")) {
+      const kinds = row.dataset.kinds ? row.dataset.kinds.split(" ") : [];
+      row.hidden = kinds.length > 0 && !kinds.includes(kind);
+    }
+    const model = form.querySelector(".field[data-widget=model]");
+    if (model) model.hidden = !select.value;
+    const address = form.querySelector("input[name$='.base_url']");
+    if (address) address.placeholder = settings.providers.addresses[select.value] || "give the server's address";
+  },
+
+  field(form, suffix) {
+    return form.querySelector(`[name$='.${suffix}']`);
+  },
+
+  // Fill the model drop-down from what the server says it serves.
+  async listModels(form) {
+    const provider = settings.field(form, "provider").value;
+    const row = form.querySelector(".field[data-widget=model]");
+    const served = row.querySelector("select.served");
+    const input = row.querySelector("input[type=text]");
+    const state = row.querySelector(".served-state");
+    if (!provider || settings.kindOf(provider) === "scripted") {
+      served.hidden = true;
+      input.hidden = false;
+      state.textContent = "";
+      return;
+    }
+    state.className = "served-state muted";
+    state.textContent = "Asking the server which models it serves…";
+    const {status, body} = await noema.post("/api/settings/models", {
+      provider,
+      base_url: settings.field(form, "base_url").value,
+      api_key_env: settings.field(form, "api_key_env").value,
+      key: settings.field(form, "key").value,
+    });
+    if (status !== 200) {
+      served.hidden = true;
+      input.hidden = false;
+      state.className = "served-state error";
+      state.textContent = `${body.error || "the server could not be asked"}. Type the model's name.`;
+      return;
+    }
+    served.replaceChildren();
+    const current = input.value.trim();
+    for (const name of body.models) {
+      const option = noema.el("option", "", name);
+      option.value = name;
+      served.append(option);
+    }
+    if (current && !body.models.includes(current)) {
+      const option = noema.el("option", "", `${current} (not served now)`);
+      option.value = current;
+      served.prepend(option);
+    }
+    const other = noema.el("option", "", "Another name…");
+    other.value = "";
+    served.append(other);
+    served.value = current || body.models[0];
+    input.value = served.value;
+    served.hidden = false;
+    input.hidden = true;
+    state.className = "served-state muted";
+    state.textContent = `${body.models.length} model(s) served.`;
+  },
+
+  pickModel(event) {
+    const served = event.currentTarget;
+    const input = served.closest(".field").querySelector("input[type=text]");
+    input.hidden = served.value !== "";
+    input.value = served.value;
+    if (!served.value) input.focus();
+  },
+
+  clear(form) {
+    for (const node of form.querySelectorAll(".problem")) {
+      node.hidden = true;
+      node.textContent = "";
+    }
+    for (const node of form.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
+  },
+
+  show(form, problems) {
+    for (const [key, lines] of Object.entries(problems || {})) {
+      const row = key ? form.querySelector(`.field[data-key="${CSS.escape(key)}"]`) : null;
+      const target = row ? row.querySelector(".problem") : form.querySelector(".section-problem");
+      target.hidden = false;
+      target.textContent = lines.join(" ");
+      if (row) {
+        const input = row.querySelector("[name]");
+        if (input) input.setAttribute("aria-invalid", "true");
+        const folded = row.closest("details");
+        if (folded) folded.open = true;
+        row.hidden = false;
+      }
+    }
+  },
+
   async save(event) {
     event.preventDefault();
     const form = event.currentTarget;
-    const input = form.querySelector("[name=value]");
-    const value = input.type === "checkbox" ? (input.checked ? "true" : "false") : input.value;
+    const values = {};
+    let key = "";
+    for (const input of form.querySelectorAll("[name]")) {
+      if (input.closest(".field").hidden) continue;
+      if (input.type === "password") key = input.value;
+      else values[input.name] = input.type === "checkbox" ? (input.checked ? "true" : "false") : input.value;
+    }
     const out = form.querySelector(".outcome");
-    const button = form.querySelector("button");
+    const button = form.querySelector("button.save");
+    settings.clear(form);
     button.disabled = true;
-    const {status, body} = await noema.post("/api/settings", {key: form.dataset.key, value});
+    const {status, body} = await noema.post("/api/settings",
+      {section: form.dataset.section, values, key});
     button.disabled = false;
     out.className = status === 200 ? "outcome" : "outcome error";
-    out.setAttribute("role", status === 200 ? "status" : "alert");
     out.textContent = status === 200 ? body.text : (body.error || "not saved");
+    if (status === 200) {
+      const secret = form.querySelector("input[type=password]");
+      if (secret) secret.value = "";
+    } else {
+      settings.show(form, body.problems);
+    }
   },
 
   async test(event) {
     const button = event.currentTarget;
-    const out = button.closest("details").querySelector(".test-outcome");
+    const out = button.closest("form").querySelector(".outcome");
     button.disabled = true;
-    out.className = "outcome test-outcome";
+    out.className = "outcome";
     out.textContent = "Calling the model…";
     const {status, body} = await noema.post("/api/settings/test", {role: button.dataset.role});
     button.disabled = false;
-    out.className = status === 200 ? "outcome test-outcome" : "outcome test-outcome error";
+    out.className = status === 200 ? "outcome" : "outcome error";
     out.textContent = status === 200 ? body.text : (body.error || "the test failed");
   },
 };
 
-async function testRule(event) {
-  event.preventDefault();
-  const form = event.currentTarget;
-  const data = {};
-  for (const name of ["channel", "sender", "key", "text"]) data[name] = form.elements[name].value;
-  data.authorised = form.elements.authorised.checked;
-  const {status, body} = await noema.post("/api/settings/rule", data);
-  const out = document.getElementById("rule-outcome");
-  out.className = status === 200 ? "outcome" : "outcome error";
-  out.textContent = status === 200 ? body.text : (body.error || "the test failed");
-}
-
 document.addEventListener("DOMContentLoaded", () => {
-  const rule = document.getElementById("rule-test");
-  if (rule) rule.addEventListener("submit", testRule);
-  for (const form of document.querySelectorAll("form.setting")) {
+  const source = document.getElementById("provider-kinds");
+  if (source) settings.providers = JSON.parse(source.textContent);
+  for (const form of document.querySelectorAll("form.section-form")) {
     form.addEventListener("submit", settings.save);
+    const provider = form.querySelector("select[name$='.provider']");
+    if (!provider) continue;
+    settings.follow(form);
+    provider.addEventListener("change", () => { settings.follow(form); settings.listModels(form); });
+    settings.field(form, "base_url").addEventListener("change", () => settings.listModels(form));
+    form.querySelector("button.list-models").addEventListener("click", () => settings.listModels(form));
+    form.querySelector("select.served").addEventListener("change", settings.pickModel);
+    if (provider.value) settings.listModels(form);
   }
   for (const button of document.querySelectorAll("button.test-model")) {
     button.addEventListener("click", settings.test);
