@@ -43,7 +43,8 @@ def schedule_line(schedule: Schedule, now: float) -> str:
         if s.fired_count:
             state += f"; fired {s.fired_count} time(s) so far"
     urgency = "" if s.urgency.value == "normal" else f" [{s.urgency.value}]"
-    return f"#{s.id} {what}: {state}{urgency} — {s.reason}"
+    outside = " [set on outside words: fires as an outsider's event]" if s.outside else ""
+    return f"#{s.id} {what}: {state}{urgency}{outside} — {s.reason}"
 
 
 def schedule_lines(schedules: Iterable[Schedule], now: float) -> str:

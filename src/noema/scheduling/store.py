@@ -16,6 +16,10 @@ never cancel another schedule.
 latest occurrence it fired). The sensor's durable place is its bookmark in
 the sensory archive, committed with the firing's event; this column is kept
 for the lists, and as the place when the agent runs without an archive.
+
+`outside` keeps whose words a schedule may carry: set while words from
+outside led the conversation (a stranger's mail asked for it, say), it names
+them, and its firings come back as an outsider's event, not the person's.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from ..perception.events import Urgency
 
 SCHEDULES_FILE = "schedules.db"
 MAX_REASON = 2000
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the `outside` column
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -49,6 +53,7 @@ CREATE TABLE IF NOT EXISTS schedules (
     fired_through REAL,
     fired_count   INTEGER NOT NULL DEFAULT 0,
     fired_at      REAL,
+    outside       TEXT    NOT NULL DEFAULT '',
     CHECK ((kind = 'alarm') = (at IS NOT NULL)),
     CHECK ((kind = 'recurring') = (cron IS NOT NULL))
 );
@@ -87,6 +92,7 @@ class Schedule:
     cancelled_at: float | None = None
     fired_through: float | None = None
     fired_count: int = 0
+    outside: str = ""  # whose outside words led when it was set ("" for the person's)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -134,6 +140,10 @@ class ScheduleStore:
                 if on_disk:
                     check_open(self.conn, self.path)
                 self.conn.executescript(_SCHEMA)
+                columns = {r[1] for r in self.conn.execute("PRAGMA table_info(schedules)")}
+                if "outside" not in columns:  # a file of version 1: its schedules were the person's
+                    self.conn.execute("ALTER TABLE schedules ADD COLUMN outside TEXT NOT NULL "
+                                      "DEFAULT ''")
                 self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except BaseException:
             self.conn.close()
@@ -143,23 +153,27 @@ class ScheduleStore:
     # -- changes -------------------------------------------------------------
 
     def add_alarm(self, reason: str, at: float, *, rule: str, zone: str,
-                  urgency: Urgency = Urgency.NORMAL, now: float) -> Schedule:
-        """Keep an alarm that fires once at `at`."""
-        return self._add(Kind.ALARM, _check_reason(reason), rule, zone, urgency, now, at=at)
+                  urgency: Urgency = Urgency.NORMAL, now: float, outside: str = "") -> Schedule:
+        """Keep an alarm that fires once at `at`; `outside` names the outside
+        words that led when it was set."""
+        return self._add(Kind.ALARM, _check_reason(reason), rule, zone, urgency, now,
+                         outside, at=at)
 
     def add_recurring(self, reason: str, cron: str, *, rule: str, zone: str,
-                      urgency: Urgency = Urgency.NORMAL, now: float) -> Schedule:
+                      urgency: Urgency = Urgency.NORMAL, now: float,
+                      outside: str = "") -> Schedule:
         """Keep a schedule that fires by `cron` (read in `zone`) from `now` on."""
         return self._add(Kind.RECURRING, _check_reason(reason), rule, zone, urgency, now,
-                         cron=cron)
+                         outside, cron=cron)
 
     def _add(self, kind: Kind, reason: str, rule: str, zone: str, urgency: Urgency,
-             now: float, *, at: float | None = None, cron: str | None = None) -> Schedule:
+             now: float, outside: str, *, at: float | None = None,
+             cron: str | None = None) -> Schedule:
         with opening(self.path):
             cursor = self.conn.execute(
-                "INSERT INTO schedules (kind, reason, at, cron, rule, zone, urgency, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (kind.value, reason, at, cron, rule, zone, urgency.value, now))
+                "INSERT INTO schedules (kind, reason, at, cron, rule, zone, urgency, created_at,"
+                " outside) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (kind.value, reason, at, cron, rule, zone, urgency.value, now, outside))
         schedule = self.get(int(cursor.lastrowid or 0))
         self._changed()
         return schedule
@@ -235,12 +249,12 @@ class ScheduleStore:
 
 
 _COLUMNS = ("id, kind, reason, rule, zone, urgency, created_at, at, cron, cancelled_at,"
-            " fired_through, fired_count")
+            " fired_through, fired_count, outside")
 
 
 def _schedule(row: tuple) -> Schedule:
     (id_, kind, reason, rule, zone, urgency, created_at, at, cron, cancelled_at,
-     fired_through, fired_count) = row
+     fired_through, fired_count, outside) = row
     return Schedule(int(id_), Kind(kind), reason, rule, zone, Urgency(urgency), created_at,
                     at=at, cron=cron, cancelled_at=cancelled_at, fired_through=fired_through,
-                    fired_count=int(fired_count))
+                    fired_count=int(fired_count), outside=outside or "")

@@ -51,7 +51,8 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
             raise ToolError(str(exc)) from None
         try:
             schedule = store.add_alarm(reason, resolved.timestamp, rule=when.strip(),
-                                       zone=zone.key, urgency=Urgency(urgency), now=now)
+                                       zone=zone.key, urgency=Urgency(urgency), now=now,
+                                       outside=ctx.outside)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         text = (f"Alarm #{schedule.id} set for {describe(resolved.at)}, "
@@ -79,7 +80,8 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
         try:
             recurrence = parse_rule(rule)
             schedule = store.add_recurring(reason, recurrence.cron, rule=rule.strip(),
-                                           zone=zone.key, urgency=Urgency(urgency), now=now)
+                                           zone=zone.key, urgency=Urgency(urgency), now=now,
+                                           outside=ctx.outside)
         except (PhraseError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         upcoming = occurrences(recurrence.cron, zone, now)

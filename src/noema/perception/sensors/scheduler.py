@@ -98,8 +98,11 @@ class SchedulerSensor:
                     continue
                 places[schedule.id] = firing.due_at
                 self._save(places)  # before the event: the archive commits both together
+                # A schedule outside words asked for speaks as an outsider when
+                # it fires: its reason may be a stranger's order, kept for later.
                 emit(firing_text(firing), sender="scheduler", key=f"schedule:{schedule.id}",
-                     authorised=True, occurred_at=firing.due_at, payload=firing_payload(firing))
+                     authorised=not schedule.outside, occurred_at=firing.due_at,
+                     payload=firing_payload(firing))
                 self._store.record_firing(schedule.id, firing.due_at, firing.count, now)
             await self._wait(self._next_wake(mine, places, now) - now)
 
