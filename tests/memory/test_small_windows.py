@@ -193,6 +193,27 @@ async def test_an_unknown_group_or_one_past_the_limit_is_refused_naming_the_fix(
     assert "find_it" not in registry.offered()  # nothing changed
 
 
+async def test_tools_added_later_wait_in_the_group_other_when_the_offer_is_narrow():
+    registry = make_tools()
+    registry.size_to(1, tools_tokens)
+
+    @tool(side_effects=False)
+    def served(ctx: ToolContext, query: str) -> str:
+        """A tool a tool server offers once it answers.
+
+        Args:
+            query: What to ask.
+        """
+        return query
+
+    registry.add(served)
+    assert "served" not in registry.offered()
+    refused = await registry.call(ToolCall("c", "served", '{"query": "q"}'), CTX)
+    assert "enable_tools(groups=['other'])" in refused.content
+    registry.enable(["other"])
+    assert "served" in registry.offered()
+
+
 def test_the_enabled_groups_come_back_from_the_calls_in_the_session():
     registry = make_tools()
     registry.size_to(1, tools_tokens)

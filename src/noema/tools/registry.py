@@ -211,16 +211,13 @@ class ToolRegistry:
         """Offer every tool if their descriptions take at most `budget` tokens
         (as `measure` counts them); otherwise only the core, the enabled groups
         and `enable_tools`, which refuses to enable past `limit` tokens.
-        Returns whether the offer is restricted."""
+        Returns whether the offer is restricted. Tools added later (a tool
+        server's, once it answers) join that offer: all offered if all were,
+        else in the group "other", enabled like the rest."""
         self._measure = measure
         self._limit = limit
         self._lazy = False
         self._lazy = measure(self.specs()) > budget
-        return self._lazy
-
-    @property
-    def restricted(self) -> bool:
-        """Whether some tools wait to be enabled."""
         return self._lazy
 
     def offered(self) -> list[str]:
