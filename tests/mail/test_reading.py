@@ -205,3 +205,12 @@ def test_a_style_sheet_too_large_to_check_leaves_the_text_out_and_says_why():
     text = html_to_text(f"<html><head><style>{harmless}</style></head><body>"
                         "<p class='c0'>Hello</p></body></html>")
     assert "Hello" in text
+
+
+def test_names_and_local_parts_that_pose_as_another_address_are_warned_about():
+    assert display.LOOKALIKE_NAME in display.address("pаypal@example.org")
+    posing = display.sender('"service@paypal.com" <x@elsewhere.test>', "x@elsewhere.test")
+    assert posing.endswith(f"({display.POSING})")
+    honest = display.sender('"ana@example.org" <ana@example.org>', "ana@example.org")
+    assert display.POSING not in honest
+    assert display.sender("Ana <ana@example.org>", "") == "Ana <ana@example.org>"

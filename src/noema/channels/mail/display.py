@@ -6,6 +6,8 @@ mail client would let them see, with the tricks made visible.
 - an address whose domain holds non-ASCII letters is shown in punycode
   with a warning, since "pаypal.com" with a Cyrillic "а" looks like the
   real one: the model, and the person reading its answer, see "xn--…";
+  non-ASCII letters before the @, and a display name written as another
+  address ("support@bank.example <x@elsewhere.test>"), are warned about;
 - long values are cut with how much was left out, so one field cannot
   push the rest of a line (how to read the mail) out of sight.
 """
@@ -17,6 +19,8 @@ import email.utils
 from ...perception.untrusted import escape_invisible
 
 LOOKALIKE = "non-ASCII letters in the domain, shown in punycode: it may imitate another domain"
+LOOKALIKE_NAME = "non-ASCII letters before the @: it may imitate another address"
+POSING = "its name is written as an address, and not this one"
 
 
 def cut(text: str, limit: int) -> str:
@@ -52,11 +56,18 @@ def lookalike(address: str) -> bool:
 
 
 def address(value: str) -> str:
-    """An address as shown: domain in punycode (with the warning) when it is not ASCII."""
+    """An address as shown: domain in punycode (with the warning) when it is not ASCII,
+    and a warning for letters outside ASCII before the @."""
     local, at, domain = value.rpartition("@")
-    if not at or domain.isascii():
+    if not at:
         return visible(value)
-    return f"{visible(local)}@{ascii_domain(domain)} ({LOOKALIKE})"
+    warnings = [] if local.isascii() else [LOOKALIKE_NAME]
+    shown_domain = domain
+    if not domain.isascii():
+        shown_domain = ascii_domain(domain)
+        warnings.insert(0, LOOKALIKE)
+    shown = f"{visible(local)}@{visible(shown_domain)}"
+    return f"{shown} ({'; '.join(warnings)})" if warnings else shown
 
 
 def addresses(values: tuple[str, ...], limit: int, more: int = 0) -> str:
@@ -76,5 +87,9 @@ def sender(display: str, fallback: str) -> str:
         name, addr = "", ""
     if not addr:
         return visible(display or fallback, 200)
-    name = visible(name, 100)
-    return f"{name} <{address(addr)}>" if name else address(addr)
+    shown = visible(name, 100)
+    if not shown:
+        return address(addr)
+    # "support@bank.example <x@elsewhere.test>": the name poses as another address.
+    posing = "@" in name and addr.lower() not in name.lower()
+    return f"{shown} <{address(addr)}>" + (f" ({POSING})" if posing else "")
