@@ -23,3 +23,19 @@ def telegram_server() -> Iterator:
 
     with FakeTelegramServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """llama.cpp's real server with SmolLM2-135M-Instruct on 127.0.0.1, once per
+    session: `.base_url` (ends in /v1), `.model`, `.context_window`. Skipped
+    where `scripts/llama_server install` has not run; under CI=true that fails."""
+    from tests.realmodel.server import ServerProcess, Unavailable
+
+    try:
+        with ServerProcess(tmp_path_factory.mktemp("llama") / "server.log") as server:
+            yield server
+    except Unavailable as missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the real model server is missing in CI: {missing}")
+        pytest.skip(str(missing))

@@ -1,0 +1,272 @@
+"""Noema against a model server nobody here wrote: llama.cpp's
+(llama-cpp-python) with SmolLM2-135M-Instruct, started once per session.
+
+The model is tiny and the server has its own ways (it cannot stream a tool
+call, it answers nothing when its model picks words over a call, it
+answers a body it cannot read with a 500), so the assertions are on what
+really happened: what the server sent, what the agent stored and ran. The
+model runs at temperature 0, and each chat starts a fresh agent, so its
+choices repeat from run to run. One file, so that the test processes
+start one server between them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import httpx2
+import pexpect
+import pytest
+
+from noema.memory import savepoints
+from noema.memory.chronicler import Chronicler
+from noema.memory.compaction import Compactor
+from noema.memory.session import Session
+from noema.memory.settings import MemorySettings
+from noema.memory.store import TurnStore
+from noema.memory.tokens import estimate_tokens
+from noema.memory.turns import Flag, NewTurn, TurnKind
+from noema.providers.base import (
+    BadRequest,
+    Message,
+    MessageRole,
+    ModelRequest,
+    TextDelta,
+    ToolCall,
+)
+from noema.providers.catalog import build_provider
+from noema.providers.discovery import ServerProbe
+from noema.providers.failures import failure_from_response
+from noema.providers.settings import ModelSettings
+from tests.foundation.test_cli import NOEMA, env_for
+from tests.realmodel.server import LlamaServer
+
+pytestmark = pytest.mark.slow
+
+ANSWER_TIMEOUT_S = 240  # one message: several prompt evaluations on a busy machine
+
+
+def config(server: LlamaServer, workspace: Path, *, max_output_tokens: int = 160,
+           max_steps: int = 2) -> str:
+    return (
+        "[models.reasoning]\nprovider = 'llamacpp'\n"
+        f"model = '{server.model}'\nbase_url = '{server.base_url}'\n"
+        f"context_window = {server.context_window}\ntemperature = 0\n"
+        f"max_output_tokens = {max_output_tokens}\nmax_retries = 1\ntimeout_s = 300\n"
+        f"[cycle]\nmax_steps = {max_steps}\n"
+        f"[[files.roots]]\npath = '{workspace}'\n"
+    )
+
+
+def start_chat(home: Path, text: str) -> pexpect.spawn:
+    agent = home / "agents" / "default"
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "config.toml").write_text(text)
+    chat = pexpect.spawn(NOEMA[0], [*NOEMA[1:], "chat"], env={**env_for(home), "TERM": "dumb"},
+                         encoding="utf-8", timeout=ANSWER_TIMEOUT_S)
+    chat.logfile_read = (home / "chat.log").open("a")  # what the person saw, for a failure
+    return chat
+
+
+def stored(home: Path):
+    store = TurnStore(home / "agents" / "default" / "turns.db")
+    try:
+        return store.range(1, store.last_id() or 0)
+    finally:
+        store.close()
+
+
+def provider_for(server: LlamaServer, **fields):
+    fields.setdefault("context_window", server.context_window)
+    settings = ModelSettings(provider="llamacpp", model=server.model, base_url=server.base_url,
+                             temperature=0, max_retries=1, **fields)
+    return build_provider(settings, {})
+
+
+def leave(chat: pexpect.spawn) -> str:
+    chat.sendline("/quit")
+    chat.expect(pexpect.EOF)
+    return chat.before or ""
+
+
+@pytest.mark.timeout(600)
+def test_a_conversation_through_noema_chat_and_stop_cutting_its_stream(
+    llama_server: LlamaServer, tmp_path: Path,
+) -> None:
+    chat = start_chat(tmp_path, config(llama_server, tmp_path / "ws", max_output_tokens=1500))
+    try:
+        chat.expect("model llamacpp/smollm2-135m-instruct")
+        chat.expect("you> ")
+        chat.sendline("Hello! How are you today?")
+        chat.expect(r"noema> (\S[^\r\n]*)")
+        said = chat.match.group(1)
+        chat.expect("you> ")
+        # After that greeting this model tells the story in words, not calls.
+        chat.sendline("Tell me a long story about a dragon.")
+        chat.expect(r"noema> \S+ \S+ \S+")  # the answer is streaming
+        chat.sendline("/stop")
+        chat.expect(r"\(stopped\)")
+        chat.expect("you> ")
+        rest = leave(chat)
+    finally:
+        chat.close(force=True)
+    assert "Traceback" not in rest and "! " not in rest
+    answers = [t for t in stored(tmp_path) if t.kind is TurnKind.ASSISTANT]
+    # The server answers a request that offers tools with nothing when its
+    # model picks words; asked again without them, it gives these words.
+    assert answers and answers[0].content.strip() and said.strip() in answers[0].content
+    assert not answers[0].has(Flag.INTERRUPTED)
+    # The story was cut: whatever of it is kept is marked so, far short of
+    # the 1,500 tokens it was allowed, and the server saw the hang-up.
+    story = answers[1:]
+    assert all(t.has(Flag.INTERRUPTED) or t.has(Flag.DISCARDED) for t in story)
+    assert sum(len(t.content.split()) for t in story) < 800
+    # Printed by the server when it notices the client gone mid-answer.
+    assert re.search(r"^disconnected$", llama_server.log.read_text(errors="replace"), re.M)
+
+
+@pytest.mark.timeout(600)
+def test_a_real_tool_call_runs_as_a_versioned_write(llama_server: LlamaServer, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    # One model call: that server ignores max_tokens while it writes a call's
+    # arguments, and a second call of this model can run on for minutes.
+    chat = start_chat(tmp_path, config(llama_server, workspace, max_steps=1))
+    try:
+        chat.expect("you> ")
+        # Firm words: asked more loosely, this model picks another tool.
+        chat.sendline("Use file_write to write hello to notes.txt.")
+        chat.expect(r"file_write\(")
+        chat.expect("you> ")
+        rest = leave(chat)
+    finally:
+        chat.close(force=True)
+    assert "Traceback" not in rest
+    turns = stored(tmp_path)
+    calls = [t for t in turns if t.kind is TurnKind.TOOL_CALL and t.tool_name == "file_write"]
+    assert calls, "the model made no file_write call"
+    arguments = json.loads(calls[0].arguments)  # what the model sent, run as sent
+    [result] = [t for t in turns if t.kind is TurnKind.TOOL_RESULT and t.call_id == calls[0].call_id]
+    assert not result.has(Flag.ERROR), result.content
+    written = (workspace / arguments["path"]).read_text()
+    assert written == arguments["content"]
+    history = subprocess.run([*NOEMA, "history"], capture_output=True, text=True,
+                             env=env_for(tmp_path), timeout=60)
+    assert history.returncode == 0 and arguments["path"] in history.stdout
+
+
+@pytest.mark.timeout(600)
+async def test_compaction_with_the_real_model_as_chronicler(llama_server: LlamaServer,
+                                                            tmp_path: Path) -> None:
+    store = TurnStore(tmp_path / "turns.db")
+    provider = provider_for(llama_server)
+    try:
+        session = Session.load(store)
+        topics = ("the vegetable garden", "a trip to Lisbon", "the leaking kitchen tap",
+                  "a present for Marta", "the guitar lessons", "the tax return")
+        for topic in topics:
+            session.append(NewTurn(TurnKind.USER, f"Can you help me with {topic}?"))
+            session.append(NewTurn(TurnKind.ASSISTANT,
+                                   f"Yes. For {topic}, let us start with what matters most."))
+        block_ids = set(session.ids())
+        settings = MemorySettings(retries=2, min_journey_words=20, keep_recent_turns=2)
+        compactor = Compactor(session, Chronicler(provider, max_output_tokens=300), settings,
+                              context_window=llama_server.context_window)
+        outcome = await compactor.compact()
+    finally:
+        await provider.aclose()
+
+    assert outcome.status in ("accepted", "rejected"), outcome
+    record = savepoints.get(store, outcome.save_point.id)
+    attempts = record.report.attempts
+    # Every attempt is recorded with the validator's verdict on the real text.
+    assert 1 <= len(attempts) <= settings.retries + 1
+    assert all(a.chars > 0 and a.chronicler_s > 0 for a in attempts)
+    assert all(a.failures for a in attempts[:-1])  # only a refusal asks again
+    invented = [a for a in attempts if any(code == "invented_id" for code, _ in a.failures)]
+    if outcome.status == "accepted":
+        assert not attempts[-1].failures
+        assert set(record.report.cited) <= block_ids  # no invented citation was accepted
+        assert session.save_point_id == record.id
+    else:
+        assert session.save_point_id is None and set(session.ids()) == block_ids
+        assert len(attempts) == settings.retries + 1
+    assert not (outcome.status == "accepted" and attempts[-1] in invented)
+    store.close()
+
+
+async def test_token_counts_come_from_the_servers_tokenizer(llama_server: LlamaServer) -> None:
+    provider = provider_for(llama_server)
+    try:
+        texts = ["hello world", "The quick brown fox jumps over the lazy dog. " * 20, ""]
+        counts = await provider.count_tokens(texts)
+    finally:
+        await provider.aclose()
+    async with httpx2.AsyncClient() as client:
+        answer = await client.post(f"{llama_server.root}/extras/tokenize",
+                                   json={"input": texts[1], "model": llama_server.model})
+    assert counts is not None and counts[2] == 0
+    assert counts[1] == len(answer.json()["tokens"])
+    assert 0 < counts[0] < counts[1]
+    print(f"estimate {estimate_tokens(texts[1])} against {counts[1]} counted")
+
+
+async def test_the_window_the_server_serves(llama_server: LlamaServer) -> None:
+    async with ServerProbe("llamacpp", llama_server.base_url) as probe:
+        assert llama_server.model in await probe.models()
+        # llama.cpp's Python server has no /props and no window in its
+        # model list: discovery says it does not know, rather than guess.
+        assert await probe.window(llama_server.model) is None
+    # What it does say: its refusal of a request past its window names it.
+    provider = provider_for(llama_server, context_window=32_768)
+    request = ModelRequest(messages=(Message(MessageRole.USER, "word " * 9000),), max_tokens=16)
+    try:
+        with pytest.raises(BadRequest) as refused:
+            async for _ in provider.stream(request):
+                pass
+    finally:
+        await provider.aclose()
+    assert refused.value.server_window == llama_server.context_window
+    assert "\n" not in str(refused.value)
+    assert f"set the model's context_window to {llama_server.context_window}" in str(refused.value)
+
+
+async def test_a_stored_null_content_is_sent_as_text(llama_server: LlamaServer) -> None:
+    # A tool-call turn with null content made this server answer 500 for
+    # every later message of the conversation. The raw body shows it; the
+    # provider sends the same history as an empty string and is answered.
+    call = {"id": "c1", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}}
+    history = [
+        {"role": "system", "content": "You are brief."},
+        {"role": "user", "content": "What time is it?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
+        {"role": "user", "content": "Thanks. Say ok."},
+    ]
+    async with httpx2.AsyncClient(timeout=120) as client:
+        refused = await client.post(f"{llama_server.base_url}/chat/completions",
+                                    json={"model": llama_server.model, "messages": history,
+                                          "max_tokens": 8})
+    assert refused.status_code == 500
+    failure = failure_from_response(refused.status_code, refused.headers, refused.json(), "")
+    assert not failure.retryable  # the same body would be refused again
+    assert "\n" not in failure.detail and len(failure.detail) <= 240
+    assert "Input should be a valid string" in failure.detail
+
+    provider = provider_for(llama_server)
+    messages = (
+        Message(MessageRole.SYSTEM, "You are brief."),
+        Message(MessageRole.USER, "What time is it?"),
+        Message(MessageRole.ASSISTANT, None, tool_calls=(  # type: ignore[arg-type]
+            ToolCall("c1", "get_current_time", "{}"),)),
+        Message(MessageRole.TOOL, "12:00", tool_call_id="c1", tool_name="get_current_time"),
+        Message(MessageRole.USER, "Thanks. Say ok."),
+    )
+    try:
+        words = [e.text async for e in provider.stream(ModelRequest(messages, max_tokens=8))
+                 if isinstance(e, TextDelta)]
+    finally:
+        await provider.aclose()
+    assert "".join(words).strip()
