@@ -8,7 +8,7 @@ import email.policy
 import pytest
 
 from noema.security.policy import Access
-from noema.tools.registry import ToolContext, ToolError
+from noema.tools.registry import ToolContext, ToolError, ToolResult
 
 from .conftest import mail
 
@@ -22,8 +22,32 @@ def ctx() -> ToolContext:
 
 
 async def run(rig, tool_name, /, **arguments):
+    found = await result(rig, tool_name, **arguments)
+    return found.content if isinstance(found, ToolResult) else found
+
+
+async def result(rig, tool_name, /, **arguments):
+    """What the tool returned, as the cycle stores it (a ToolResult or text)."""
     gated = rig.channel.ctx.hands.gate.wrap(tool(rig, tool_name))
     return await gated.handler(ctx(), **arguments)
+
+
+async def test_a_strangers_mail_and_any_list_are_read_as_outside_words(rig):
+    uid = await delivered(rig, "Orders")
+    read = await result(rig, "email_read", uid=uid)
+    assert isinstance(read, ToolResult) and read.outside  # Bob is not the person
+    listed = await result(rig, "email_list")
+    assert isinstance(listed, ToolResult) and listed.outside
+
+
+async def test_the_persons_own_mail_is_not_outside_words(rig):
+    person = rig.accounts.person_address
+    rig.accounts.deliver(mail(f"Ana <{person}>", rig.accounts.agent_address, "My list",
+                              "milk, bread", auth="127.0.0.1; spf=pass smtp.mailfrom=" + person))
+    await rig.until(lambda: rig.person_turns, "the person's mail")
+    uids = [uid for uid, raw in rig.accounts.mailbox(rig.accounts.agent) if b"My list" in raw]
+    read = await result(rig, "email_read", uid=uids[-1])
+    assert isinstance(read, ToolResult) and not read.outside, read.content
 
 
 async def delivered(rig, subject):
