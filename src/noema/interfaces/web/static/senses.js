@@ -68,7 +68,7 @@ const senses = {
       return shown;
     };
     const size = () => ({width: Math.max(box.clientWidth, 200),
-                         height: window.innerWidth < 640 ? 130 : 160});
+                         height: window.innerWidth < 640 ? 150 : 170});
     const options = {
       ...size(),
       scales: {
@@ -84,7 +84,7 @@ const senses = {
       axes: [
         {values: record("x", senses.clock), space: 70},
         {values: record("y", (v) => String(v)), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000,
-         2000, 5000, 10000], label: "events a minute", labelSize: 22, size: 44},
+         2000, 5000, 10000], space: 18, label: "events a minute", labelSize: 22, size: 44},
       ],
       cursor: {drag: {x: false, y: false}, points: {show: false}},
       hooks: {
