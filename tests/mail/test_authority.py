@@ -213,3 +213,13 @@ def test_a_forged_results_header_cannot_write_its_words_into_the_verdict():
     found = judged(message)
     assert not found.person and "dkim=fail" in found.reason
     assert "ignore" not in found.reason and "obey" not in found.reason
+
+
+def test_approvals_an_older_version_kept_for_ever_are_taken_back(tmp_path):
+    old = MailState(tmp_path / "mail.db")
+    old.know(["mallory@evil.test"], "approved")  # what one yes used to leave behind
+    old.know(["colleague@work.test"], "person's mail")
+    old.close()
+    reopened = MailState(tmp_path / "mail.db")
+    assert not reopened.known("mallory@evil.test")
+    assert reopened.known("colleague@work.test")

@@ -7,8 +7,9 @@
 - `outbox`: each answer going back by mail, written (the whole message)
   before it is sent and marked after, so a restart sends what is owed and
   never composes it twice.
-- `known`: the addresses the person wrote with, and those the person
-  approved: sending elsewhere asks first (the exfiltration guard).
+- `known`: the addresses the person wrote with (learnt from the person's
+  authenticated mails): sending elsewhere asks first (the exfiltration
+  guard). An approval is for one mail and is not kept here.
 - `messages`: the Message-IDs already handled (received, where; or sent
   by the agent), the newest `MESSAGES_KEPT`: a mail whose Message-ID was
   handled at another place is a replay, and a mail from the agent's own
@@ -113,6 +114,9 @@ class MailState:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")  # a taken mail survives power loss
             self._conn.executescript(SCHEMA)
+            # Older versions kept an address for ever once one mail there was approved;
+            # a yes is for one mail now, so those grants are taken back.
+            self._conn.execute("DELETE FROM known WHERE how = 'approved'")
             (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"quick_check: {verdict}")
