@@ -7,9 +7,8 @@ chronicler's protocol and blocks, docs and source code) against SmolLM2's
 tokenizer and checked on the other half: on the held-out half the tool
 descriptions come out 5 % over their real count (the previous estimate was
 26 % over), prose 0 to 4 % over, source code 3 % over and the chronicler's
-rendered turns 1 % under (they were 3 to 5 % under); `bench/small_window.py`
-counts the tool descriptions both ways when the `tokenizers` library and the
-model file are at hand. Prose in languages the tokenizer knows less (Spanish with an
+rendered turns within 1 % (they were 3 to 5 % under). `bench/token_estimates.py`
+repeats the comparison, kind by kind and half by half. Prose in languages the tokenizer knows less (Spanish with an
 English vocabulary) costs more than estimated: a server that counts
 (`calibrate`) corrects that.
 
