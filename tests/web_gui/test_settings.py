@@ -70,11 +70,11 @@ def test_a_section_is_saved_as_one_form_and_a_bad_value_is_refused_beside_its_fi
     expect(advanced.locator('.field[data-key="shell.max_timeout_s"]')).to_be_hidden()  # folded
 
     section.locator('[name="shell.timeout_s"]').fill("90")
-    section.locator('[name="shell.network"]').uncheck()
+    section.locator('[name="shell.network"]').check()
     section.get_by_role("button", name="Save commands").click()
     expect(section.locator(".outcome")).to_contain_text("Saved: shell.network, shell.timeout_s")
     text = config.read_text()
-    assert "timeout_s = 90" in text and "network = false" in text
+    assert "timeout_s = 90" in text and "network = true" in text
     assert "# chosen with care" in text and "# a command's minute" in text
     assert "max_timeout_s" not in text  # what was not changed is not written
 

@@ -263,7 +263,8 @@ def _field(key: str, name: str, annotation: Any, current: Any, help: str) -> For
     inner = _without_none(annotation)
     shown = "" if current is None else str(current)
     if inner is bool:
-        return FormField(key, label, "checkbox", "true", help=help, checked=bool(current))
+        return FormField(key, label, "checkbox", "true" if current else "false", help=help,
+                         checked=bool(current))
     if typing.get_origin(inner) is Literal:
         choices = typing.get_args(inner)
         return FormField(key, label, "select", shown, tuple(str(c) for c in choices), help,
@@ -394,14 +395,13 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
         if item.widget == "secret" or not applies(item) or item.key not in values:
             continue
         raw = values[item.key]
-        if raw == item.value:
+        if _same(item, raw):
             continue  # unchanged
         if not raw.strip():
             if item.leaf in present:
                 remove.append(item.key)
             continue
-        pairs.append((item.key, json.dumps(raw.strip(), ensure_ascii=False)
-                      if item.quoted else raw.strip()))
+        pairs.append((item.key, toml_string(raw.strip()) if item.quoted else raw.strip()))
     secret = _secret_name(section, values, key) if key.strip() else None
     if not pairs and not remove and secret is None:
         return Saved(())
@@ -415,6 +415,27 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     if secret is not None:
         configuration.write_secret(paths, secret, key.strip())
     return Saved(tuple(k for k, _ in pairs) + tuple(remove), secret)
+
+
+def _same(item: FormField, raw: str) -> bool:
+    """Whether the form holds what the field showed (90 is 90.0; text is text)."""
+    if item.quoted or item.widget == "toml":
+        return raw.strip() == item.value.strip()
+    return configuration.parse_value(raw.strip()) == configuration.parse_value(item.value)
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string, whatever it holds: `config set` then reads
+    it as that text, never as a number, a flag or a list."""
+    escaped = []
+    for char in text:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:  # TOML takes no control character raw
+            escaped.append(f"\\u{ord(char):04X}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
 
 
 def _unset_model(paths: AgentPaths, section_key: str, present: Mapping[str, Any],

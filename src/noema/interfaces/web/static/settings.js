@@ -44,12 +44,16 @@ const settings = {
     }
     state.className = "served-state muted";
     state.textContent = "Asking the server which models it serves…";
+    // Only the latest question's answer counts: an older one may arrive after it.
+    const asked = (Number(row.dataset.asked || 0) + 1).toString();
+    row.dataset.asked = asked;
     const {status, body} = await noema.post("/api/settings/models", {
       provider,
       base_url: settings.field(form, "base_url").value,
       api_key_env: settings.field(form, "api_key_env").value,
       key: settings.field(form, "key").value,
     });
+    if (row.dataset.asked !== asked) return;
     if (status !== 200) {
       served.hidden = true;
       input.hidden = false;

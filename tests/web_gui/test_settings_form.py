@@ -1,0 +1,117 @@
+"""Saving one section of the settings page, without a browser: only what changed is
+written, a model's fields follow its provider, an emptied field goes back to its
+default, a key goes to secrets.toml alone, and a refusal writes nothing."""
+
+from __future__ import annotations
+
+import stat
+import tomllib
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from noema.config import load_config
+from noema.interfaces.web.settings import SaveRefused, form, save_section, toml_string
+from noema.paths import AgentPaths
+
+KEY = "k3Y-9fQ2vX7LmZpR4tW8sN1bC6dH0jA5"
+
+
+@pytest.fixture
+def paths(tmp_path):
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    paths.root.mkdir(parents=True)
+    script = tmp_path / "s.toml"
+    script.write_text('[[responses]]\ntext = "hi"\n')
+    paths.config_file.write_text(f'# mine\n[models.reasoning]\nprovider = "scripted"\n'
+                                 f'model = "probe"\nscript = "{script}"\n')
+    return paths
+
+
+def _values(paths, section):
+    found = next(s for s in form(load_config(paths)) if s.key == section)
+    return {f.key: ("true" if f.checked else "false") if f.widget == "checkbox" else f.value
+            for f in found.fields if f.widget != "secret"}
+
+
+def test_only_what_changed_is_written_and_comments_stay(paths):
+    values = _values(paths, "shell") | {"shell.timeout_s": "90"}
+    saved = save_section(paths, "shell", values)
+    assert saved.changed == ("shell.timeout_s",)
+    text = paths.config_file.read_text()
+    assert "# mine" in text and tomllib.loads(text)["shell"] == {"timeout_s": 90}
+    assert save_section(paths, "shell", values).changed == ()  # saved again: nothing new
+
+
+def test_a_new_provider_takes_the_old_provider_s_fields_away(paths):
+    values = _values(paths, "models.reasoning") | {
+        "models.reasoning.provider": "vllm", "models.reasoning.base_url": "http://127.0.0.1:9/v1"}
+    saved = save_section(paths, "models.reasoning", values)
+    assert "models.reasoning.script" in saved.changed
+    table = tomllib.loads(paths.config_file.read_text())["models"]["reasoning"]
+    assert table == {"provider": "vllm", "model": "probe", "base_url": "http://127.0.0.1:9/v1"}
+
+
+def test_an_emptied_field_goes_back_to_its_default(paths):
+    save_section(paths, "cycle", {"cycle.max_steps": "30"})
+    save_section(paths, "cycle", {"cycle.max_steps": ""})
+    assert not tomllib.loads(paths.config_file.read_text()).get("cycle")
+    assert load_config(paths).cycle.max_steps == 24
+
+
+def test_a_bad_value_is_named_beside_its_field_and_nothing_is_written(paths):
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "shell", {"shell.timeout_s": "90", "shell.max_timeout_s": "soon"})
+    assert list(refused.value.problems) == ["shell.max_timeout_s"]
+    assert "valid number" in refused.value.problems["shell.max_timeout_s"][0]
+    assert paths.config_file.read_bytes() == before
+
+
+def test_a_key_of_another_section_is_refused(paths):
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused, match="each section is saved alone"):
+        save_section(paths, "shell", {"cycle.max_steps": "3"})
+    assert paths.config_file.read_bytes() == before
+
+
+def test_a_key_goes_to_secrets_toml_alone(paths):
+    values = _values(paths, "models.reasoning") | {"models.reasoning.provider": "openai"}
+    saved = save_section(paths, "models.reasoning", values, key=KEY)
+    assert saved.secret == "OPENAI_API_KEY"
+    assert KEY not in paths.config_file.read_text()
+    assert tomllib.loads(paths.secrets_file.read_text()) == {"OPENAI_API_KEY": KEY}
+    assert stat.S_IMODE(paths.secrets_file.stat().st_mode) == 0o600
+
+
+def test_a_key_without_a_variable_to_hold_it_is_refused_and_nothing_is_written(paths):
+    before = paths.config_file.read_bytes()
+    values = _values(paths, "models.reasoning") | {
+        "models.reasoning.provider": "vllm", "models.reasoning.base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "models.reasoning", values, key=KEY)
+    assert list(refused.value.problems) == ["models.reasoning.api_key_env"]
+    assert paths.config_file.read_bytes() == before and not paths.secrets_file.exists()
+
+
+def test_the_save_point_model_unset_is_taken_out(paths):
+    values = _values(paths, "models.chronicler") | {
+        "models.chronicler.provider": "ollama", "models.chronicler.model": "qwen3:4b"}
+    save_section(paths, "models.chronicler", values)
+    assert load_config(paths).models.chronicler.model == "qwen3:4b"
+    save_section(paths, "models.chronicler", {"models.chronicler.provider": ""})
+    assert load_config(paths).models.chronicler is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=40))
+def test_text_is_kept_as_text_whatever_it_looks_like(paths, text):
+    """A name typed into a text field is that text, never a number, a flag or TOML."""
+    assert tomllib.loads("v = " + toml_string(text))["v"] == text
+    try:
+        save_section(paths, "mail", {"mail.display_name": text})
+    except SaveRefused as refused:  # only a text that looks like a key is refused
+        assert "secrets do not go in config.toml" in str(refused)
+        return
+    shown = load_config(paths).mail.display_name
+    assert (shown or "") == text.strip()
