@@ -403,6 +403,13 @@ class Agent:
                     and event.batch_id is not None and self._ledger is not None):
                 self._ledger.refuse(event, now)
 
+    def _own_words(self, channel: str) -> bool:
+        """Whether a channel's sensor speaks only its own words (no outsider's)."""
+        if self.senses is None:
+            return False
+        info = self.senses.pipeline.catalogue.get(channel)
+        return info is not None and not info.outside_words
+
     def pending_events(self) -> ToolResult:
         """What the model's own pool_event() call returns: every waiting event,
         packed, marked as outside words when a sender is not the person."""
@@ -413,7 +420,8 @@ class Agent:
         for decision in self._feed(Polled(run, now)):
             if isinstance(decision, HandOver):
                 return ToolResult(self.senses.render(decision.items, now),
-                                  outside=any(map(from_outside, decision.items)))
+                                  outside=any(from_outside(i, self._own_words)
+                                              for i in decision.items))
         raise OrchestratorBug("the core answered a poll without a HandOver")
 
     # -- feeding the core and performing its decisions ------------------------------
@@ -447,6 +455,7 @@ class Agent:
                 written = write_package(
                     self.session, steps, notice=d.notice, staged=self._staged,
                     render=self.senses.render if self.senses else None, now=now,
+                    own_words=self._own_words,
                 )
         except Exception as exc:
             # Nothing of the package was written (one transaction). The core

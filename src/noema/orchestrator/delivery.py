@@ -51,8 +51,11 @@ def pool_event_turns(text: str, call_id: str, *, outside: bool = False) -> list[
     ]
 
 
-def from_outside(item: Item) -> bool:
-    """Whether an item carries words of a sender the person did not authorise."""
+def from_outside(item: Item, own_words: Callable[[str], bool] | None = None) -> bool:
+    """Whether an item carries words of a sender the person did not authorise;
+    `own_words(channel)` tells a channel whose sensor speaks only its own words."""
+    if own_words is not None and own_words(item.channel):
+        return False
     return not (item.value.authorised if isinstance(item, StateValue) else item.authorised)
 
 
@@ -103,6 +106,7 @@ def write_package(
     staged: Mapping[int, Turn],
     render: Render | None,
     now: float,
+    own_words: Callable[[str], bool] | None = None,
 ) -> list[Turn]:
     """Append a package, or its plan, (after the cancellation notice, if asked)
     in one transaction; returns the turns now at the end of the session."""
@@ -119,7 +123,8 @@ def write_package(
                 raise ValueError("events cannot be delivered without a renderer")
             items = [e.item for e in step.entries]
             session.append_all(pool_event_turns(render(items, now), step.call_id,
-                                                outside=any(map(from_outside, items))))
+                                                outside=any(from_outside(i, own_words)
+                                                            for i in items)))
     return list(session.turns[before:])
 
 

@@ -261,6 +261,10 @@ class SensorInfo:
     can_silence: bool = True
     default_urgency: Urgency = Urgency.NORMAL
     treatment: TreatmentParams = field(default_factory=TreatmentParams)
+    # Its events can carry words someone other than the person wrote (a mail,
+    # a file's name, a log line); False for a sensor that speaks only its own
+    # words, like a count of unread mail.
+    outside_words: bool = True
 
     def __post_init__(self) -> None:
         check_channel(self.channel)

@@ -115,7 +115,8 @@ class UnreadOutlet:
         self.bookmark = bookmark  # the last count reported, saved with its event
         self.info = SensorInfo(
             UNREAD_CHANNEL, f"How many mails in {folder} are unread; only the newest count "
-            "matters.", Nature.STATE, parameters={"folder": folder}, can_silence=True)
+            "matters.", Nature.STATE, parameters={"folder": folder}, can_silence=True,
+            outside_words=False)  # a number and the folder's name, nobody's words
 
     async def run(self, emit: Emitter) -> None:
         self.emit = emit
