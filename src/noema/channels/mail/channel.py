@@ -43,7 +43,6 @@ class MailChannel:
         self.ctx = ctx
         self.account = Account(settings, ctx.secrets)
         self.state = _open_state(ctx)
-        self.state.know(settings.allow_from, "allow_from")
         self.intake = PersonIntake(self.state, settings.max_body_chars, self._remember)
         self.unread = UnreadOutlet(settings.folder, self._bookmark(UNREAD_CHANNEL))
         self.sensor = InboxSensor(settings, self.account.connect,

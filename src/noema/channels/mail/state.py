@@ -117,6 +117,9 @@ class MailState:
             # Older versions kept an address for ever once one mail there was approved;
             # a yes is for one mail now, so those grants are taken back.
             self._conn.execute("DELETE FROM known WHERE how = 'approved'")
+            # The person's own addresses are read from the configuration each time, so an
+            # address taken out of allow_from is not still known from an older start.
+            self._conn.execute("DELETE FROM known WHERE how = 'allow_from'")
             (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"quick_check: {verdict}")
