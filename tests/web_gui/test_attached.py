@@ -78,6 +78,9 @@ def test_a_sense_is_silenced_and_started_from_the_page_beside_a_running_agent(
         expect(page.locator("#outcome")).to_have_text("clock is active again.")
         page.reload()
         expect(row.locator(".state")).to_have_text("active")
-        refused = page.locator('tr[data-channel="scheduler.urgent"]')
-        refused.get_by_role("button", name="Silence").click()
-        expect(page.locator("#outcome")).to_contain_text("cannot be silenced")
+        fixed = page.locator('tr[data-channel="scheduler.urgent"]')
+        expect(fixed.get_by_role("button", name="Silence")).to_have_count(0)  # not offered…
+        expect(fixed.locator(".control")).to_have_text("always heard")
+        answer = page.evaluate("""() => noema.post("/api/senses/silence",
+            {channel: "scheduler.urgent", duration: "1h"})""")  # …and refused if asked anyway
+        assert answer["status"] == 400 and "cannot be silenced" in answer["body"]["error"]

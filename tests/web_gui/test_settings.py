@@ -64,6 +64,8 @@ def test_a_section_is_saved_as_one_form_and_a_bad_value_is_refused_beside_its_fi
     section = page.locator("#section-shell")
     expect(section.locator("h2")).to_have_text("Commands")
     expect(page.locator("#section-files h2")).to_have_text("Files the agent may touch")
+    if name == "desk":
+        screenshot(page, "settings")
     expect(section.locator("form.section-form")).to_have_count(1)
     expect(section.get_by_role("button", name="Save commands")).to_have_count(1)  # one per section
     advanced = section.locator("details.advanced")
