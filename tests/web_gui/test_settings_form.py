@@ -115,3 +115,24 @@ def test_text_is_kept_as_text_whatever_it_looks_like(paths, text):
         return
     shown = load_config(paths).mail.display_name
     assert (shown or "") == text.strip()
+
+
+async def test_a_kept_key_goes_only_to_the_address_it_is_kept_for(paths):
+    from noema.config import write_secret
+    from noema.interfaces.web.settings import served_models
+    from noema.providers.discovery import DiscoveryFailed
+    from tests.fakes.local_servers import FakeLocalServer
+
+    with FakeLocalServer("vllm", {"llama-3.1-8b": 8192}, key=KEY) as server:
+        paths.config_file.write_text(f'[models.reasoning]\nprovider = "vllm"\nmodel = "m"\n'
+                                     f'base_url = "{server.base_url}"\napi_key_env = "VLLM_KEY"\n')
+        write_secret(paths, "VLLM_KEY", KEY)
+        assert await served_models(paths, "vllm", server.base_url, "VLLM_KEY", "") == \
+            ["llama-3.1-8b"]
+        elsewhere = server.base_url.replace("127.0.0.1", "localhost")  # another address
+        with pytest.raises(DiscoveryFailed, match="key is missing or wrong"):
+            await served_models(paths, "vllm", elsewhere, "VLLM_KEY", "")
+        assert await served_models(paths, "vllm", elsewhere, "VLLM_KEY", KEY) == ["llama-3.1-8b"]
+        # The fake records only what passed its key check: the address the key was not
+        # kept for was asked without it (refused above), the others with it.
+        assert [r.headers.get("authorization") for r in server.requests] == [f"Bearer {KEY}"] * 2

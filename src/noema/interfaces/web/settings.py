@@ -517,9 +517,25 @@ async def served_models(paths: AgentPaths, provider: str, base_url: str, api_key
     if not address:
         raise ValueError(f"{spec.label} has no default address: give its base URL first")
     env = api_key_env.strip() or spec.key_env
-    secret = key.strip() or (configuration.load_secrets(paths).get(env) if env else None)
+    secret = key.strip() or (_stored_key(paths, env, address) if env else None)
     async with ServerProbe(provider, address, secret or None) as probe:
         return await probe.models()
+
+
+def _stored_key(paths: AgentPaths, env: str, address: str) -> str | None:
+    """A kept key, only for an address it is already sent to (the provider's own,
+    or a configured model's): a changed address gets no key it was not typed with."""
+    known = {spec.base_url for spec in PROVIDERS.values() if spec.key_env == env}
+    try:
+        config = current(paths)
+    except ConfigError:
+        config = None
+    if config is not None:
+        known |= {s.resolved_base_url for s in (config.models.reasoning, config.models.chronicler)
+                  if s is not None and s.resolved_key_env == env}
+    if address.rstrip("/") not in {a.rstrip("/") for a in known if a}:
+        return None
+    return configuration.load_secrets(paths).get(env) or None
 
 
 async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronicler"]) -> str:
