@@ -286,7 +286,7 @@ def test_loose_modes_are_found_and_made_private_without_touching_links(agent, tm
     assert found.exit_code == 1
     (line,) = [l for l in found.output.splitlines() if l.startswith("LOOSE")]
     assert line.startswith("LOOSE    permissions: 2 files and 2 folders (")
-    assert "turns.db" in line and "can be read by other users of this machine" in line
+    assert "turns.db" in line and "their modes let other users of this machine in" in line
     assert "makes them readable by you alone" in found.output
 
     repaired = doctor(agent, "--repair")

@@ -106,7 +106,8 @@ def _modes(paths: AgentPaths) -> Finding:
     loose = tuple(modes.loose_modes(paths))
     if not loose:
         return Finding(paths.root, Kind.MODES)
-    problem = f"{modes.describe(loose, paths.root)} can be read by other users of this machine"
+    problem = (f"{modes.describe(loose, paths.root)}: their modes let other users of this "
+               "machine in")
     return Finding(paths.root, Kind.MODES, (problem,), loose=loose)
 
 
