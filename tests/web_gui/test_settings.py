@@ -145,6 +145,10 @@ def test_the_model_follows_its_provider_and_is_picked_from_the_server_s_list(
         expect(served.locator("option")).to_have_text(
             ["probe (not served now)", "Qwen/Qwen2.5-7B-Instruct", "llama-3.1-8b", "Another name…"])
         served.select_option("llama-3.1-8b")
+        window = model.locator(".served-window")  # read from the server's list (max_model_len)
+        expect(window).to_contain_text("serves llama-3.1-8b with 8,192 tokens")
+        window.get_by_role("button", name="Use 8192").click()
+        expect(model.locator('[name="models.reasoning.context_window"]')).to_have_value("8192")
         screenshot(page, f"settings-model-{name}", full_page=False)
         model.get_by_role("button", name="Save model").click()
         expect(model.locator(".outcome")).to_contain_text("the key kept in")
@@ -153,6 +157,7 @@ def test_the_model_follows_its_provider_and_is_picked_from_the_server_s_list(
 
     text = config.read_text()
     assert 'provider = "vllm"' in text and 'model = "llama-3.1-8b"' in text
+    assert "context_window = 8192" in text
     assert f'base_url = "{server.base_url}"' in text and 'api_key_env = "VLLM_API_KEY"' in text
     assert "script" not in text and KEY not in text  # the scripted field went with its provider
     assert "# chosen with care" in text
@@ -188,6 +193,10 @@ def test_the_save_point_model_left_unset_is_the_model_above(page, live, files):
     expect(chronicler.locator('[name="models.chronicler.provider"] option').first).to_have_text(
         "(the model above)")
     expect(chronicler.locator('.field[data-key="models.chronicler.base_url"]')).to_be_hidden()
+    expect(chronicler.locator('.field[data-key="models.chronicler.context_window"]')).to_be_hidden()
+    chronicler.locator('[name="models.chronicler.provider"]').select_option("ollama")
+    expect(chronicler.locator('.field[data-key="models.chronicler.context_window"]')).to_be_visible()
+    chronicler.locator('[name="models.chronicler.provider"]').select_option("")
     chronicler.get_by_role("button", name="Save model for save points").click()
     expect(chronicler.locator(".outcome")).to_have_text("Nothing changed.")
     assert "chronicler" not in config.read_text()

@@ -35,6 +35,7 @@ def routes() -> list[BaseRoute]:
         Route("/settings", settings.settings_page),
         Route("/api/settings", settings.save_section, methods=["POST"]),
         Route("/api/settings/models", settings.served_models, methods=["POST"]),
+        Route("/api/settings/window", settings.served_window, methods=["POST"]),
         Route("/api/settings/test", settings.test_model, methods=["POST"]),
         Route("/api/history", chat.history),
         Route("/api/turn/{turn_id:int}", chat.turn),

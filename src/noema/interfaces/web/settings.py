@@ -506,6 +506,23 @@ async def served_models(paths: AgentPaths, provider: str, base_url: str, api_key
                         key: str) -> list[str]:
     """The models the server of this choice serves (providers/discovery.py);
     DiscoveryFailed in one line, ValueError for a choice that has no server."""
+    async with _probe(paths, provider, base_url, api_key_env, key) as probe:
+        return await probe.models()
+
+
+async def served_window(paths: AgentPaths, provider: str, base_url: str, api_key_env: str,
+                        key: str, model: str) -> dict[str, Any] | None:
+    """The window the server serves `model` with, where it says it (tokens, where
+    the figure comes from, a note); None when it does not say."""
+    if not model.strip():
+        raise ValueError("name the model first")
+    async with _probe(paths, provider, base_url, api_key_env, key) as probe:
+        window = await probe.window(model.strip())
+    return None if window is None else {"tokens": window.tokens, "source": window.source,
+                                        "note": window.note}
+
+
+def _probe(paths: AgentPaths, provider: str, base_url: str, api_key_env: str, key: str):
     from ...providers.discovery import ServerProbe
 
     spec = PROVIDERS.get(provider)
@@ -518,8 +535,7 @@ async def served_models(paths: AgentPaths, provider: str, base_url: str, api_key
         raise ValueError(f"{spec.label} has no default address: give its base URL first")
     env = api_key_env.strip() or spec.key_env
     secret = key.strip() or (_stored_key(paths, env, address) if env else None)
-    async with ServerProbe(provider, address, secret or None) as probe:
-        return await probe.models()
+    return ServerProbe(provider, address, secret or None)
 
 
 def _stored_key(paths: AgentPaths, env: str, address: str) -> str | None:
@@ -570,4 +586,4 @@ async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronic
 
 
 __all__ = ["ConfigError", "FormField", "FormSection", "SaveRefused", "Saved", "current", "form",
-           "save_section", "served_models", "test_connection"]
+           "save_section", "served_models", "served_window", "test_connection"]

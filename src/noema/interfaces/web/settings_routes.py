@@ -77,6 +77,25 @@ async def served_models(request: Request) -> Response:
     return JSONResponse({"ok": True, "models": models})
 
 
+async def served_window(request: Request) -> Response:
+    """The window the chosen server serves a model with, for the context window field."""
+    web = context_of(request)
+    try:
+        body = await json_body(request)
+        provider = text_field(body, "provider")
+        fields = [body.get(name, "") for name in ("base_url", "api_key_env", "key", "model")]
+        if not all(isinstance(v, str) for v in fields):
+            raise BadRequest("base_url, api_key_env, key and model are text")
+        window = await settings_form.served_window(web.paths, provider, *fields)
+    except BadRequest as exc:
+        return error(400, str(exc))
+    except (ValueError, ConfigError) as exc:
+        return error(400, configuration.mask_secrets(str(exc)))
+    except DiscoveryFailed as exc:
+        return error(502, configuration.mask_secrets(str(exc)))
+    return JSONResponse({"ok": True, "window": window})
+
+
 async def test_model(request: Request) -> Response:
     web = context_of(request)
     try:

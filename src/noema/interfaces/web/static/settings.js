@@ -17,10 +17,12 @@ const settings = {
     const kind = settings.kindOf(select.value);
     for (const row of form.querySelectorAll(".field[data-kinds]")) {
       const kinds = row.dataset.kinds ? row.dataset.kinds.split(" ") : [];
-      row.hidden = kinds.length > 0 && !kinds.includes(kind);
+      // No provider yet: nothing but the choice of one.
+      row.hidden = row.contains(select) ? false
+        : !select.value || (kinds.length > 0 && !kinds.includes(kind));
     }
-    const model = form.querySelector(".field[data-widget=model]");
-    if (model) model.hidden = !select.value;
+    const advanced = form.querySelector("details.advanced");
+    if (advanced) advanced.hidden = !select.value;
     const address = form.querySelector("input[name$='.base_url']");
     if (address) address.placeholder = settings.providers.addresses[select.value] || "give the server's address";
   },
@@ -82,6 +84,7 @@ const settings = {
     input.hidden = true;
     state.className = "served-state muted";
     state.textContent = `${body.models.length} model(s) served.`;
+    settings.readWindow(form);
   },
 
   pickModel(event) {
@@ -90,6 +93,39 @@ const settings = {
     input.hidden = served.value !== "";
     input.value = served.value;
     if (!served.value) input.focus();
+    else settings.readWindow(served.closest("form"));
+  },
+
+  // Say the window the server serves the chosen model with, and offer to use it.
+  async readWindow(form) {
+    const out = form.querySelector(".served-window");
+    const model = settings.field(form, "model").value.trim();
+    if (!out || !model) return;
+    out.replaceChildren();
+    const asked = (Number(out.dataset.asked || 0) + 1).toString();
+    out.dataset.asked = asked;
+    const {status, body} = await noema.post("/api/settings/window", {
+      provider: settings.field(form, "provider").value,
+      base_url: settings.field(form, "base_url").value,
+      api_key_env: settings.field(form, "api_key_env").value,
+      key: settings.field(form, "key").value,
+      model,
+    });
+    if (out.dataset.asked !== asked) return;
+    if (status !== 200 || !body.window) {
+      out.className = "served-window muted";
+      out.textContent = status === 200 ? "The server does not say its window for this model."
+        : `The window could not be read: ${body.error || "no answer"}.`;
+      return;
+    }
+    const {tokens, source, note} = body.window;
+    out.className = "served-window";
+    out.append(`The server serves ${model} with ${tokens.toLocaleString()} tokens (${source}). `);
+    const use = noema.el("button", "use-window", `Use ${tokens}`);
+    use.type = "button";
+    use.addEventListener("click", () => { settings.field(form, "context_window").value = String(tokens); });
+    out.append(use);
+    if (note) out.append(noema.el("span", "muted", ` ${note}.`));
   },
 
   clear(form) {
@@ -164,7 +200,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const provider = form.querySelector("select[name$='.provider']");
     if (!provider) continue;
     settings.follow(form);
-    provider.addEventListener("change", () => { settings.follow(form); settings.listModels(form); });
+    provider.addEventListener("change", () => {
+      form.querySelector(".outcome").textContent = "";  // it spoke of the provider before
+      settings.follow(form);
+      settings.listModels(form);
+    });
     settings.field(form, "base_url").addEventListener("change", () => settings.listModels(form));
     form.querySelector("button.list-models").addEventListener("click", () => settings.listModels(form));
     form.querySelector("select.served").addEventListener("change", settings.pickModel);
