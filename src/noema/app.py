@@ -28,6 +28,7 @@ from .memory.embeddings_worker import open_meaning
 from .memory.session import Session
 from .memory.store import TurnStore, start_language_index
 from .memory.tokens import Counter as TokenCounter, calibrate, estimate_tokens
+from .memory.tokens import set_scale as set_token_scale
 from .memory.turns import Flag, Turn, TurnKind
 from .orchestrator.agent import Agent, AgentListener, Senses
 from .orchestrator.context import (
@@ -96,6 +97,7 @@ class App:
     lock: AgentLock
     schedules: ScheduleStore | None = None
     _background: list[asyncio.Task] = field(default_factory=list)
+    _calibrated: bool = False  # the token estimates were scaled to this agent's server
     toolservers: ToolServers | None = None  # the MCP servers, when any is configured
     docs: Docs | None = None  # the document library, when [docs] names folders
     channels: list[Channel] = field(default_factory=list)  # mail, Telegram
@@ -157,7 +159,15 @@ class App:
                    *(json.dumps({"name": t.name, "description": t.description,
                                  "parameters": t.parameters}) for t in cycle.tool_specs()),
                    *(t.content for t in self.session.turns[-24:] if t.content)]
-        await calibrate(count, samples)
+        if await calibrate(count, samples) is not None:
+            self._calibrated = True
+
+    def _forget_calibration(self) -> None:
+        # The scale is this agent's model's: another app in the same process
+        # (a test suite builds many) starts from the plain estimate again.
+        if self._calibrated:
+            set_token_scale(1.0)
+            self._calibrated = False
 
     def _submitted(self, channel: str, recent: int = 2000) -> list[Turn]:
         last = self.store.last_id()
@@ -194,6 +204,7 @@ class App:
 
     def close(self) -> None:
         """Release files and databases (for use outside an event loop)."""
+        self._forget_calibration()
         self.hands.close()
         if self.docs is not None:
             self.docs.library.close()

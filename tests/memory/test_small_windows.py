@@ -423,6 +423,7 @@ async def test_a_server_that_counts_calibrates_the_estimates_at_start(tmp_path, 
             assert tokens.scale() == 1.0
     finally:
         await app.aclose()
+    assert tokens.scale() == 1.0  # the next agent of this process starts unscaled
 
 
 async def test_a_tool_not_offered_is_enabled_by_the_model_and_stays_after_a_restart(tmp_path):
