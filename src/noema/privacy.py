@@ -62,6 +62,16 @@ def with_person_umask(argv: Sequence[str]) -> list[str]:
     return ["/bin/sh", "-c", f'umask {mask:04o} && exec "$0" "$@"', *argv]
 
 
+def shell_with_person_umask(command: str) -> str:
+    """A `sh -c` command line that first sets the person's umask (unchanged when
+    the process already runs with it). On the command's own first line, so
+    the shell's messages keep their line numbers."""
+    mask = person_umask()
+    current = os.umask(mask)
+    os.umask(current)
+    return command if current == mask else f"umask {mask:04o}; {command}"
+
+
 def workspace_file_mode() -> int:
     """The mode of a new file in the person's folders."""
     return 0o666 & ~person_umask()

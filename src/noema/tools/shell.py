@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ..privacy import shell_with_person_umask
 from ..security.gitguard import GitGuard, Included, Neutralised
 from ..security.history import ChangeNote, Skipped, Version, left_out_text
 from ..security.masks import Masker, Scan
@@ -206,7 +207,7 @@ def shell_tools(
         await asyncio.to_thread(begin)
         output = Output(settings.output_cap_bytes)
         try:
-            finished = await sandbox.run(layout, command, limit, output)
+            finished = await sandbox.run(layout, shell_with_person_umask(command), limit, output)
         except asyncio.CancelledError:
             work = asyncio.ensure_future(
                 asyncio.to_thread(aftermath, ctx, command, before, included, " (cancelled)")
