@@ -1,6 +1,7 @@
 """Schedule messages read the way a person reads time: nothing is "in 0 s",
-and the small hours "at night" on a named day belong to that day's night
-(the next date), never to the night before it."""
+firings delivered together run forward in time, and the small hours "at
+night" on a named day belong to that day's night (the next date), never to
+the night before it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from noema.perception.clock import ManualClock
+from noema.perception.hub import Emitter
+from noema.perception.sensors.scheduler import SchedulerSensor
 from noema.providers.base import ToolCall
 from noema.scheduling.listing import from_now, schedule_lines
 from noema.scheduling.phrases import resolve_when
@@ -24,7 +28,8 @@ NOW = datetime(2026, 3, 26, 12, 0, tzinfo=MADRID)  # a Thursday, noon
 
 @pytest.mark.parametrize("moment, said", [
     (0.0, "in less than a second"), (0.4, "in less than a second"),
-    (-0.4, "less than a second ago"), (1.0, "in 1 s"), (-75, "1 min 15 s ago"),
+    (-0.4, "less than a second ago"), (1.0, "in 1 s"), (0.9999997, "in 1.0 s"),
+    (-75, "1 min 15 s ago"),
     (3600, "in 1 h"),
 ])
 def test_from_now_never_says_zero(moment, said):
@@ -44,7 +49,7 @@ def test_an_alarm_due_this_very_second_is_listed_without_zero_seconds():
 
     set_text = asyncio.run(call("schedule_alarm", reason="tea", when="in 0.3 seconds"))
     assert "in less than a second: tea" in set_text and " 0.3 s" not in set_text
-    for later in (0.3, 0.0):  # due now, and a hair before
+    for later in (0.3, 0.1):  # due now, and a hair after
         clock[0] += later
         listed = schedule_lines(store.active(), clock[0])
         assert "in 0 s" not in listed and "0.0 s" not in listed
@@ -72,3 +77,29 @@ def test_the_small_hours_of_a_named_night_fall_on_the_next_date(phrase, expected
 def test_in_the_small_hours_tonight_is_the_night_already_begun():
     one_am = datetime(2026, 3, 26, 1, 0, tzinfo=MADRID)
     assert resolve_when("tonight at 2", one_am).at.isoformat() == "2026-03-26T02:00:00+01:00"
+
+
+class _Stop(Exception):
+    pass
+
+
+async def test_firings_due_together_are_emitted_oldest_first():
+    """Schedules numbered against their times (#1 due last) fire in time order,
+    so a delivery of them spans forward: 07:00–09:00, never 09:00–07:00."""
+    now = datetime(2026, 3, 27, 15, 30, tzinfo=MADRID).timestamp()
+    clock = ManualClock(now)
+    store = ScheduleStore(":memory:")
+    for hour in (9, 8, 7):
+        store.add_alarm(f"at {hour}", datetime(2026, 3, 27, hour, tzinfo=MADRID).timestamp(),
+                        rule="x", zone="Europe/Madrid", now=now - 86400)
+    events: list = []
+
+    async def sleep(seconds: float) -> None:
+        raise _Stop
+
+    sensor = SchedulerSensor(store, clock=clock, sleep=sleep)
+    with pytest.raises(_Stop):
+        await sensor.run(Emitter(sensor.info.channel, clock, events.append))
+    assert [e.payload["schedule_id"] for e in events] == [3, 2, 1]
+    times = [e.occurred_at for e in events]
+    assert times == sorted(times)

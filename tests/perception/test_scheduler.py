@@ -325,7 +325,7 @@ async def test_missed_firings_fire_once_on_start_marked_late(store) -> None:
                         zone="Europe/Madrid", now=at(2026, 3, 20, 12, 0))
     events = await run_until(SchedulerSensor(store, clock=clock), clock, clock() + 60)
     assert len(events) == 2
-    alarm_event, recurring_event = events
+    recurring_event, alarm_event = events  # oldest due first: 08:30, then 09:00
     assert "It fires 6 h 30 min late" in alarm_event.text
     assert alarm_event.payload["late_seconds"] == 6.5 * H
     assert recurring_event.payload["count"] == 5  # Monday 23 to Friday 27

@@ -92,10 +92,11 @@ class SchedulerSensor:
             mine = [s for s in self._store.candidates(now - RECHECK_ENDED)
                     if s.urgency is self._urgency]
             places = {s.id: places[s.id] for s in mine if s.id in places}
-            for schedule in mine:
-                firing = due_firing(schedule, self._place(schedule, places), now)
-                if firing is None:
-                    continue
+            due = [(firing, schedule) for schedule in mine
+                   if (firing := due_firing(schedule, self._place(schedule, places), now))]
+            # The oldest due first: a delivery of several runs forward in time,
+            # never "09:00–08:30" when a later-numbered schedule was due earlier.
+            for firing, schedule in sorted(due, key=lambda pair: pair[0].due_at):
                 places[schedule.id] = firing.due_at
                 self._save(places)  # before the event: the archive commits both together
                 # A schedule outside words asked for speaks as an outsider when
