@@ -86,10 +86,12 @@ def provider_for(server: LlamaServer, **fields):
     return build_provider(settings, {})
 
 
-def leave(chat: pexpect.spawn) -> str:
+def leave(chat: pexpect.spawn, home: Path) -> str:
+    """Quit the chat; everything it showed."""
     chat.sendline("/quit")
     chat.expect(pexpect.EOF)
-    return chat.before or ""
+    chat.logfile_read.close()
+    return (home / "chat.log").read_text(errors="replace")
 
 
 @pytest.mark.timeout(600)
@@ -110,10 +112,10 @@ def test_a_conversation_through_noema_chat_and_stop_cutting_its_stream(
         chat.sendline("/stop")
         chat.expect(r"\(stopped\)")
         chat.expect("you> ")
-        rest = leave(chat)
+        shown = leave(chat, tmp_path)
     finally:
         chat.close(force=True)
-    assert "Traceback" not in rest and "! " not in rest
+    assert "Traceback" not in shown and not re.search(r"^! ", shown, re.M)  # no error line
     answers = [t for t in stored(tmp_path) if t.kind is TurnKind.ASSISTANT]
     # The server answers a request that offers tools with nothing when its
     # model picks words; asked again without them, it gives these words.
@@ -140,10 +142,10 @@ def test_a_real_tool_call_runs_as_a_versioned_write(llama_server: LlamaServer, t
         chat.sendline("Use file_write to write hello to notes.txt.")
         chat.expect(r"file_write\(")
         chat.expect("you> ")
-        rest = leave(chat)
+        shown = leave(chat, tmp_path)
     finally:
         chat.close(force=True)
-    assert "Traceback" not in rest
+    assert "Traceback" not in shown and not re.search(r"^! ", shown, re.M)
     turns = stored(tmp_path)
     calls = [t for t in turns if t.kind is TurnKind.TOOL_CALL and t.tool_name == "file_write"]
     assert calls, "the model made no file_write call"
