@@ -200,3 +200,21 @@ def test_the_save_point_model_left_unset_is_the_model_above(page, live, files):
     chronicler.get_by_role("button", name="Save model for save points").click()
     expect(chronicler.locator(".outcome")).to_have_text("Nothing changed.")
     assert "chronicler" not in config.read_text()
+
+
+def test_a_bad_value_in_the_file_is_shown_beside_its_field_and_fixed_there(page, live, files):
+    config, _ = files
+    config.write_text(config.read_text() + "\n[cycle]\nmax_steps = 0\n")
+    page.goto(f"{live.base}/settings")
+    expect(page.locator("main > p.error")).to_contain_text("the agent will not start until")
+    section = page.locator("#section-cycle")
+    problem = section.locator('.field[data-key="cycle.max_steps"] .problem')
+    expect(problem).to_be_visible()
+    expect(problem).to_contain_text("cycle.max_steps: Input should be greater than or equal to 1")
+    expect(section.locator('[name="cycle.max_steps"]')).to_have_value("0")  # as the file has it
+    section.locator('[name="cycle.max_steps"]').fill("12")
+    section.get_by_role("button", name="Save work on one message").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: cycle.max_steps")
+    assert "max_steps = 12" in config.read_text()
+    page.reload()
+    expect(page.locator("main > p.error")).to_have_count(0)

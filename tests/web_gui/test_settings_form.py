@@ -136,3 +136,24 @@ async def test_a_kept_key_goes_only_to_the_address_it_is_kept_for(paths):
         # The fake records only what passed its key check: the address the key was not
         # kept for was asked without it (refused above), the others with it.
         assert [r.headers.get("authorization") for r in server.requests] == [f"Bearer {KEY}"] * 2
+
+
+def test_a_file_with_a_bad_value_is_still_shown_and_fixed_from_its_section(paths):
+    from noema.config import ConfigError
+    from noema.interfaces.web.settings import read
+
+    paths.config_file.write_text("[cycle]\nmax_steps = 0  # too few\n[shell]\ntimeout_s = 5\n")
+    with pytest.raises(ConfigError):
+        load_config(paths)
+    reading = read(paths)
+    assert reading.wrong == {"cycle.max_steps": "0"}  # set aside, shown as the file has it
+    assert reading.config.shell.timeout_s == 5  # the rest as the file says
+    assert any(p.startswith("cycle.max_steps:") for p in reading.problems)
+    cycle = next(s for s in form(reading.config, wrong=reading.wrong) if s.key == "cycle")
+    assert cycle.by_key()["cycle.max_steps"].value == "0"
+    with pytest.raises(SaveRefused) as refused:  # another section cannot be saved over it…
+        save_section(paths, "shell", {"shell.timeout_s": "7"})
+    assert "cycle.max_steps" in str(refused.value)
+    save_section(paths, "cycle", {"cycle.max_steps": "12"})  # …its own fixes it
+    assert load_config(paths).cycle.max_steps == 12
+    assert "# too few" in paths.config_file.read_text()

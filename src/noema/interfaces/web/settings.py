@@ -22,7 +22,7 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,10 +162,20 @@ class SaveRefused(ValueError):
 # -- the form -------------------------------------------------------------------
 
 
-def form(config: Config, secrets: Mapping[str, str] | None = None) -> list[FormSection]:
+def form(config: Config, secrets: Mapping[str, str] | None = None,
+         wrong: Mapping[str, str] | None = None) -> list[FormSection]:
     """The sections in the order of `HEADINGS`, then any other table of `Config`.
-    `secrets` (names and values) only says whether a model's key is present."""
-    secrets = {} if secrets is None else secrets
+    `secrets` (names and values) only says whether a model's key is present;
+    `wrong` holds values set aside as bad, shown in their fields as the file has them."""
+    sections = _sections(config, {} if secrets is None else secrets)
+    if not wrong:
+        return sections
+    return [FormSection(s.key, s.title, s.intro, [
+        replace(f, value=wrong[f.key], checked=wrong[f.key] == "true") if f.key in wrong else f
+        for f in s.fields], s.provider) for s in sections]
+
+
+def _sections(config: Config, secrets: Mapping[str, str]) -> list[FormSection]:
     sections = {role_key: _model_section(role_key, getattr(config.models, role_key[7:]), secrets)
                 for role_key in ("models.reasoning", "models.chronicler")}
     for name, info in Config.model_fields.items():
@@ -333,6 +343,54 @@ def current(paths: AgentPaths) -> Config:
     return configuration.load_config(paths)
 
 
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """The configuration as far as it can be read: what the forms show."""
+
+    config: Config
+    problems: tuple[str, ...] = ()  # why the file cannot be used as it is
+    wrong: Mapping[str, str] = field(default_factory=dict)  # dotted key -> its value in the file
+
+
+def read(paths: AgentPaths) -> Reading:
+    """The configuration, or when the file has bad values, the rest of it with
+    those values set aside (shown as the file has them, beside their problems),
+    so the page can still fix them. ConfigError when even that is impossible
+    (the file is not TOML)."""
+    import pydantic
+
+    try:
+        return Reading(current(paths))
+    except ConfigError as exc:
+        problems = tuple(exc.problems)
+    data: Any = configuration.read_config_file(paths.config_file)
+    wrong: dict[str, str] = {}
+    for _ in range(50):  # each pass sets aside what the last one found wrong
+        try:
+            return Reading(Config.model_validate(data), problems, wrong)
+        except pydantic.ValidationError as exc:
+            for error in exc.errors():
+                loc = [p for p in error["loc"] if not str(p).startswith("function-")]
+                data = _set_aside(data, loc, wrong)
+    raise ConfigError(str(paths.config_file), list(problems))
+
+
+def _set_aside(data: Any, loc: list, wrong: dict[str, str]) -> Any:
+    """`data` without the value at `loc` (the nearest table that holds it), its
+    text kept in `wrong` under its dotted key."""
+    for depth in range(len(loc), 0, -1):
+        holder: Any = data
+        for part in loc[:depth - 1]:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        leaf = loc[depth - 1]
+        if isinstance(holder, dict) and leaf in holder:
+            value = holder.pop(leaf)
+            key = ".".join(str(p) for p in loc[:depth])
+            wrong[key] = value if isinstance(value, str) else _toml(value)
+            return data
+    raise ValueError(f"nothing at {loc} to set aside")
+
+
 # -- saving a section -------------------------------------------------------------
 
 
@@ -365,8 +423,8 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     provider of the save-point model means "the model above", and `key` is
     kept in secrets.toml under the choice's variable. SaveRefused says what is
     wrong next to each field; then nothing is written."""
-    config = current(paths)
-    sections = {s.key: s for s in form(config)}
+    reading = read(paths)
+    sections = {s.key: s for s in form(reading.config, wrong=reading.wrong)}
     section = sections.get(section_key)
     if section is None:
         raise SaveRefused({"": [f"there is no section {section_key!r}; the sections: "
@@ -411,7 +469,7 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
         try:
             configuration.set_values(paths, pairs, unfinished=False, remove=remove)
         except ConfigError as exc:
-            raise SaveRefused(_by_field(exc.problems, fields, section_key)) from None
+            raise SaveRefused(by_field(exc.problems, fields)) from None
     if secret is not None:
         configuration.write_secret(paths, secret, key.strip())
     return Saved(tuple(k for k, _ in pairs) + tuple(remove), secret)
@@ -487,8 +545,7 @@ def _secret_name(section: FormSection, values: Mapping[str, str], key: str) -> s
     return name
 
 
-def _by_field(problems: list[str], fields: Mapping[str, FormField],
-              section_key: str) -> dict[str, list[str]]:
+def by_field(problems: list[str], fields: Mapping[str, FormField]) -> dict[str, list[str]]:
     """Each problem beside the field whose key it names, the rest for the section."""
     found: dict[str, list[str]] = {}
     for problem in problems:

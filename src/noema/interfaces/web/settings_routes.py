@@ -18,17 +18,25 @@ from .context import BadRequest, context_of, error, json_body, page, text_field
 
 async def settings_page(request: Request) -> Response:
     web = context_of(request)
+    problems: dict[str, list[str]] = {}
     try:
-        config = settings_form.current(web.paths)
+        reading = settings_form.read(web.paths)
         secrets = configuration.read_secrets_file(web.paths.secrets_file)
-        sections, problem = settings_form.form(config, secrets), None
+        sections = settings_form.form(reading.config, secrets, reading.wrong)
+        problem = None
+        if reading.problems:  # shown beside their fields, so they can be fixed here
+            problem = (f"{web.paths.config_file} has problems; the agent will not start until "
+                       "they are fixed. Each is shown beside its field below.")
+            fields = {f.key: f for s in sections for f in s.fields}
+            problems = settings_form.by_field(list(reading.problems), fields)
     except ConfigError as exc:
         sections, problem = [], str(exc)
     kinds = {name: spec.kind.value for name, spec in PROVIDERS.items()}
     addresses = {name: spec.base_url or "" for name, spec in PROVIDERS.items()}
     return page(request, "settings.html", page="settings", sections=sections,
                 problem=problem, config_file=str(web.paths.config_file),
-                secrets_file=str(web.paths.secrets_file), kinds=kinds, addresses=addresses)
+                secrets_file=str(web.paths.secrets_file), kinds=kinds, addresses=addresses,
+                problems=problems)
 
 
 async def save_section(request: Request) -> Response:
