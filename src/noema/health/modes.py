@@ -35,10 +35,6 @@ class Loose:
     mode: int  # the permission bits as found
     folder: bool
 
-    @property
-    def tightened(self) -> int:
-        return self.mode & ~_OTHERS
-
 
 @dataclass(frozen=True, slots=True)
 class Tightening:

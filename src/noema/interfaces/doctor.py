@@ -69,7 +69,6 @@ class Finding:
     absent: bool = False  # not created yet, which is fine
     lost: bool = False  # an empty or missing turn store of an agent that has run
     unchecked: bool = False  # the check itself could not run (a full disk)
-    loose: tuple[modes.Loose, ...] = ()  # MODES: what other users may read
 
     @property
     def healthy(self) -> bool:
@@ -108,7 +107,7 @@ def _modes(paths: AgentPaths) -> Finding:
         return Finding(paths.root, Kind.MODES)
     problem = (f"{modes.describe(loose, paths.root)}: their modes let other users of this "
                "machine in")
-    return Finding(paths.root, Kind.MODES, (problem,), loose=loose)
+    return Finding(paths.root, Kind.MODES, (problem,))
 
 
 def report(findings: list[Finding], paths: AgentPaths) -> str:
