@@ -7,12 +7,9 @@ take the same request; they differ in what they send back at the edges
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 import openai
@@ -33,6 +30,7 @@ from .base import (
     ToolSpec,
     Usage,
 )
+from .counting import TOKENIZER_ROUTES, TokenizerRoute, Traffic, server_root
 from .endpoint import Endpoint
 from .failures import (
     Failure,
@@ -264,39 +262,6 @@ def _broke_after_headers(exc: BaseException) -> bool:
 _WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
 
 
-class _Traffic:
-    """Answers may run together; a count runs alone (see `count_tokens`)."""
-
-    def __init__(self) -> None:
-        self._answers = 0
-        self._counting = False
-        self._changed = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def answering(self) -> AsyncIterator[None]:
-        async with self._changed:
-            await self._changed.wait_for(lambda: not self._counting)
-            self._answers += 1
-        try:
-            yield
-        finally:
-            async with self._changed:
-                self._answers -= 1
-                self._changed.notify_all()
-
-    @contextlib.asynccontextmanager
-    async def counting(self) -> AsyncIterator[None]:
-        async with self._changed:
-            await self._changed.wait_for(lambda: not self._counting and not self._answers)
-            self._counting = True
-        try:
-            yield
-        finally:
-            async with self._changed:
-                self._counting = False
-                self._changed.notify_all()
-
-
 class _NothingSaid(Exception):
     """An answer that ended without words or a call (`finish`: its reason)."""
 
@@ -368,9 +333,9 @@ class OpenAICompatProvider:
             timeout=endpoint.timeout(),
             max_retries=0,  # ours is the only retry policy
         )
-        self._tokenizer: _Tokenizer | None = None
+        self._tokenizer: TokenizerRoute | None = None
         self._tokenizer_probed = False
-        self._traffic = _Traffic()
+        self._traffic = Traffic()
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -533,7 +498,7 @@ class OpenAICompatProvider:
     async def _find_tokenizer(self, sample: str) -> int | None:
         """Tries each known route on `sample`; the count from the one that answers.
         A server that could not be reached is asked again next time."""
-        for tokenizer in _TOKENIZERS:
+        for tokenizer in TOKENIZER_ROUTES:
             try:
                 count = await self._count_with(tokenizer, sample)
             except (BadRequest, ModelNotFound):
@@ -543,7 +508,7 @@ class OpenAICompatProvider:
         self._tokenizer_probed = True
         return None
 
-    async def _count_with(self, tokenizer: _Tokenizer, text: str) -> int:
+    async def _count_with(self, tokenizer: TokenizerRoute, text: str) -> int:
         answer = await self._ask("post", tokenizer.path, tokenizer.body(text, self.model))
         count = tokenizer.count(answer)
         if count is None:
@@ -555,7 +520,7 @@ class OpenAICompatProvider:
     async def _ask(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """One JSON request beside the chat endpoint (a path from the server's
         root, not under /v1), tried once: a count can wait for the next time."""
-        url = _server_root(self.endpoint.base_url) + path
+        url = server_root(self.endpoint.base_url) + path
         options: Any = {"security": {"bearer_auth": True}}
         try:
             if method == "get":
@@ -570,37 +535,3 @@ class OpenAICompatProvider:
     async def aclose(self) -> None:
         """Release the connection pool."""
         await self._client.close()
-
-
-@dataclass(frozen=True, slots=True)
-class _Tokenizer:
-    """One server's tokenize route: where, what to send, where the count is."""
-
-    path: str
-    body: Callable[[str, str], dict[str, Any]]
-    count: Callable[[Any], int | None]
-
-
-def _count_field(answer: Any) -> int | None:
-    value = answer.get("count") if isinstance(answer, dict) else None
-    return value if isinstance(value, int) and value >= 0 else None
-
-
-def _tokens_field(answer: Any) -> int | None:
-    tokens = answer.get("tokens") if isinstance(answer, dict) else None
-    return len(tokens) if isinstance(tokens, list) else None
-
-
-_TOKENIZERS = (
-    # llama.cpp's server: the text alone, without the special tokens a chat adds.
-    _Tokenizer("/tokenize", lambda text, model: {"content": text}, _tokens_field),
-    # llama.cpp's Python server counts without sending the tokens back.
-    _Tokenizer("/extras/tokenize/count", lambda text, model: {"input": text, "model": model},
-               _count_field),
-)
-
-
-def _server_root(base_url: str) -> str:
-    """`http://host:8080/v1` → `http://host:8080`: where a server's own routes are."""
-    root = base_url.rstrip("/")
-    return root.removesuffix("/v1")
