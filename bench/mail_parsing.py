@@ -199,9 +199,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--imap", action="store_true", help="also fetch over a real Dovecot")
     parser.add_argument("--only", choices=CASES, help="one case only")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the small nested case only, to check that the script runs")
     options = parser.parse_args()
+    chosen = ("nested",) if options.smoke else (options.only,) if options.only else CASES
     with tempfile.TemporaryDirectory() as folder:
-        for case in (options.only,) if options.only else CASES:
+        for case in chosen:
             raw = make(case)
             path = Path(folder) / f"{case}.eml"
             path.write_bytes(raw)
