@@ -218,3 +218,36 @@ def test_a_bad_value_in_the_file_is_shown_beside_its_field_and_fixed_there(page,
     assert "max_steps = 12" in config.read_text()
     page.reload()
     expect(page.locator("main > p.error")).to_have_count(0)
+
+
+def test_the_folders_the_agent_may_touch_are_rows_of_a_folder_and_its_mode(page, live, files,
+                                                                           tmp_path):
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    section = page.locator("#section-files")
+    rows = section.locator(".roots .root")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator(".root-path")).to_have_value("~/noema-workspace")  # the default
+    section.get_by_role("button", name="Add a folder").click()
+    rows.nth(1).locator(".root-path").fill(str(tmp_path / "notes"))
+    rows.nth(1).locator(".root-mode").select_option("read-only")
+    section.scroll_into_view_if_needed()
+    screenshot(page, "settings-files", full_page=False)
+    section.get_by_role("button", name="Save files the agent may touch").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: files.roots")
+    from noema.config import load_config
+
+    roots = load_config(live.paths).files.roots
+    assert [(str(r.path), r.mode) for r in roots] == [
+        ("~/noema-workspace", "read-write"), (str(tmp_path / "notes"), "read-only")]
+
+    page.reload()
+    expect(rows).to_have_count(2)
+    rows.nth(1).locator(".root-path").fill(".")  # no folder at all: refused beside the field
+    section.get_by_role("button", name="Save files the agent may touch").click()
+    expect(section.locator('.field[data-key="files.roots"] .problem')).to_contain_text(
+        "files.roots.1.path")
+    rows.nth(1).get_by_role("button", name="Remove").click()
+    section.get_by_role("button", name="Save files the agent may touch").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: files.roots")
+    assert len(load_config(live.paths).files.roots) == 1

@@ -120,6 +120,7 @@ class FormField:
     quoted: bool = False  # its value is text: written as a TOML string, whatever it looks like
     common: bool = True  # shown first; False: folded away under "More settings"
     kinds: tuple[str, ...] = ()  # model sections: the provider kinds that read it (() all)
+    items: tuple[tuple[str, str], ...] = ()  # "roots": each folder and its mode
 
     @property
     def leaf(self) -> str:
@@ -193,8 +194,7 @@ def _sections(config: Config, secrets: Mapping[str, str]) -> list[FormSection]:
 
 
 def _folded(f: FormField) -> FormField:
-    return FormField(f.key, f.label, f.widget, f.value, f.choices, f.help, f.checked, f.quoted,
-                     common=False, kinds=f.kinds)
+    return replace(f, common=False)
 
 
 def _model_section(key: str, settings: ModelSettings | None,
@@ -222,8 +222,7 @@ def _model_section(key: str, settings: ModelSettings | None,
 
 def _for_kinds(item: FormField, name: str) -> FormField:
     kinds = tuple(k.value for k in _MODEL_KINDS.get(name, ()))
-    return FormField(item.key, item.label, item.widget, item.value, item.choices, item.help,
-                     item.checked, item.quoted, name in _MODEL_COMMON, kinds)
+    return replace(item, common=name in _MODEL_COMMON, kinds=kinds)
 
 
 def _key_field(key: str, settings: ModelSettings | None,
@@ -248,7 +247,11 @@ def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
         if nested is not None:
             yield from _fields(nested, current, key)
             continue
-        yield _field(key, name, info.annotation, current, info.description or "")
+        item = _field(key, name, info.annotation, current, info.description or "")
+        if key == "files.roots":  # a list of folders, edited as one row each
+            item = replace(item, widget="roots", items=tuple(
+                (str(root.path), str(root.mode)) for root in current or ()))
+        yield item
 
 
 # Names whose words alone would not say what they hold.
@@ -477,7 +480,7 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
 
 def _same(item: FormField, raw: str) -> bool:
     """Whether the form holds what the field showed (90 is 90.0; text is text)."""
-    if item.quoted or item.widget == "toml":
+    if item.quoted or item.widget in ("toml", "roots"):
         return raw.strip() == item.value.strip()
     return configuration.parse_value(raw.strip()) == configuration.parse_value(item.value)
 

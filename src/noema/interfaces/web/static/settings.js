@@ -128,6 +128,36 @@ const settings = {
     if (note) out.append(noema.el("span", "muted", ` ${note}.`));
   },
 
+  // The folders' rows as the TOML list `config set` reads (text as TOML basic strings).
+  rootsValue(box) {
+    const text = (s) => JSON.stringify(s).replace(/\u007f/g, "\\u007F");
+    const rows = [...box.querySelectorAll(".root")]
+      .filter((row) => row.querySelector(".root-path").value.trim())
+      .map((row) => `{ path = ${text(row.querySelector(".root-path").value.trim())}, ` +
+                    `mode = ${text(row.querySelector(".root-mode").value)} }`);
+    return `[${rows.join(", ")}]`;
+  },
+
+  addRoot(box) {
+    const row = noema.el("div", "root");
+    const path = noema.el("input", "root-path");
+    path.type = "text";
+    path.setAttribute("aria-label", "Folder");
+    path.placeholder = "~/projects";
+    const mode = noema.el("select", "root-mode");
+    mode.setAttribute("aria-label", "What the agent may do there");
+    for (const name of ["read-write", "read-only"]) {
+      const option = noema.el("option", "", name);
+      option.value = name;
+      mode.append(option);
+    }
+    const remove = noema.el("button", "remove-root", "Remove");
+    remove.type = "button";
+    row.append(path, mode, remove);
+    box.insertBefore(row, box.querySelector(".add-root"));
+    path.focus();
+  },
+
   clear(form) {
     for (const node of form.querySelectorAll(".problem")) {
       node.hidden = true;
@@ -155,6 +185,9 @@ const settings = {
   async save(event) {
     event.preventDefault();
     const form = event.currentTarget;
+    for (const box of form.querySelectorAll(".roots")) {
+      box.closest(".field").querySelector(".roots-value").value = settings.rootsValue(box);
+    }
     const values = {};
     let key = "";
     for (const input of form.querySelectorAll("[name]")) {
@@ -195,6 +228,12 @@ const settings = {
 document.addEventListener("DOMContentLoaded", () => {
   const source = document.getElementById("provider-kinds");
   if (source) settings.providers = JSON.parse(source.textContent);
+  for (const box of document.querySelectorAll(".roots")) {
+    box.addEventListener("click", (event) => {
+      if (event.target.matches(".add-root")) settings.addRoot(box);
+      if (event.target.matches(".remove-root")) event.target.closest(".root").remove();
+    });
+  }
   for (const form of document.querySelectorAll("form.section-form")) {
     form.addEventListener("submit", settings.save);
     const provider = form.querySelector("select[name$='.provider']");
