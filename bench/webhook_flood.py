@@ -74,5 +74,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--slow", type=int, default=200)
     parser.add_argument("--posts", type=int, default=200)
+    parser.add_argument("--smoke", action="store_true", help="20 slow clients and 20 posts")
     args = parser.parse_args()
+    if args.smoke:
+        args.slow, args.posts = 20, 20
     asyncio.run(main(args.slow, args.posts))
