@@ -105,10 +105,10 @@ class App:
 
     async def ask_away(self, request: ApprovalRequest) -> bool:
         """Ask the person on their own channels, for when no interface is
-        attached: the first channel that can ask (Telegram's buttons). Raises
-        ToolError when none can; unanswered within
-        `[autonomy] approval_timeout_s`, the answer is no."""
-        for channel in self.channels:
+        attached: the first channel that can ask (Telegram's buttons, then a
+        mail the person replies to). Raises ToolError when none can; unanswered
+        within `[autonomy] approval_timeout_s`, the answer is no."""
+        for channel in sorted(self.channels, key=lambda c: getattr(c, "ask_order", 0)):
             ask = getattr(channel, "ask", None)
             if ask is None:
                 continue
@@ -119,8 +119,8 @@ class App:
         raise ToolError(
             f"{request.tool} needs the person's approval, but no interface is attached and "
             "no channel of the person's can ask them (a Telegram chat can: [telegram] "
-            "chat_ids), so it was not run. Tell the person what you wanted to do; they can "
-            "approve it when they attach.")
+            "chat_ids; so can mail: [mail] allow_from), so it was not run. Tell the person "
+            "what you wanted to do; they can approve it when they attach.")
 
     def attach_approver(self, approver: Approver | None) -> None:
         """Who is asked when a tool's autonomy level is `ask`."""

@@ -1,4 +1,5 @@
-"""The mail channel: the inbox sensor, the tools, and answers by mail.
+"""The mail channel: the inbox sensor, the tools, answers by mail, and
+questions to the person by mail when no interface is attached (`approvals.py`).
 
 An answer to the person's mail goes back in its thread, once: the whole
 message is written to the outbox before it is sent and marked sent after.
@@ -18,7 +19,9 @@ from ...perception.hub import Bookmark, Sensor
 from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
 from ..state_file import open_state
+from ...security.approvals import ApprovalRequest
 from .access import Account
+from .approvals import MailApprovals
 from .compose import Thread, compose
 from .intake import CHANNEL, PersonIntake
 from .message import Mail
@@ -37,6 +40,8 @@ class MailChannel:
     """One mail account as a channel of the agent."""
 
     name = CHANNEL
+    # Asked after a channel whose answers are one press (Telegram's buttons).
+    ask_order = 1
 
     def __init__(self, settings: MailSettings, ctx: ChannelContext) -> None:
         self.settings = settings
@@ -45,9 +50,10 @@ class MailChannel:
         self.state = _open_state(ctx)
         self.intake = PersonIntake(self.state, settings.max_body_chars, self._remember)
         self.unread = UnreadOutlet(settings.folder, self._bookmark(UNREAD_CHANNEL))
+        self.approvals = MailApprovals(settings, self.state, self._send_now)
         self.sensor = InboxSensor(settings, self.account.connect,
                                   self._bookmark(f"email:{settings.folder}"), self.intake,
-                                  self.unread, notice=ctx.notice)
+                                  self.unread, notice=ctx.notice, approvals=self.approvals)
         self._tools = MailTools(self.account, self.state, ctx.delimiter, ctx.hands.policy,
                                 ctx.hands.versions, ctx.hands.gate).tools()
         self._sending = asyncio.Lock()
@@ -110,6 +116,24 @@ class MailChannel:
             log.info("answer turn %d sent by mail to %s", current.answer_id,
                      ", ".join(current.recipients))
 
+    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
+        """Ask the person by mail (see `approvals.py`). RuntimeError when mail
+        cannot ask now: no password, no address of the person's, or an inbox
+        not being read (the answer could not be heard)."""
+        if self.account.problem:
+            raise RuntimeError(self.account.problem)
+        if not self.settings.allow_from:
+            raise RuntimeError("[mail] allow_from names none of the person's addresses")
+        health = self.sensor.health
+        if health.state != "connected":
+            raise RuntimeError(f"the inbox is not being read ({health.state}"
+                               + (f": {health.detail}" if health.detail else "") + ")")
+        return await self.approvals.ask(request, timeout)
+
+    async def _send_now(self, message: bytes, recipients: tuple[str, ...]) -> None:
+        await send(self.settings, self.account.password, message, self.settings.own_address,
+                   recipients)
+
     def view(self) -> ChannelView:
         problem = self.account.problem
         if problem:
@@ -118,9 +142,13 @@ class MailChannel:
         detail = health.detail
         if self.sensor.forged_own:
             detail += f" · {self.sensor.forged_own} forged from its own address"
+        if self.approvals.foreign:
+            detail += (f" · {self.approvals.foreign} replies to its questions not from "
+                       "the person")
         return ChannelView(name=self.name, state=health.state, detail=detail)
 
     async def aclose(self) -> None:
+        await self.approvals.aclose()
         await self.account.aclose()
         self.state.close()
 

@@ -6,7 +6,9 @@ events emitted before it, so after a `kill -9` the mails whose events were
 lost are read again and the others are not. The place is saved before a
 mail's event is emitted. The person's mails go to the desk instead, exactly
 once through `PersonIntake`'s own record; they may be seen again after a
-crash and are then recognised, not resubmitted.
+crash and are then recognised, not resubmitted. A reply to one of the
+agent's questions goes to `MailApprovals` first: the person's answer is
+taken there and never reaches the desk.
 
 **A new start.** With no place yet, or when the server's UIDVALIDITY has
 changed (the folder was rebuilt and its UIDs mean other mails), the sensor
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 
 from ...perception.events import Nature, SensorInfo
 from ...perception.hub import Bookmark, Emitter
+from .approvals import MailApprovals, Route
 from .authresults import Verdict
 from .imap import Fetched, Folder, ImapConnection, MailServerError
 from .intake import PersonIntake
@@ -132,9 +135,11 @@ class InboxSensor:
     def __init__(self, settings: MailSettings, connect: Connect, bookmark: Bookmark,
                  intake: PersonIntake, unread: UnreadOutlet, *,
                  notice: Callable[[str], None] = lambda line: None,
+                 approvals: MailApprovals | None = None,
                  backoff: tuple[float, float] = (1.0, 300.0),
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.settings = settings
+        self._approvals = approvals  # replies to its questions are answers, never turns
         self._connect = connect
         self._bookmark = bookmark
         self._intake = intake
@@ -283,7 +288,18 @@ class InboxSensor:
         robot = automatic(message)
         replay = before is not None and before[1] != here
         state.record_message(mail.message_id, "received", here)
-        if verdict.person and robot is None and not replay:
+        route = (self._approvals.route(mail, message, here, verdict, robot, replay)
+                 if self._approvals is not None else Route.NONE)
+        if route is Route.SETTLED:  # the person answered a question: not their turn
+            self._save(folder, item.uid)
+            if "\\Seen" not in item.flags:
+                await connection.mark_seen(item.uid)
+            return
+        if route is Route.FOREIGN:
+            notes.append("It replies to the agent's approval question, but only the person's "
+                         "own mail, vouched for by their server, can answer one: it settled "
+                         "nothing. Outside data.")
+        elif verdict.person and robot is None and not replay:
             self._intake.take(mail, folder.name, folder.uidvalidity, verdict.authenticated)
             self._save(folder, item.uid)
             if "\\Seen" not in item.flags:
