@@ -26,9 +26,10 @@ they are told in one short mail, and the question stays open (it still
 expires as a refusal). A reply to a question already closed (answered,
 expired, withdrawn, or asked before a restart) is refused and told so.
 
-An answer is never the person's turn. Each reply is marked handled in the
-channel's file before anything is done with it, so one seen again after a
-restart is passed over. A question nobody answers expires as a refusal and
+An answer is never the person's turn. Each reply of the person's is marked
+handled in the channel's file before anything is done with it, so one seen
+again after a restart is passed over (anyone else's is an event, which the
+sensor's place already keeps from being announced twice). A question nobody answers expires as a refusal and
 sends nothing more: the question said when it would, and a late reply is
 told.
 """
