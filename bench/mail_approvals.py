@@ -1,0 +1,125 @@
+"""Approvals by mail: from the agent asking to the question at the SMTP relay,
+and from the person's reply accepted by Dovecot to the question settled.
+
+The tests' own Dovecot and SMTP relay on 127.0.0.1 and the whole agent built
+by `build_app`; each round asks what the gate would ask with no interface
+attached (`App.ask_away`), waits for the question's envelope at the relay,
+delivers the person's authenticated "yes" in its thread with dovecot-lda and
+stops the clock when the question returns True. The first figure holds a
+run of dovecot-lda (the relay delivers into the person's mailbox before it
+answers); the second, Dovecot's own wait before its IDLE push (about 0.5 s;
+see mail_latency.py).
+
+Prints figures; asserts nothing.
+
+    .venv/bin/python bench/mail_approvals.py [--questions 20] [--smoke]
+
+`--smoke` asks 3 questions: every figure once, on too few samples to trust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import email
+import email.policy
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.mail
+
+from noema.app import build_app  # noqa: E402
+from noema.channels.mail import MailSettings  # noqa: E402
+from noema.config import Config  # noqa: E402
+from noema.paths import AgentPaths  # noqa: E402
+from noema.providers.scripted import ScriptedProvider  # noqa: E402
+from noema.security.approvals import ApprovalRequest  # noqa: E402
+from noema.security.settings import FilesSettings, RootSettings  # noqa: E402
+from tests.mail.conftest import mail  # noqa: E402
+from tests.mail.servers import MAIL_DOMAIN, PASSWORD, Dovecot, SmtpRelay, available  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def measure(count: int) -> dict[str, list[float]]:
+    dovecot = Dovecot.create()
+    dovecot.start()
+    relay = SmtpRelay(dovecot)
+    relay.start()
+    agent_user, person = dovecot.new_user("agent"), dovecot.new_user("ana")
+    person_address = f"{person}@{MAIL_DOMAIN}"
+    figures: dict[str, list[float]] = {"asked": [], "answered": []}
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        paths = AgentPaths.for_agent("bench", root / "home")
+        paths.ensure()
+        paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
+        settings = MailSettings(
+            imap_host="127.0.0.1", imap_port=dovecot.port, imap_security="none",
+            smtp_host="127.0.0.1", smtp_port=relay.port, smtp_security="none",
+            username=agent_user, address=f"{agent_user}@{MAIL_DOMAIN}",
+            allow_from=(person_address,), authserv_id="127.0.0.1")
+        config = Config(files=FilesSettings(roots=(RootSettings(path=root / "ws"),)),
+                        mail=settings)
+        app = build_app(paths, config, provider=ScriptedProvider([]))
+        try:
+            await app.start()
+            [channel] = app.channels
+            looked = asyncio.Event()
+            channel.sensor.on_look = lambda looks: looked.set()
+            await asyncio.wait_for(looked.wait(), 60)
+            for n in range(count):
+                seen = len(relay.envelopes)
+                request = ApprovalRequest("shell_execute", f"command: make round-{n}",
+                                          "the autonomy level of shell_execute is 'ask'")
+                start = time.perf_counter()
+                asking = asyncio.create_task(app.ask_away(request))
+                envelopes = await asyncio.to_thread(
+                    relay.wait_for, lambda found: len(found) > seen, 60)
+                figures["asked"].append(time.perf_counter() - start)
+                question = email.message_from_bytes(envelopes[seen].data,
+                                                    policy=email.policy.default)
+                raw = mail(person_address, settings.own_address, f"Re: {question['Subject']}",
+                           "yes\n", auth=f"127.0.0.1; spf=pass smtp.mailfrom={person_address}",
+                           In_Reply_To=question["Message-ID"]).as_bytes()
+
+                def deliver(data: bytes = raw) -> float:
+                    dovecot.deliver(agent_user, data)
+                    return time.perf_counter()  # Dovecot has accepted the reply
+
+                accepted = await asyncio.to_thread(deliver)
+                assert await asyncio.wait_for(asking, 60) is True
+                figures["answered"].append(time.perf_counter() - accepted)
+        finally:
+            await app.aclose()
+            relay.stop()
+            dovecot.stop()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    problem = available()
+    if problem:
+        sys.exit(problem)
+    count = 3 if args.smoke else args.questions
+    figures = asyncio.run(measure(count))
+    print(f"approvals by mail, {count} questions (IMAP IDLE)")
+    labels = {"asked": "asked → question accepted by the relay",
+              "answered": "reply accepted by Dovecot → question settled"}
+    for name, label in labels.items():
+        ms = [1000 * v for v in figures[name]]
+        print(f"  {label}: p50 {percentile(ms, 50):.1f} ms, p99 {percentile(ms, 99):.1f} ms, "
+              f"max {max(ms):.1f} ms ({len(ms)} samples)")
+
+
+if __name__ == "__main__":
+    main()
