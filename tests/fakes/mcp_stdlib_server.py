@@ -2,8 +2,9 @@
 environment that holds nothing but Python itself.
 
 It speaks the protocol's JSON-RPC lines (initialize, the initialized
-notification, ping, tools/list, tools/call) and offers one read-only tool,
-`where`, that says which interpreter runs it. Run with `python -m` from a
+notification, ping, tools/list, tools/call) and offers two read-only tools:
+`where`, that says which interpreter runs it, and `unix_connect`, that tries
+to reach a Unix socket by its path and says what happened. Run with `python -m` from a
 folder that holds this file, or as a script.
 """
 
@@ -11,12 +12,19 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 
 TOOLS = [{
     "name": "where",
     "description": "Say which Python runs this server.",
     "inputSchema": {"type": "object", "properties": {}},
+    "annotations": {"readOnlyHint": True},
+}, {
+    "name": "unix_connect",
+    "description": "Try to connect to the Unix socket at `path`.",
+    "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}},
+                    "required": ["path"]},
     "annotations": {"readOnlyHint": True},
 }]
 
@@ -39,10 +47,24 @@ def answer(request: dict) -> dict | None:
     elif method == "tools/call" and request["params"]["name"] == "where":
         text = f"prefix={sys.prefix} executable={sys.executable} umask={_umask():04o}"
         result = {"content": [{"type": "text", "text": text}], "isError": False}
+    elif method == "tools/call" and request["params"]["name"] == "unix_connect":
+        result = {"content": [{"type": "text", "text": _connect(
+            request["params"]["arguments"]["path"])}], "isError": False}
     else:
         return {"jsonrpc": "2.0", "id": ident,
                 "error": {"code": -32601, "message": f"no method {method}"}}
     return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+def _connect(path: str) -> str:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(path)
+            sock.sendall(b"hello from the server\n")
+    except OSError as exc:
+        return f"refused: {exc}"
+    return "connected"
 
 
 def _umask() -> int:

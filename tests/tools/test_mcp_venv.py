@@ -140,3 +140,40 @@ async def test_a_program_the_sandbox_cannot_show_is_refused_with_the_read_only_f
     lent = ServerSettings(name="tools", command=str(program), sandbox=True, read_only=(fix,))
     said = await where(lent, around)  # the fix it named is the fix
     assert f"prefix={venv}" in said, said
+
+
+@sandboxed
+async def test_a_server_without_the_network_cannot_reach_a_socket_in_a_root(venv, tmp_path):
+    """The commands' system-call filter holds for tool servers too: a canary
+    listening on a Unix socket inside the workspace hears nobody."""
+    import asyncio
+    import socket as sockets
+
+    around = around_workspace(tmp_path)
+    path = tmp_path / "ws" / "canary.sock"
+    canary = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    canary.bind(str(path))
+    canary.listen(4)
+    canary.setblocking(False)
+    server = ServerSettings(name="py", command=str(venv / "bin" / "python"),
+                            args=["-m", "stdlib_mcp"], network=False)
+    servers = ToolServers(McpSettings(servers=[server]), around, SessionDelimiter.new(),
+                          AutonomySettings())
+    try:
+        await servers.start()
+        (report,) = servers.reports
+        assert report.problem is None, report.lines()
+        result = await servers.links[0].call("unix_connect", {"path": str(path)})
+        said = result.content[0].text
+    finally:
+        await servers.aclose()
+    try:
+        canary.accept()
+        heard = True
+    except BlockingIOError:
+        heard = False
+    finally:
+        canary.close()
+    await asyncio.sleep(0)
+    assert said.startswith("refused"), said
+    assert not heard  # the evidence: the canary was never reached

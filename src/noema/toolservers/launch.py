@@ -39,8 +39,13 @@ from ..security.sandbox import (
     sandbox_env,
     system_folders,
 )
+from ..security.seccomp import FilterUnavailable, program_fd
 from ..security.settings import FilesSettings, ShellSettings
 from .settings import ServerSettings, fill_secrets
+
+# The system-call filter of each sandboxed server, by name: an in-memory file
+# this process keeps open for the server's life (see `_filtered`).
+_FILTERS: dict[str, int] = {}
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
@@ -116,13 +121,37 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
             f"{exc} (or set sandbox = false for MCP server {server.name!r})"
         ) from None
     program = shutil.which(shell.bwrap_path) or shell.bwrap_path
-    argv = bwrap_argv(program, layout, with_person_umask([command, *server.args]),
-                      tmp_mb=shell.memory_mb)
+    argv = _filtered(server, bwrap_argv(program, layout,
+                                        with_person_umask([command, *server.args]),
+                                        tmp_mb=shell.memory_mb, seccomp_fd=_FILTER_FD))
     # The SDK merges its own defaults (HOME, PATH, USER...) under these; the
     # sandbox's values win, so nothing of the agent's home leaks in.
     return StdioServerParameters(
         command=argv[0], args=argv[1:], env=sandbox_env() | env, cwd=str(layout.workdir)
     )
+
+
+_FILTER_FD = 3  # where bubblewrap reads the filter, in the shell that starts it
+
+
+def _filtered(server: ServerSettings, argv: list[str]) -> list[str]:
+    """`argv` (bubblewrap reading its filter from descriptor 3) started by a
+    shell that opens the filter there. The same filter as a command's
+    (`security/seccomp.py`: no Unix sockets without the network, no setuid
+    files). The SDK starts servers with no descriptor of ours inherited, so
+    the filter is an in-memory file of this process that the shell opens by
+    its /proc path; it stays open while the server may start again."""
+    try:
+        fd = program_fd(network=server.network)
+    except FilterUnavailable as exc:
+        raise LaunchError(f"{exc} (or set sandbox = false for MCP server {server.name!r})"
+                          ) from None
+    old = _FILTERS.pop(server.name, None)
+    if old is not None:
+        os.close(old)
+    _FILTERS[server.name] = fd
+    opener = 'filter="$1"; shift; exec "$@" 3<"$filter"'
+    return ["/bin/sh", "-c", opener, "sh", f"/proc/{os.getpid()}/fd/{fd}", *argv]
 
 
 def _found_program(command: str) -> str:
