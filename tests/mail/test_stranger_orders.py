@@ -16,24 +16,12 @@ import json
 from noema.app import build_app
 from noema.config import Config
 from noema.paths import AgentPaths
-from noema.security.approvals import ApprovalRequest
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
+from tests.security.test_approvals import Person
 
 from .conftest import WAIT, mail
 from .obedient import ObedientProvider
 from .servers import PASSWORD
-
-
-class Person:
-    """Refuses (or allows) everything, and remembers what was asked."""
-
-    def __init__(self, answer: bool) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
 
 
 def orders(to: str) -> str:

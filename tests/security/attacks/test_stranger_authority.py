@@ -16,20 +16,8 @@ from noema.memory.turns import Flag, TurnKind
 from noema.perception.settings import FolderSettings, PerceptionSettings
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, call, say
-from noema.security.approvals import ApprovalRequest
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings
-
-
-class Person:
-    """Answers every question the same way and remembers what was asked."""
-
-    def __init__(self, answer: bool) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
+from tests.security.test_approvals import Person
 
 
 def obeying_model() -> ScriptedProvider:
