@@ -112,7 +112,9 @@ words does not. Each choice, and why:
   shares of 0.8, 0.7, 0.6 and 0.5 gain +1.0, +1.7, +1.7 and +2.1 points (intervals
   above zero); choosing the share by leaving one conversation out gives
   +1.2 (-0.1 to +2.6), folds picking 0.7 or 0.5, so the 0.7 measured on
-  other data stays.
+  other data stays. After 1M turns: 0.7 gains +1.8 (+0.8 to +3.1), the
+  share chosen by leaving one out +1.4 (+0.2 to +2.6); CPU p95 38 ms with
+  the query's embedding, against 33 ms without the rerank.
 
 The ranking is then refined:
 
