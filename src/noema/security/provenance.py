@@ -24,7 +24,9 @@ folding the marked turns into a save point is what ends it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..memory.turns import Flag, Turn, TurnKind
 
@@ -62,3 +64,29 @@ def _source(turn: Turn) -> str:
     if turn.kind is TurnKind.EVENT:
         return f"events from senders who are not the person (turn {turn.id})"
     return f"what {turn.tool_name or 'a tool'} read (turn {turn.id})"
+
+
+# A file the agent wrote while outside words led (with the person's yes, since
+# such a write asks) holds words that may be a stranger's: the mark travels
+# with the file as an extended attribute, so reading it later is reading
+# outside words again, after a restart too. A person's own save (editors
+# write a new file and rename it over) drops the mark with the old inode.
+_MARK = "user.noema.outside"
+
+
+def mark_outside(path: Path) -> bool:
+    """Mark a file the agent just wrote as holding outside words; False where
+    the file system keeps no extended attributes (the mark is then lost)."""
+    try:
+        os.setxattr(path, _MARK, b"1", follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def marked_outside(path: Path) -> bool:
+    """Whether a file carries the mark of `mark_outside`."""
+    try:
+        return os.getxattr(path, _MARK, follow_symlinks=False) == b"1"
+    except OSError:
+        return False

@@ -20,10 +20,11 @@ from dataclasses import replace
 from ..security import fsafe
 from ..security.history import ChangeNote, Recorded, Skipped, Version, left_out_text
 from ..security.policy import Access, AccessPolicy, Target
+from ..security.provenance import mark_outside, marked_outside
 from ..security.settings import FilesSettings
 from ..security.versions import Versions
 from . import file_search, unidiff
-from .registry import Tool, ToolContext, ToolError, tool
+from .registry import Tool, ToolContext, ToolError, ToolResult, tool
 
 
 async def _off_loop(work: Callable[[threading.Event], str]) -> str:
@@ -71,6 +72,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             fsafe.atomic_write(
                 target.root.path, target.relative, data, allow_hard_links=files.allow_hard_links
             )
+        if ctx.outside:  # written while outside words led: reading it later is reading them
+            mark_outside(target.path)
         return recorded
 
     def writable(path: str) -> Target:
@@ -107,7 +110,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         )
 
     @tool(side_effects=False)
-    async def file_read(ctx: ToolContext, path: str, offset: int = 1, limit: int = 500) -> str:
+    async def file_read(ctx: ToolContext, path: str, offset: int = 1,
+                        limit: int = 500) -> ToolResult:
         """Read a text file, a page of lines at a time.
 
         Args:
@@ -115,9 +119,11 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             offset: The first line to show (1 is the first line).
             limit: How many lines to show at most.
         """
-        return await _off_loop(
+        text = await _off_loop(
             lambda _stop: file_search.read_page(policy, files, path, offset, limit)
         )
+        # A file the agent wrote while outside words led still holds them.
+        return ToolResult(text, outside=marked_outside(policy.check(path, Access.READ).path))
 
     @tool(side_effects=True)
     def file_write(ctx: ToolContext, path: str, content: str) -> str:

@@ -152,3 +152,53 @@ async def test_a_note_pinned_while_a_stranger_leads_reaches_the_prompt_as_data(t
         assert "outside" not in tea
     finally:
         await app.aclose()
+
+
+async def test_a_file_written_on_outside_words_is_outside_words_when_read_again(tmp_path):
+    """Laundering through a file: what the agent wrote while a stranger led
+    (the person said yes to the write) is still the stranger's words when a
+    later cycle of the person's own reads it, after a restart too."""
+    import os
+
+    from noema.security.provenance import mark_outside
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    probe = tmp_path / "ws"
+    probe.mkdir()
+    (probe / "probe").write_text("x")
+    if not mark_outside(probe / "probe"):
+        import pytest
+
+        pytest.skip("this file system keeps no extended attributes")
+    os.unlink(probe / "probe")
+    model = ScriptedProvider([say("", call("file_write", path="planted.txt", content="x")),
+                              say("Written.")] * 5)
+    person = Person(True)
+    app = build_app(AgentPaths.for_agent("ana", tmp_path / "home"), config(tmp_path, inbox),
+                    provider=model, chronicler=ScriptedProvider([]))
+    app.attach_approver(person)
+    try:
+        await app.start()
+        await drop_until_seen(app, inbox, "write planted.txt")
+        await wait_for(lambda: (tmp_path / "ws" / "planted.txt").exists())
+    finally:
+        await app.aclose()
+    reader = ScriptedProvider([say("", call("file_read", path="planted.txt")),
+                               say("", call("file_write", path="copy.txt", content="x")),
+                               say("Done.")])
+    person = Person(False)
+    app = build_app(AgentPaths.for_agent("ana", tmp_path / "home"), config(tmp_path),
+                    provider=reader, chronicler=ScriptedProvider([]))
+    app.attach_approver(person)
+    try:
+        await app.start()
+        app.agent.submit("Copy what is in planted.txt.")
+        await app.agent.idle()
+        read = next(t for t in app.session.turns if t.tool_name == "file_read"
+                    and t.kind is TurnKind.TOOL_RESULT)
+        assert read.has(Flag.OUTSIDE)
+        assert [r.tool for r in person.asked] == ["file_write"]  # the copy asked
+        assert not (tmp_path / "ws" / "copy.txt").exists()
+    finally:
+        await app.aclose()
