@@ -18,8 +18,10 @@ turns a person's request into a stranger's older one, is what the send guards
 Turns carry the mark themselves (`Flag.OUTSIDE`, set when they are written:
 an event delivery with any unauthorised sender, a tool result a tool marked
 as outside text), so the verdict survives a restart and is the same for every
-interface. It is a pure function of the turns in the context; compaction
-folding the marked turns into a save point is what ends it.
+interface. It is a pure function of the turns in the context: the person's
+next message ends it. What such a cycle leaves keeps the mark when it comes
+back: a file the agent wrote (`mark_outside`, an extended attribute read by
+`file_read`), a schedule, a pinned note, a save point's citations.
 """
 
 from __future__ import annotations
