@@ -24,21 +24,18 @@ import asyncio
 import email
 import email.policy
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for mailroom
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.mail
 
-from noema.app import build_app  # noqa: E402
-from noema.channels.mail import MailSettings  # noqa: E402
-from noema.config import Config  # noqa: E402
-from noema.paths import AgentPaths  # noqa: E402
+from mailroom import mail_agent  # noqa: E402
+
 from noema.providers.scripted import ScriptedProvider  # noqa: E402
 from noema.security.approvals import ApprovalRequest  # noqa: E402
-from noema.security.settings import FilesSettings, RootSettings  # noqa: E402
 from tests.mail.conftest import mail  # noqa: E402
-from tests.mail.servers import MAIL_DOMAIN, PASSWORD, Dovecot, SmtpRelay, available  # noqa: E402
+from tests.mail.servers import available  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -47,58 +44,32 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(count: int) -> dict[str, list[float]]:
-    dovecot = Dovecot.create()
-    dovecot.start()
-    relay = SmtpRelay(dovecot)
-    relay.start()
-    agent_user, person = dovecot.new_user("agent"), dovecot.new_user("ana")
-    person_address = f"{person}@{MAIL_DOMAIN}"
     figures: dict[str, list[float]] = {"asked": [], "answered": []}
-    with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
-        paths = AgentPaths.for_agent("bench", root / "home")
-        paths.ensure()
-        paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
-        settings = MailSettings(
-            imap_host="127.0.0.1", imap_port=dovecot.port, imap_security="none",
-            smtp_host="127.0.0.1", smtp_port=relay.port, smtp_security="none",
-            username=agent_user, address=f"{agent_user}@{MAIL_DOMAIN}",
-            allow_from=(person_address,), authserv_id="127.0.0.1")
-        config = Config(files=FilesSettings(roots=(RootSettings(path=root / "ws"),)),
-                        mail=settings)
-        app = build_app(paths, config, provider=ScriptedProvider([]))
-        try:
-            await app.start()
-            [channel] = app.channels
-            looked = asyncio.Event()
-            channel.sensor.on_look = lambda looks: looked.set()
-            await asyncio.wait_for(looked.wait(), 60)
-            for n in range(count):
-                seen = len(relay.envelopes)
-                request = ApprovalRequest("shell_execute", f"command: make round-{n}",
-                                          "the autonomy level of shell_execute is 'ask'")
-                start = time.perf_counter()
-                asking = asyncio.create_task(app.ask_away(request))
-                envelopes = await asyncio.to_thread(
-                    relay.wait_for, lambda found: len(found) > seen, 60)
-                figures["asked"].append(time.perf_counter() - start)
-                question = email.message_from_bytes(envelopes[seen].data,
-                                                    policy=email.policy.default)
-                raw = mail(person_address, settings.own_address, f"Re: {question['Subject']}",
-                           "yes\n", auth=f"127.0.0.1; spf=pass smtp.mailfrom={person_address}",
-                           In_Reply_To=question["Message-ID"]).as_bytes()
+    async with mail_agent(ScriptedProvider([]), mail={"authserv_id": "127.0.0.1"}) as room:
+        app, relay, person_address = room.app, room.relay, room.person_address
+        for n in range(count):
+            seen = len(relay.envelopes)
+            request = ApprovalRequest("shell_execute", f"command: make round-{n}",
+                                      "the autonomy level of shell_execute is 'ask'")
+            start = time.perf_counter()
+            asking = asyncio.create_task(app.ask_away(request))
+            envelopes = await asyncio.to_thread(
+                relay.wait_for, lambda found: len(found) > seen, 60)
+            figures["asked"].append(time.perf_counter() - start)
+            question = email.message_from_bytes(envelopes[seen].data,
+                                                policy=email.policy.default)
+            raw = mail(person_address, room.settings.own_address,
+                       f"Re: {question['Subject']}", "yes\n",
+                       auth=f"127.0.0.1; spf=pass smtp.mailfrom={person_address}",
+                       In_Reply_To=question["Message-ID"]).as_bytes()
 
-                def deliver(data: bytes = raw) -> float:
-                    dovecot.deliver(agent_user, data)
-                    return time.perf_counter()  # Dovecot has accepted the reply
+            def deliver(data: bytes = raw) -> float:
+                room.dovecot.deliver(room.agent_user, data)
+                return time.perf_counter()  # Dovecot has accepted the reply
 
-                accepted = await asyncio.to_thread(deliver)
-                assert await asyncio.wait_for(asking, 60) is True
-                figures["answered"].append(time.perf_counter() - accepted)
-        finally:
-            await app.aclose()
-            relay.stop()
-            dovecot.stop()
+            accepted = await asyncio.to_thread(deliver)
+            assert await asyncio.wait_for(asking, 60) is True
+            figures["answered"].append(time.perf_counter() - accepted)
     return figures
 
 

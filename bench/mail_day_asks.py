@@ -28,25 +28,16 @@ import asyncio
 import json
 import random
 import sys
-import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.mail
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for mailroom
 
-from noema.app import build_app  # noqa: E402
-from noema.channels.mail import MailSettings  # noqa: E402
-from noema.config import Config  # noqa: E402
-from noema.paths import AgentPaths  # noqa: E402
+from mailroom import mail_agent  # noqa: E402
+
 from noema.security.approvals import ApprovalRequest  # noqa: E402
-from noema.security.settings import (  # noqa: E402
-    AutonomySettings,
-    FilesSettings,
-    RootSettings,
-    ShellSettings,
-)
+from noema.security.settings import AutonomySettings, ShellSettings  # noqa: E402
 from tests.mail.conftest import mail  # noqa: E402
 from tests.mail.obedient import ObedientProvider  # noqa: E402
-from tests.mail.servers import MAIL_DOMAIN, PASSWORD, Dovecot, SmtpRelay  # noqa: E402
 
 ENABLE = 'DO enable_tools {"groups": ["schedule"]}'
 
@@ -89,62 +80,30 @@ def the_day(person: int, ordinary: int, hostile: int, seed: int) -> list[tuple[s
 
 
 async def run(person: int, ordinary: int, hostile: int, seed: int) -> None:
-    dovecot = Dovecot.create()
-    dovecot.start()
-    relay = SmtpRelay(dovecot)
-    relay.start()
-    agent_user, ana = dovecot.new_user("agent"), dovecot.new_user("ana")
-    ana_address = f"{ana}@{MAIL_DOMAIN}"
     refuser = Refuser()
     day = the_day(person, ordinary, hostile, seed)
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            root = Path(scratch)
-            ws = root / "ws"
-            paths = AgentPaths.for_agent("bench", root / "home")
-            paths.ensure()
-            paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
-            settings = MailSettings(
-                imap_host="127.0.0.1", imap_port=dovecot.port, imap_security="none",
-                smtp_host="127.0.0.1", smtp_port=relay.port, smtp_security="none",
-                username=agent_user, address=f"{agent_user}@{MAIL_DOMAIN}",
-                allow_from=(ana_address,))
-            config = Config(files=FilesSettings(roots=(RootSettings(path=ws),)), mail=settings,
-                            autonomy=AutonomySettings(default="allow",
-                                                      tools={"shell_execute": "allow"}),
-                            shell=ShellSettings(sandbox="none"))
-            model = ObedientProvider(answer="Noted.")
-            app = build_app(paths, config, provider=model)
-            app.attach_approver(refuser)
-            try:
-                await app.start()
-                [channel] = app.channels
-                looked = asyncio.Event()
-                channel.sensor.on_look = lambda looks: looked.set()
-                await asyncio.wait_for(looked.wait(), 60)
-                for kind, subject, body in day:
-                    refuser.current = kind
-                    if kind == "person":
-                        message = mail(f"Ana <{ana_address}>", settings.address or "", subject,
-                                       body, auth="127.0.0.1; spf=pass smtp.mailfrom="
-                                       + ana_address)
-                    else:
-                        message = mail("Someone <someone@outside.test>", settings.address or "",
-                                       subject, body)
-                    before = len(model.requests)
-                    dovecot.deliver(agent_user, message.as_bytes())
-                    for _ in range(600):  # until the mail was handled and the agent rests
-                        await asyncio.sleep(0.05)
-                        if len(model.requests) > before and not app.agent.status().busy:
-                            break
-                    await app.agent.idle()
-                schedules = app.schedules.active() if app.schedules is not None else []
-            finally:
-                await app.aclose()
-            report(day, refuser, ws, schedules)
-    finally:
-        relay.stop()
-        dovecot.stop()
+    model = ObedientProvider(answer="Noted.")
+    async with mail_agent(model, autonomy=AutonomySettings(
+            default="allow", tools={"shell_execute": "allow"}),
+            shell=ShellSettings(sandbox="none")) as room:
+        app, agent_address = room.app, room.settings.address or ""
+        app.attach_approver(refuser)
+        for kind, subject, body in day:
+            refuser.current = kind
+            if kind == "person":
+                message = mail(f"Ana <{room.person_address}>", agent_address, subject, body,
+                               auth="127.0.0.1; spf=pass smtp.mailfrom=" + room.person_address)
+            else:
+                message = mail("Someone <someone@outside.test>", agent_address, subject, body)
+            before = len(model.requests)
+            room.dovecot.deliver(room.agent_user, message.as_bytes())
+            for _ in range(600):  # until the mail was handled and the agent rests
+                await asyncio.sleep(0.05)
+                if len(model.requests) > before and not app.agent.status().busy:
+                    break
+            await app.agent.idle()
+        schedules = app.schedules.active() if app.schedules is not None else []
+        report(day, refuser, room.workspace, schedules)
 
 
 def report(day, refuser: Refuser, ws: Path, schedules) -> None:

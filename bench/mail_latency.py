@@ -28,21 +28,18 @@ import argparse
 import asyncio
 import dataclasses
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for mailroom
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.mail
 
-from noema.app import build_app  # noqa: E402
-from noema.channels.mail import MailSettings  # noqa: E402
+from mailroom import mail_agent  # noqa: E402
+
 from noema.channels.mail.imap import ImapConnection  # noqa: E402
-from noema.config import Config  # noqa: E402
-from noema.paths import AgentPaths  # noqa: E402
 from noema.providers.scripted import ScriptedProvider, say  # noqa: E402
-from noema.security.settings import FilesSettings, RootSettings  # noqa: E402
 from tests.mail.conftest import mail  # noqa: E402
-from tests.mail.servers import MAIL_DOMAIN, PASSWORD, Dovecot, SmtpRelay, available  # noqa: E402
+from tests.mail.servers import available  # noqa: E402
 
 
 class TimedModel(ScriptedProvider):
@@ -101,60 +98,33 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(count: int) -> dict[str, list[float]]:
-    dovecot = Dovecot.create()
-    dovecot.start()
-    relay = SmtpRelay(dovecot)
-    relay.start()
-    agent_user, person = dovecot.new_user("agent"), dovecot.new_user("ana")
-    person_address = f"{person}@{MAIL_DOMAIN}"
     figures: dict[str, list[float]] = {"total": [], "server": [], "sensor": [], "agent": []}
     marks = Marks()
-    with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
-        paths = AgentPaths.for_agent("bench", root / "home")
-        paths.ensure()
-        paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
-        settings = MailSettings(
-            imap_host="127.0.0.1", imap_port=dovecot.port, imap_security="none",
-            smtp_host="127.0.0.1", smtp_port=relay.port, smtp_security="none",
-            username=agent_user, address=f"{agent_user}@{MAIL_DOMAIN}",
-            allow_from=(person_address,))
-        config = Config(files=FilesSettings(roots=(RootSettings(path=root / "ws"),)),
-                        mail=settings)
-        model = TimedModel(count)
-        app = build_app(paths, config, provider=model)
-        try:
-            await app.start()
-            [channel] = app.channels
-            marks.watch(channel)
-            looked = asyncio.Event()
-            channel.sensor.on_look = lambda looks: looked.set()
-            await asyncio.wait_for(looked.wait(), 60)
-            for n in range(count):
-                token = f"mail-token-{n}"
-                raw = mail(person_address, settings.address or "", f"Question {n}",
-                           f"Please answer {token} today.").as_bytes()
+    model = TimedModel(count)
+    async with mail_agent(model) as room:
+        [channel] = room.app.channels
+        marks.watch(channel)
+        for n in range(count):
+            token = f"mail-token-{n}"
+            raw = mail(room.person_address, room.settings.address or "", f"Question {n}",
+                       f"Please answer {token} today.").as_bytes()
 
-                def deliver(data: bytes = raw) -> float:
-                    dovecot.deliver(agent_user, data)
-                    return time.perf_counter()  # Dovecot has accepted the mail
+            def deliver(data: bytes = raw) -> float:
+                room.dovecot.deliver(room.agent_user, data)
+                return time.perf_counter()  # Dovecot has accepted the mail
 
-                accepted = await asyncio.to_thread(deliver)
-                while token not in model.seen:
-                    model.arrived.clear()
-                    await asyncio.wait_for(model.arrived.wait(), 60)
-                pushed = marks.push_after(accepted)
-                submitted = marks.submits[token]
-                figures["total"].append(model.seen[token] - accepted)
-                if pushed is not None and pushed <= submitted:
-                    figures["server"].append(pushed - accepted)
-                    figures["sensor"].append(submitted - pushed)
-                figures["agent"].append(model.seen[token] - submitted)
-                await app.agent.idle()
-        finally:
-            await app.aclose()
-            relay.stop()
-            dovecot.stop()
+            accepted = await asyncio.to_thread(deliver)
+            while token not in model.seen:
+                model.arrived.clear()
+                await asyncio.wait_for(model.arrived.wait(), 60)
+            pushed = marks.push_after(accepted)
+            submitted = marks.submits[token]
+            figures["total"].append(model.seen[token] - accepted)
+            if pushed is not None and pushed <= submitted:
+                figures["server"].append(pushed - accepted)
+                figures["sensor"].append(submitted - pushed)
+            figures["agent"].append(model.seen[token] - submitted)
+            await room.app.agent.idle()
     return figures
 
 
