@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from noema.privacy import go_private, person_umask
+
 settings.register_profile("reproducible", derandomize=True, database=None)
 settings.register_profile("explore")
 settings.load_profile("explore" if os.environ.get("NOEMA_EXPLORE") else "reproducible")
@@ -39,3 +41,18 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
         if os.environ.get("CI") == "true":
             pytest.fail(f"the real model server is missing in CI: {missing}")
         pytest.skip(str(missing))
+
+
+@pytest.fixture
+def private_process():
+    """This process as the `noema` command runs it: under the umask 077, the
+    person's own (the umask the tests run with) remembered."""
+    previous = os.umask(0o077)
+    os.umask(previous)
+    go_private()
+    os.umask(0o077)
+    try:
+        assert person_umask() != 0o077
+        yield person_umask()
+    finally:
+        os.umask(previous)

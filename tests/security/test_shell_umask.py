@@ -3,29 +3,13 @@ command makes in the workspace has the modes the person's own shell gives."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
-from noema.privacy import go_private, person_umask, shell_with_person_umask
+from noema.privacy import shell_with_person_umask
 from noema.security.settings import ShellSettings
 
 from .world import BWRAP, World
-
-
-@pytest.fixture
-def private_process():
-    """This process as the `noema` command runs it: under the umask 077, the
-    person's own (the one the tests run with) remembered."""
-    previous = os.umask(0o077)
-    os.umask(previous)
-    go_private()
-    os.umask(0o077)
-    try:
-        assert person_umask() != 0o077
-        yield person_umask()
-    finally:
-        os.umask(previous)
 
 
 @pytest.mark.parametrize("sandbox", [

@@ -10,7 +10,6 @@ the server in it speaks MCP with the standard library alone
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -21,7 +20,6 @@ import pytest
 
 from noema.paths import AgentPaths
 from noema.perception.untrusted import SessionDelimiter
-from noema.privacy import go_private, person_umask
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 from noema.toolservers import McpSettings, ServerSettings, Surroundings, ToolServers
 from noema.toolservers import describe_servers
@@ -64,21 +62,6 @@ async def where(server: ServerSettings, around: Surroundings) -> str:
     finally:
         await servers.aclose()
     return result.content[0].text
-
-
-@pytest.fixture
-def private_process():
-    """This process as the `noema` command runs it: under the umask 077, the
-    person's own (the umask the tests run with) remembered."""
-    previous = os.umask(0o077)
-    os.umask(previous)
-    go_private()
-    os.umask(0o077)
-    try:
-        assert person_umask() != 0o077
-        yield person_umask()
-    finally:
-        os.umask(previous)
 
 
 @pytest.mark.parametrize("sandbox", [pytest.param(True, marks=sandboxed), False])
