@@ -3,7 +3,6 @@ command makes in the workspace has the modes the person's own shell gives."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from noema.privacy import shell_with_person_umask
