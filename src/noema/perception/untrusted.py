@@ -127,10 +127,11 @@ def plain_words(text: str, marker: str = DEFAULT_MARKER) -> str:
     return text.replace(marker, " ") if marker in text else text
 
 
-def escape_invisible(text: str, keep_newlines: bool = False) -> str:
+def escape_invisible(text: str, keep_newlines: bool = False,
+                     shown: str = "<U+{:04X}>") -> str:
     """Outside text with every invisible, control or bidirectional character
-    written as a visible `<U+202E>`, so a name or subject that hides or
-    reorders its letters shows how (stripping would hide the attempt).
+    written visibly (`shown`, by default `<U+202E>`), so a name or subject that
+    hides or reorders its letters shows how (stripping would hide the attempt).
 
     Newlines are escaped too unless `keep_newlines`: a name is one line.
     """
@@ -139,4 +140,4 @@ def escape_invisible(text: str, keep_newlines: bool = False) -> str:
             keep_newlines or not any(c in text for c in "\n\t\r")):
         return text
     return "".join(c if (c in kept or (c not in "\n\t\r" and _visible(c)))
-                   else f"<U+{ord(c):04X}>" for c in text)
+                   else shown.format(ord(c)) for c in text)

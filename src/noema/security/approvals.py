@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..perception.untrusted import escape_invisible
 from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
 from .settings import AutonomySettings, Level
 
@@ -46,21 +47,12 @@ class Approver(Protocol):
     async def __call__(self, request: ApprovalRequest) -> bool: ...
 
 
-# Characters that change how text reads without showing themselves: controls,
-# direction overrides and isolates, zero-width joiners and spaces. A person
-# asked to approve `r\u200bm -rf` or a name reversed by U+202E must see them.
-_INVISIBLE = frozenset(
-    [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0), 0xAD, 0x061C,
-     0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070),
-     0xFEFF, *range(0xFFF9, 0xFFFC)])
-
-
 def shown_plainly(text: str) -> tuple[str, bool]:
     """`text` with every invisible or direction-changing character written as
-    a visible `⟨U+XXXX⟩`, and whether there was any."""
-    out = [f"⟨U+{ord(c):04X}⟩" if ord(c) in _INVISIBLE else c for c in text]
-    shown = "".join(out)
-    return shown, len(shown) != len(text)
+    a visible `⟨U+XXXX⟩` (lines kept), and whether there was any: a person
+    asked to approve `r\u200bm -rf` or a name reversed by U+202E must see them."""
+    shown = escape_invisible(text, keep_newlines=True, shown="⟨U+{:04X}⟩")
+    return shown, shown != text
 
 
 def summarize(arguments: dict[str, Any]) -> str:
