@@ -17,8 +17,10 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from ...security.approvals import shown_plainly
 from ..protocol import (
     Answer,
+    ApprovalAsked,
     AskStatus,
     ClientMessage,
     Connection,
@@ -180,6 +182,9 @@ def event_frame(message: ServerMessage, answer: StreamedAnswer | None = None) ->
     data = message.model_dump(mode="json")
     if answer is not None and (html := answer.html_for(message)) is not None:
         data["html"] = html
+    if isinstance(message, ApprovalAsked):  # hidden characters shown as the terminal shows them
+        data["arguments_shown"], data["flagged"] = shown_plainly(message.arguments)
+        data["reason_shown"] = shown_plainly(message.reason)[0]
     for key in ("turn", "result"):
         view = getattr(message, key, None)
         if isinstance(view, TurnView) and view.kind == "assistant":

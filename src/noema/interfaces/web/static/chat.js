@@ -422,19 +422,6 @@ const chat = {
     return node;
   },
 
-  // Characters that change how a text reads without showing themselves
-  // (controls, direction overrides, zero-width ones) as visible ⟨U+XXXX⟩.
-  plainly(text) {
-    let flagged = false;
-    const shown = text.replace(
-      /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g,
-      (c) => {
-        flagged = true;
-        return `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`;
-      });
-    return {shown, flagged};
-  },
-
   // Recipients one per line: a list joined by commas hides who is added.
   recipientsApart(text) {
     return text.replace(/^((?:to|cc|bcc|recipients?): )(.*)$/gim,
@@ -450,10 +437,11 @@ const chat = {
     card.setAttribute("role", "alertdialog");
     card.setAttribute("aria-label", `Approve ${message.tool}?`);
     card.appendChild(noema.el("p", "ask", `The agent asks to run ${message.tool}.`));
-    if (message.reason) card.appendChild(noema.el("p", "reason", chat.plainly(message.reason).shown));
-    const {shown, flagged} = chat.plainly(chat.recipientsApart(message.arguments));
-    card.appendChild(noema.el("pre", "arguments", shown));
-    if (flagged) {
+    // The server writes out invisible and direction-changing characters as
+    // ⟨U+XXXX⟩ (`arguments_shown`), with the classifier every interface uses.
+    if (message.reason) card.appendChild(noema.el("p", "reason", message.reason_shown));
+    card.appendChild(noema.el("pre", "arguments", chat.recipientsApart(message.arguments_shown)));
+    if (message.flagged) {
       card.appendChild(noema.el("p", "hidden-warning",
         "⚠ It holds invisible or direction-changing characters, shown as ⟨U+…⟩: read it with care."));
     }
