@@ -305,6 +305,9 @@ class OnDemandMeaning:
         self.excluded = (time.perf_counter() - started, time.thread_time() - cpu)
         return self._inner.rerank(query, candidates)
 
+    def close(self) -> None:
+        pass  # the embedder is shared by every plan and conversation of the run
+
 
 def meaning_plans(embedder: CachedEmbedder, on_demand: bool) -> dict:
     """A plan per keyword share in MEANING_WEIGHTS (below 1.0), by name."""
