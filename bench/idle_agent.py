@@ -315,7 +315,7 @@ LAYERS = (
     ("pydantic", "pydantic"),
     ("click, watchfiles", "click, watchfiles"),
     ("noema's own modules for `noema run` (with the mail channel)",
-     "noema.cli, noema.interfaces.run, noema.app, noema.channels.mail.channel"),
+     "noema.cli, noema.interfaces.commands.run, noema.app, noema.channels.mail.channel"),
     ("python-telegram-bot with httpx (without cryptography or httpx's CLI)",
      "noema.channels.telegram.library"),
     ("the Telegram channel", "noema.channels.telegram.channel"),

@@ -71,7 +71,7 @@ def texts(limit: int) -> list[tuple[str, str]]:
     sources = sorted((ROOT / "src" / "noema").rglob("*.py"))
     found += [("code", p.read_text(encoding="utf-8")[:6000])
               for p in random.Random(7).sample(sources, min(limit // 2, len(sources)))]
-    for demo in sorted((ROOT / "src" / "noema" / "interfaces").glob("demo*.py")):
+    for demo in sorted((ROOT / "src" / "noema" / "demo").glob("*.py")):
         tree = ast.parse(demo.read_text(encoding="utf-8"))
         found += [("talk", node.value) for node in ast.walk(tree)
                   if isinstance(node, ast.Constant) and isinstance(node.value, str)

@@ -40,6 +40,7 @@ from .orchestrator.context import (
 )
 from .orchestrator.cycle import CycleSettings, ReasoningCycle
 from .orchestrator.prompt import build_system_prompt
+from .orchestrator.status_text import status_text
 from .paths import AgentLock, AgentPaths
 from .perception import (
     Pipeline,
@@ -175,9 +176,7 @@ class App:
         return [t for t in turns if t.kind is TurnKind.USER and t.channel == channel]
 
     def _status_text(self) -> str:
-        from .interfaces.chat import format_status  # the one wording of a status
-
-        return format_status(self.agent)
+        return status_text(self.agent.status())
 
     async def aclose(self) -> None:
         """Stop cleanly: sensors, the running cycle (history repaired), answers

@@ -17,10 +17,11 @@ import click
 from . import config as configuration
 from . import logs
 from .app import NoModelConfigured, build_app
-from .config import Config, ConfigError
-from .health import DamagedDatabase, DiskFull, UnusableDatabase, opening
+from .config import ConfigError
+from .health import DamagedDatabase, UnusableDatabase, opening
 from .health.agent_files import lost_history, repositories
-from .interfaces.setup_cli import CHOICES as SETUP_PROVIDERS
+from .interfaces.commands.context import DOCTOR, Context, refusal
+from .interfaces.commands.setup import CHOICES as SETUP_PROVIDERS
 from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
 from .privacy import go_private
 from .providers.base import ProviderError
@@ -30,31 +31,6 @@ if TYPE_CHECKING:
 
     from .memory.session import Session
     from .memory.store import TurnStore
-
-
-class Context:
-    """What every subcommand needs: which agent, and its configuration."""
-
-    def __init__(self, agent: str, home: Path | None) -> None:
-        try:
-            self.paths = AgentPaths.for_agent(agent, home)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
-        blocked = self.paths.blocked_by()
-        if blocked is not None:
-            raise click.UsageError(
-                f"{blocked} is a file, but the agent's data must go in the folder "
-                f"{self.paths.root}. Pass a folder with --home (or NOEMA_HOME).")
-
-    def config(self) -> Config:
-        """The configuration; a bad config.toml or secrets.toml stops every command
-        with the same message `noema config check` gives."""
-        try:
-            config = configuration.load_config(self.paths)
-            configuration.read_secrets_file(self.paths.secrets_file)
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
-        return config
 
 
 def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
@@ -71,9 +47,6 @@ def _setup_logging(paths: AgentPaths, verbose: bool) -> None:
 
 RUNS_THE_AGENT = {"chat", "run", "ui"}  # `ui` runs the agent when no `noema run` does
 
-_DOCTOR = ("`noema doctor` checks every file of the agent; `noema doctor --repair` keeps what "
-           "can be kept and moves the damaged file aside (nothing is deleted).")
-
 
 def _damaged_repository(paths: AgentPaths) -> Exception | None:
     """The first versions repository whose newest version does not read."""
@@ -84,13 +57,6 @@ def _damaged_repository(paths: AgentPaths) -> Exception | None:
         if problem:
             return DamagedRepository(gitdir, problem)
     return None
-
-
-def _refusal(exc: Exception) -> click.ClickException:
-    """A damaged file or a full disk, told to the person with the way out."""
-    if isinstance(exc, DiskFull):
-        return click.ClickException(f"{exc}: free some space and start again; nothing was changed.")
-    return click.ClickException(f"{exc}\nNothing was changed. {_DOCTOR}")
 
 
 def _warn_without_bubblewrap(obj: Context) -> None:
@@ -147,8 +113,8 @@ def cli(ctx: click.Context, agent: str, home: Path | None, verbose: bool) -> Non
 def chat(obj: Context) -> None:
     """Talk with the agent at the terminal: attach to the one `noema run` keeps
     running, or run it here (streaming; Ctrl-C stops a reply)."""
-    from .interfaces.attach import AttachRefused
-    from .interfaces.chat import open_chat
+    from .interfaces.host.attach import AttachRefused
+    from .interfaces.terminal.chat import open_chat
 
     config = obj.config()
     warning = configuration.secrets_file_warning(obj.paths)
@@ -159,7 +125,7 @@ def chat(obj: Context) -> None:
         app = build_app(obj.paths, config, listener=listener)
         damaged = _damaged_repository(obj.paths)
         if damaged:  # the conversation can go on; file versions cannot be trusted
-            click.echo(f"warning: {damaged}. {_DOCTOR}", err=True)
+            click.echo(f"warning: {damaged}. {DOCTOR}", err=True)
         return app
 
     def banner(app, pid: int | None) -> str:
@@ -177,7 +143,7 @@ def chat(obj: Context) -> None:
     except (NoModelConfigured, ProviderError, AgentBusy, ConfigError, AttachRefused) as exc:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
 
 
 @cli.command()
@@ -186,7 +152,7 @@ def chat(obj: Context) -> None:
 @click.option("--keep", is_flag=True, help="Keep the demo's data folder afterwards.")
 def demo(pace: float, keep: bool) -> None:
     """Run a scripted conversation through the real stack, offline."""
-    from .interfaces.demo import run_demo
+    from .demo.tour import run_demo
 
     code = run_demo(pace=pace, keep=keep)
     sys.exit(code)
@@ -199,17 +165,17 @@ def _versions(obj: Context, call: Callable[[], str]) -> None:
     import pygit2
 
     from .health.repositories import DamagedRepository
-    from .interfaces.versions_cli import VersionsCommandError
+    from .interfaces.commands.versions import VersionsCommandError
 
     damaged = _damaged_repository(obj.paths)
     if damaged:  # read as it is, it would look like an empty history
-        raise _refusal(damaged)
+        raise refusal(damaged)
     try:
         click.echo(call())
     except VersionsCommandError as exc:
         raise click.ClickException(str(exc)) from None
     except pygit2.GitError as exc:  # damage deeper than the newest version
-        raise _refusal(DamagedRepository(obj.paths.versions_dir, str(exc))) from None
+        raise refusal(DamagedRepository(obj.paths.versions_dir, str(exc))) from None
 
 
 @cli.command()
@@ -218,7 +184,7 @@ def _versions(obj: Context, call: Callable[[], str]) -> None:
 @click.pass_obj
 def history(obj: Context, path: str | None, limit: int) -> None:
     """Versions of the workspace, or of one file: who changed what, and when."""
-    from .interfaces import versions_cli
+    from .interfaces.commands import versions as versions_cli
 
     _versions(obj, lambda: versions_cli.history(obj.config().files, obj.paths, path,
                                                 limit=limit))
@@ -230,7 +196,7 @@ def history(obj: Context, path: str | None, limit: int) -> None:
 @click.pass_obj
 def diff(obj: Context, path: str | None, version: str | None) -> None:
     """With a VERSION: what it changed. Without: changes on disk not yet recorded."""
-    from .interfaces import versions_cli
+    from .interfaces.commands import versions as versions_cli
 
     _versions(obj, lambda: versions_cli.diff(obj.config().files, obj.paths, path, version))
 
@@ -241,7 +207,7 @@ def diff(obj: Context, path: str | None, version: str | None) -> None:
 @click.pass_obj
 def restore(obj: Context, path: str, version: str) -> None:
     """Bring PATH back as it was in VERSION (recorded as a new version)."""
-    from .interfaces import versions_cli
+    from .interfaces.commands import versions as versions_cli
 
     _versions(obj, lambda: versions_cli.restore(obj.config().files, obj.paths, path, version))
 
@@ -250,7 +216,7 @@ def restore(obj: Context, path: str, version: str) -> None:
 @click.pass_obj
 def undo(obj: Context) -> None:
     """Revert the agent's last write, unless you edited that file since."""
-    from .interfaces import versions_cli
+    from .interfaces.commands import versions as versions_cli
 
     _versions(obj, lambda: versions_cli.undo(obj.config().files, obj.paths))
 
@@ -280,7 +246,7 @@ def _memory_view(obj: Context) -> Iterator[_MemoryView]:
     config = obj.config()
     lost = lost_history(paths)
     if lost:
-        raise _refusal(DamagedDatabase(paths.turns_db, lost))
+        raise refusal(DamagedDatabase(paths.turns_db, lost))
     if not paths.turns_db.exists():
         raise click.ClickException(f"agent {paths.name!r} has no conversation yet")
     zone = ZoneInfo(config.agent.timezone) if config.agent.timezone else None
@@ -292,7 +258,7 @@ def _memory_view(obj: Context) -> Iterator[_MemoryView]:
             finally:
                 store.close()
     except UnusableDatabase as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
 
 
 @cli.group(invoke_without_command=True)
@@ -300,7 +266,7 @@ def _memory_view(obj: Context) -> Iterator[_MemoryView]:
 def memory(ctx: click.Context) -> None:
     """The save points of the chronicle (with no subcommand: list them)."""
     if ctx.invoked_subcommand is None:
-        from .interfaces.memory_cli import list_save_points
+        from .interfaces.commands.memory import list_save_points
 
         with _memory_view(ctx.obj) as view:
             click.echo(list_save_points(view.store, view.session, zone=view.zone))
@@ -311,7 +277,7 @@ def memory(ctx: click.Context) -> None:
 @click.pass_obj
 def memory_show(obj: Context, save_point_id: int) -> None:
     """One save point, with every citation resolved to its turn."""
-    from .interfaces.memory_cli import show_save_point
+    from .interfaces.commands.memory import show_save_point
 
     with _memory_view(obj) as view:
         click.echo(show_save_point(view.store, save_point_id, zone=view.zone))
@@ -326,7 +292,7 @@ def memory_show(obj: Context, save_point_id: int) -> None:
 @click.pass_obj
 def memory_search(obj: Context, query: tuple[str, ...], limit: int, roles: tuple[str, ...]) -> None:
     """Search every turn ever stored (ranked, with snippets)."""
-    from .interfaces.memory_cli import search_memory
+    from .interfaces.commands.memory import search_memory
     from .memory.search import HistorySearch
 
     with _memory_view(obj) as view:
@@ -343,7 +309,7 @@ def memory_search(obj: Context, query: tuple[str, ...], limit: int, roles: tuple
 @click.pass_obj
 def memory_export(obj: Context, out: Path) -> None:
     """Write the conversation as JSON lines (the format `noema lab compact` reads)."""
-    from .interfaces.memory_cli import export_turns
+    from .interfaces.commands.memory import export_turns
 
     with _memory_view(obj) as view, out.open("w", encoding="utf-8") as sink:
         count = export_turns(view.store, sink, agent=obj.paths.name, session=view.session)
@@ -367,12 +333,12 @@ def schedule_list(obj: Context, include_ended: bool = False) -> None:
     """The schedules that may still fire, with their IDs and when each fires next."""
     import time
 
-    from .interfaces.schedule_cli import list_schedules
+    from .interfaces.commands.schedule import list_schedules
 
     try:
         click.echo(list_schedules(obj.paths, now=time.time(), include_ended=include_ended))
     except UnusableDatabase as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
 
 
 @schedule.command("cancel")
@@ -382,14 +348,14 @@ def schedule_cancel(obj: Context, schedule_id: int) -> None:
     """Cancel a schedule by its ID; a running agent will not fire it."""
     import time
 
-    from .interfaces.schedule_cli import ScheduleCommandError, cancel_schedule
+    from .interfaces.commands.schedule import ScheduleCommandError, cancel_schedule
 
     try:
         click.echo(cancel_schedule(obj.paths, schedule_id, now=time.time()))
     except ScheduleCommandError as exc:
         raise click.ClickException(str(exc)) from None
     except UnusableDatabase as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
 
 @cli.group()
 def lab() -> None:
@@ -411,7 +377,7 @@ def lab_compact(obj: Context, export: Path, provider: str | None, model: str | N
                 base_url: str | None, script: Path | None, blocks: int,
                 block_turns: int | None, quiet: bool) -> None:
     """Run a chronicler over an exported conversation and print the validator's report."""
-    from .interfaces.memory_cli import lab_compact as run_lab, read_export
+    from .interfaces.commands.memory import lab_compact as run_lab, read_export
     from .providers.catalog import build_provider
     from .providers.settings import ModelSettings
 
@@ -450,7 +416,7 @@ def doctor(obj: Context, fix: bool) -> None:
     One line per item: the turn store, the sensory archive and each versions
     repository, read whole. Exits 0 when all are healthy.
     """
-    from .interfaces import doctor as checkup
+    from .interfaces.commands import doctor as checkup
 
     findings = checkup.examine(obj.paths)
     click.echo(checkup.report(findings, obj.paths))
@@ -476,7 +442,7 @@ def docs() -> None:
 @click.pass_obj
 def docs_index(obj: Context) -> None:
     """Index new and changed documents and forget removed ones (progress, then a summary)."""
-    from .interfaces.docs_cli import index_command
+    from .interfaces.commands.docs import index_command
 
     config = obj.config()
     report, text = index_command(config.docs, config.files, obj.paths)
@@ -507,7 +473,7 @@ def setup(obj: Context, provider: str | None, model: str | None, base_url: str |
     window it reports. With --provider it asks nothing. Nothing is written
     until the end; a key goes to secrets.toml (mode 600), never to config.toml.
     """
-    from .interfaces import setup_cli
+    from .interfaces.commands import setup as setup_cli
 
     try:  # the section being replaced may be unfinished; the rest must be right
         configuration.check_besides_model(obj.paths, "reasoning")
@@ -624,7 +590,7 @@ def config_path(obj: Context) -> None:
 
 # -- the agent as a service ---------------------------------------------------------
 
-from .interfaces.service_cli import run, service, status  # noqa: E402  (they use Context)
+from .interfaces.commands.service import run, service, status  # noqa: E402
 
 cli.add_command(run)
 cli.add_command(status)
@@ -672,7 +638,7 @@ def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
     except (PublicAddress, NoModelConfigured, ProviderError, AgentBusy, ConfigError) as exc:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}"
                                    " (pass another --port)") from None

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from noema.channels.replies import ReplyRouter, answered_pairs
 from noema.memory.store import TurnStore
 from noema.memory.turns import Flag, NewTurn, Turn, TurnKind
-from noema.interfaces.protocol import ChannelView
+from noema.interfaces.host.protocol import ChannelView
 
 _ROLE = {TurnKind.USER: "user", TurnKind.ASSISTANT: "assistant", TurnKind.TOOL_CALL: "assistant"}
 

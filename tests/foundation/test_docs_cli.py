@@ -13,7 +13,7 @@ from rich.console import Console
 from noema.cli import cli
 from noema.docs import samples
 from noema.docs.settings import DocsSettings
-from noema.interfaces.docs_cli import index_command
+from noema.interfaces.commands.docs import index_command
 from noema.paths import AgentPaths
 from noema.security.settings import FilesSettings
 

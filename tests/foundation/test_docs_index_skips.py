@@ -11,7 +11,7 @@ from noema.cli import cli
 from noema.docs import samples
 from noema.docs.indexer import Status
 from noema.docs.settings import DocsSettings
-from noema.interfaces.docs_cli import index_command
+from noema.interfaces.commands.docs import index_command
 from noema.paths import AgentPaths
 from noema.security.settings import FilesSettings
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from noema.cli import cli
-from noema.interfaces.schedule_cli import ScheduleCommandError, cancel_schedule, list_schedules
+from noema.interfaces.commands.schedule import ScheduleCommandError, cancel_schedule, list_schedules
 from noema.paths import AgentPaths
 from noema.perception.events import Urgency
 from noema.scheduling.store import ScheduleStore, schedules_path

@@ -13,9 +13,9 @@ import pytest
 
 from noema.channels.mail.local_relay import LoopbackRelay
 from noema.channels.mail.local_server import LocalDovecot
-from noema.interfaces import demo_mail
-from noema.interfaces.demo import CHAPTERS, DemoPrinter, chapter_mail, demo_config
-from noema.interfaces.demo_mail import ANSWER, INJECTION, STRANGER, mail_chapter, mailbox
+from noema.demo import mail as demo_mail
+from noema.demo.tour import CHAPTERS, DemoPrinter, chapter_mail, demo_config
+from noema.demo.mail import ANSWER, INJECTION, STRANGER, mail_chapter, mailbox
 from noema.memory.store import TurnStore
 from noema.memory.turns import TurnKind
 from noema.paths import AgentPaths

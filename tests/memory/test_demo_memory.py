@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from noema.interfaces.chat import TerminalListener
-from noema.interfaces.demo_memory import memory_chapter
+from noema.interfaces.terminal.chat import TerminalListener
+from noema.demo.memory import memory_chapter
 from noema.paths import AgentPaths
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 
-from noema.interfaces.memory_cli import (
+from noema.interfaces.commands.memory import (
     export_turns,
     lab_compact,
     list_save_points,

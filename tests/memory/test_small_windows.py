@@ -362,9 +362,9 @@ async def test_long_messages_make_save_points_and_leave_nothing_out(tmp_path, wi
 
 
 def status_lines(app) -> str:
-    from noema.interfaces.host import _request_view
-    from noema.interfaces.protocol import StatusView
-    from noema.interfaces.status_view import format_status
+    from noema.interfaces.host.host import _request_view
+    from noema.interfaces.host.protocol import StatusView
+    from noema.interfaces.terminal.status_text import format_status
 
     status = app.agent.status()
     view = StatusView(agent="ana", pid=1, started_at=0.0, phase="idle", busy=False,

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from noema.interfaces.demo_reflexes import run_reflexes_demo
+from noema.demo.reflexes import run_reflexes_demo
 
 pytestmark = pytest.mark.slow
 

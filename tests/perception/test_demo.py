@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from noema.interfaces.demo_perception import run_perception_demo
+from noema.demo.perception import run_perception_demo
 
 
 def test_the_demo_shows_condensed_events_and_balances_its_accounts(tmp_path):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import re
 
-from noema.interfaces.demo import CHAPTERS, DemoPrinter, chapter_alerts, demo_config
-from noema.interfaces.demo_alerts import ALERT, ASKED_ORDER, BURST, alerts_chapter
+from noema.demo.tour import CHAPTERS, DemoPrinter, chapter_alerts, demo_config
+from noema.demo.alerts import ALERT, ASKED_ORDER, BURST, alerts_chapter
 from noema.memory.store import TurnStore
 from noema.memory.turns import TurnKind
 from noema.paths import AgentPaths

@@ -470,7 +470,7 @@ def test_a_schedule_survives_kill_9(tmp_path: Path) -> None:
 
 
 async def test_the_demo_chapter_sets_a_reminder_in_spanish_and_fires_it(tmp_path: Path) -> None:
-    from noema.interfaces.demo import DemoPrinter, chapter_reminders
+    from noema.demo.tour import DemoPrinter, chapter_reminders
 
     out = io.StringIO()
     await chapter_reminders(AgentPaths.for_agent("demo", tmp_path).ensure(), DemoPrinter(out), 0)

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from noema.interfaces import versions_cli
-from noema.interfaces.versions_cli import VersionsCommandError
+from noema.interfaces.commands import versions as versions_cli
+from noema.interfaces.commands.versions import VersionsCommandError
 
 from .world import World
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from noema.interfaces import versions_cli
-from noema.interfaces.versions_cli import VersionsCommandError
+from noema.interfaces.commands import versions as versions_cli
+from noema.interfaces.commands.versions import VersionsCommandError
 
 from .world import World
 

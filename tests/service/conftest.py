@@ -11,9 +11,9 @@ import pytest
 
 from noema.app import App, build_app
 from noema.config import Config
-from noema.interfaces.attach import Attached, attach, socket_path
-from noema.interfaces.host import Host
-from noema.interfaces.protocol import ServerMessage
+from noema.interfaces.host.attach import Attached, attach, socket_path
+from noema.interfaces.host.host import Host
+from noema.interfaces.host.protocol import ServerMessage
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider
 

@@ -10,9 +10,9 @@ import stat
 import pytest
 
 from noema.config import Config
-from noema.interfaces.attach import socket_path
-from noema.interfaces.host import Host, CannotServe
-from noema.interfaces.protocol import (
+from noema.interfaces.host.attach import socket_path
+from noema.interfaces.host.host import Host, CannotServe
+from noema.interfaces.host.protocol import (
     MAX_LINE,
     Answer,
     ApprovalAsked,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from noema.interfaces.attach import socket_path
-from noema.interfaces.protocol import (
+from noema.interfaces.host.attach import socket_path
+from noema.interfaces.host.protocol import (
     MAX_LINE,
     AskStatus,
     Done,

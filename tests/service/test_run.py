@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from noema.interfaces.attach import attach, socket_path
-from noema.interfaces.protocol import (
+from noema.interfaces.host.attach import attach, socket_path
+from noema.interfaces.host.protocol import (
     CycleEnded,
     CycleStarted,
     Goodbye,
@@ -200,8 +200,8 @@ def _answers(paths: AgentPaths) -> str:
 
 CLIENT = """
 import asyncio, sys
-from noema.interfaces.attach import attach
-from noema.interfaces.protocol import TextDelta
+from noema.interfaces.host.attach import attach
+from noema.interfaces.host.protocol import TextDelta
 from noema.paths import AgentPaths
 
 async def main():

@@ -8,8 +8,8 @@ import re
 
 from noema.app import build_app
 from noema.config import Config
-from noema.interfaces.protocol import AskStatus, Notice, Status
-from noema.interfaces.status_view import format_status
+from noema.interfaces.host.protocol import AskStatus, Notice, Status
+from noema.interfaces.terminal.status_text import format_status
 from noema.orchestrator.agent import AgentListener
 from noema.paths import AgentPaths
 from noema.perception.events import Nature, SensorInfo

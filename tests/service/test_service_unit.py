@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from noema.cli import cli
-from noema.interfaces.service_unit import unit_text
+from noema.interfaces.host.service_unit import unit_text
 
 FAKE_SYSTEMCTL = """#!/bin/sh
 echo "$@" >> "{log}"

@@ -1,7 +1,7 @@
 """`noema status` wording, from a status with something in every part."""
 
-from noema.interfaces.protocol import ChannelView, SensorView, StatusView
-from noema.interfaces.status_view import format_status
+from noema.interfaces.host.protocol import ChannelView, SensorView, StatusView
+from noema.interfaces.terminal.status_text import format_status
 
 
 def test_every_part_of_a_busy_status_is_said():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from noema.interfaces.protocol import (
+from noema.interfaces.host.protocol import (
     AskStatus,
     ClientMessage,
     Done,

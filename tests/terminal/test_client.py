@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from noema.interfaces.protocol import (
+from noema.interfaces.host.protocol import (
     Answer,
     ApprovalAsked,
     ApprovalSettled,
@@ -29,9 +29,9 @@ from noema.interfaces.protocol import (
     TurnStored,
     TurnView,
 )
-from noema.interfaces.terminal_client import HELP, ChatClient
-from noema.interfaces.terminal_screen import PlainScreen
-from noema.interfaces.terminal_status import StatusBar
+from noema.interfaces.terminal.client import HELP, ChatClient
+from noema.interfaces.terminal.screen import PlainScreen
+from noema.interfaces.terminal.status_line import StatusBar
 
 from .fakes import FakeConnection, answer_requests
 

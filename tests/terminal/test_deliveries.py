@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from noema.interfaces.deliveries import delivery_json, read_delivery
-from noema.interfaces.terminal_client import delivery_text
+from noema.interfaces.host.deliveries import delivery_json, read_delivery
+from noema.interfaces.terminal.client import delivery_text
 from noema.perception.items import Aggregate, Discrete, GapSpan
 from noema.perception.packing import render_pool_event
 from noema.perception.untrusted import SessionDelimiter

@@ -12,9 +12,9 @@ import pytest
 
 from noema.app import build_app
 from noema.config import Config
-from noema.interfaces.attach import attach, socket_path
-from noema.interfaces.chat import Terminal, open_chat
-from noema.interfaces.protocol import Done, Say
+from noema.interfaces.host.attach import attach, socket_path
+from noema.interfaces.terminal.chat import Terminal, open_chat
+from noema.interfaces.host.protocol import Done, Say
 from noema.paths import AgentLock, AgentPaths
 from noema.providers.scripted import ScriptedProvider, call, say
 from tests.service.conftest import serve, shut, until

@@ -12,11 +12,11 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from noema.interfaces.protocol import CycleStarted, Say, Stop
-from noema.interfaces.terminal_client import ChatClient
-from noema.interfaces.terminal_input import history_file, make_session, run_prompt
-from noema.interfaces.terminal_screen import RichScreen
-from noema.interfaces.terminal_status import StatusBar
+from noema.interfaces.host.protocol import CycleStarted, Say, Stop
+from noema.interfaces.terminal.client import ChatClient
+from noema.interfaces.terminal.input import history_file, make_session, run_prompt
+from noema.interfaces.terminal.screen import RichScreen
+from noema.interfaces.terminal.status_line import StatusBar
 
 from .fakes import FakeConnection
 
@@ -118,8 +118,8 @@ async def test_the_prompt_leaves_when_the_agent_goes(pipe):
 
 
 async def test_the_prompt_asks_the_approval_question_and_shows_the_answer_being_written(pipe):
-    from noema.interfaces.protocol import ApprovalAsked, TextDelta
-    from noema.interfaces.terminal_input import prompt_message
+    from noema.interfaces.host.protocol import ApprovalAsked, TextDelta
+    from noema.interfaces.terminal.input import prompt_message
 
     client, screen, bar, _ = chat_parts(FakeConnection())
     message = prompt_message(client, screen)
@@ -132,7 +132,7 @@ async def test_the_prompt_asks_the_approval_question_and_shows_the_answer_being_
 
 
 def test_a_long_answer_being_written_keeps_to_a_few_rows_above_the_prompt():
-    from noema.interfaces.terminal_input import live_tail
+    from noema.interfaces.terminal.input import live_tail
 
     assert live_tail("short\nlines", 40) == "short\nlines"
     tail = live_tail("blah " * 3000, 40, rows=8)

@@ -7,10 +7,10 @@ import io
 
 from rich.console import Console
 
-from noema.interfaces.protocol import CycleStarted, TextDelta, TurnStored, TurnView
-from noema.interfaces.terminal_client import ChatClient
-from noema.interfaces.terminal_markdown import MarkdownStream
-from noema.interfaces.terminal_screen import RichScreen
+from noema.interfaces.host.protocol import CycleStarted, TextDelta, TurnStored, TurnView
+from noema.interfaces.terminal.client import ChatClient
+from noema.interfaces.terminal.markdown import MarkdownStream
+from noema.interfaces.terminal.screen import RichScreen
 
 from .fakes import FakeConnection
 

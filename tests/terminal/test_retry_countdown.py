@@ -10,11 +10,11 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from noema.interfaces.protocol import CycleStarted, RetryWaiting
-from noema.interfaces.terminal_client import ChatClient
-from noema.interfaces.terminal_input import Countdown, make_session, run_prompt
-from noema.interfaces.terminal_screen import RichScreen
-from noema.interfaces.terminal_status import StatusBar
+from noema.interfaces.host.protocol import CycleStarted, RetryWaiting
+from noema.interfaces.terminal.client import ChatClient
+from noema.interfaces.terminal.input import Countdown, make_session, run_prompt
+from noema.interfaces.terminal.screen import RichScreen
+from noema.interfaces.terminal.status_line import StatusBar
 
 from .fakes import FakeConnection
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from noema.interfaces.protocol import RetryWaiting
-from noema.interfaces.terminal_status import StatusBar, compact_tokens, countdown, waiting_events
+from noema.interfaces.host.protocol import RetryWaiting
+from noema.interfaces.terminal.status_line import StatusBar, compact_tokens, countdown, waiting_events
 
 from .fakes import status_view
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from noema.interfaces.demo_hands import demo_hands
+from noema.demo.hands import demo_hands
 from noema.paths import AgentPaths
 from tests.security.world import BWRAP
 

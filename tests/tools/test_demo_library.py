@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 
-from noema.interfaces.demo import CHAPTERS, DemoPrinter, chapter_library, demo_config
-from noema.interfaces.demo_library import ANSWER_HEADING, PRIVATE_PAGE, library_chapter
+from noema.demo.tour import CHAPTERS, DemoPrinter, chapter_library, demo_config
+from noema.demo.library import ANSWER_HEADING, PRIVATE_PAGE, library_chapter
 from noema.paths import AgentPaths
 
 CITED = f"Tenancy agreement › 4 Ending the agreement › {ANSWER_HEADING}"

@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 
 from noema.app import build_app
 from noema.config import Config
-from noema.interfaces.attach import socket_path
-from noema.interfaces.host import Host
+from noema.interfaces.host.attach import socket_path
+from noema.interfaces.host.host import Host
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, say
 from noema.security.settings import FilesSettings, RootSettings

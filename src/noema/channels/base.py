@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
-from ..interfaces.protocol import ChannelView
 from ..memory.turns import Turn
 from ..paths import AgentPaths
 from ..perception.hub import Bookmark, Sensor
 from ..perception.untrusted import SessionDelimiter
 from ..tools.registry import Tool
+from .view import ChannelView
 
 if TYPE_CHECKING:
     from ..tools.hands import Hands

@@ -1,2 +1,3 @@
-"""The ways a person meets the agent: the terminal chat, the demo, and the functions behind
-`noema history/undo/memory/lab`."""
+"""The ways a person meets the agent, a room each: the terminal chat (`terminal`), the
+host that owns the agent and speaks the attach protocol (`host`), the web page (`web`)
+and the command-line subcommands (`commands`)."""

@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from noema.interfaces import versions_cli
-from noema.interfaces.versions_cli import VersionsCommandError
+from noema.interfaces.commands import versions as versions_cli
+from noema.interfaces.commands.versions import VersionsCommandError
 from noema.security import fsafe
 from noema.security.policy import AccessDenied
 from noema.security.settings import FilesSettings

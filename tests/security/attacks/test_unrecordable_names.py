@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from noema.interfaces import versions_cli
-from noema.interfaces.versions_cli import VersionsCommandError
+from noema.interfaces.commands import versions as versions_cli
+from noema.interfaces.commands.versions import VersionsCommandError
 from noema.security.history import ChangeNote, Skipped, left_out_text
 from noema.security.versioning import VersionStore
 from noema.security.versions import Versions

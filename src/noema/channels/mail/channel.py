@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ...interfaces.protocol import ChannelView
 from ...memory.turns import Turn
 from ...perception.hub import Bookmark, Sensor
 from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
 from ..state_file import open_state
+from ..view import ChannelView
 from ...security.approvals import ApprovalRequest
 from .access import Account
 from .approvals import MailApprovals

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from ...interfaces.protocol import ChannelView
 from ...memory.turns import Turn
 from ...perception.hub import Backoff, Sensor
 from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
 from ..state_file import open_state
+from ..view import ChannelView
 from ...security.approvals import ApprovalRequest
 from .approvals import TelegramApprovals
 from .connection import build_bot

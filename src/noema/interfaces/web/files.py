@@ -14,8 +14,8 @@ from ...security.policy import AccessPolicy
 from ...security.settings import FilesSettings
 from ...security.versions import Versions
 from ...tools.registry import ToolError
-from .. import versions_cli
-from ..versions_cli import VersionsCommandError
+from ..commands import versions as versions_cli
+from ..commands.versions import VersionsCommandError
 
 LISTED = 100  # versions shown per workspace
 

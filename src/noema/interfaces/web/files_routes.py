@@ -7,7 +7,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..versions_cli import VersionsCommandError
+from ..commands.versions import VersionsCommandError
 from . import files as file_versions
 from .context import BadRequest, context_of, error, json_body, page
 

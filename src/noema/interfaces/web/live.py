@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ...security.approvals import shown_plainly
-from ..protocol import (
+from ..host.protocol import (
     Answer,
     ApprovalAsked,
     AskStatus,
@@ -35,7 +35,7 @@ from ..protocol import (
     Stop,
     TurnView,
 )
-from ..deliveries import delivery_json
+from ..host.deliveries import delivery_json
 from .render import markdown_html
 from .streaming import StreamedAnswer
 

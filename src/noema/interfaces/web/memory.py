@@ -13,7 +13,7 @@ from ...memory.render import compact_ranges
 from ...memory.search import ROLE_KINDS, HistorySearch
 from ...memory.store import TurnStore
 from ...memory.validator import CITATION
-from ..memory_cli import format_report
+from ..commands.memory import format_report
 from .render import citations_html
 
 SEARCH_LIMIT = 30

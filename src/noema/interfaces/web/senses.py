@@ -19,7 +19,7 @@ from pathlib import Path
 from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
 from ...perception.timefmt import parse_duration
-from ..protocol import SensorView, StatusView
+from ..host.protocol import SensorView, StatusView
 from .live import Bridge
 
 WINDOW_S = 3600.0  # the plot shows the last hour

@@ -23,8 +23,8 @@ from ...config import Config
 from ...memory.store import TurnStore
 from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
-from ..attach import connect_socket, reachable, socket_path
-from ..host import Host
+from ..host.attach import connect_socket, reachable, socket_path
+from ..host.host import Host
 from .app import build_web_app
 from .auth import Credentials, keep_token
 from .demo_run import DemoRun

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ..protocol import CycleEnded, CycleStarted, ServerMessage, TextDelta, TurnStored
+from ..host.protocol import CycleEnded, CycleStarted, ServerMessage, TextDelta, TurnStored
 from .render import markdown_html_fresh
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.M)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...memory.store import TurnStore
 from ...memory.turns import Flag, Turn, TurnKind
-from ..deliveries import delivery_json
+from ..host.deliveries import delivery_json
 from .render import markdown_html
 
 _SHOWN_FLAGS = {"discarded": Flag.DISCARDED, "interrupted": Flag.INTERRUPTED,

@@ -18,14 +18,14 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from ..docs.indexer import IndexReport, Status
-from ..docs.library import DocsLibrary
-from ..docs.settings import DocsSettings
-from ..docs.indexer import Progress as ProgressCallback
-from ..docs.store import index_file
-from ..paths import AgentPaths
-from ..security.policy import AccessPolicy
-from ..security.settings import FilesSettings
+from ...docs.indexer import IndexReport, Status
+from ...docs.library import DocsLibrary
+from ...docs.settings import DocsSettings
+from ...docs.indexer import Progress as ProgressCallback
+from ...docs.store import index_file
+from ...paths import AgentPaths
+from ...security.policy import AccessPolicy
+from ...security.settings import FilesSettings
 
 NOT_CONFIGURED = (
     "No document folder is configured. Add the folders to config.toml, inside a [files] "

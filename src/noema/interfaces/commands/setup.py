@@ -25,14 +25,14 @@ from urllib.parse import urlsplit
 
 import click
 
-from .. import config as configuration
-from ..config import ConfigError
-from ..paths import AgentPaths
-from ..providers.base import Message, MessageRole, ModelRequest, ProviderError, ResponseBuilder, \
+from ... import config as configuration
+from ...config import ConfigError
+from ...paths import AgentPaths
+from ...providers.base import Message, MessageRole, ModelRequest, ProviderError, ResponseBuilder, \
     ToolSpec
-from ..providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
-from ..providers.discovery import DiscoveryFailed, ServerProbe, Window
-from ..providers.settings import ModelSettings
+from ...providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
+from ...providers.discovery import DiscoveryFailed, ServerProbe, Window
+from ...providers.settings import ModelSettings
 
 TEST_TIMEOUT_S = 90.0  # a small local model may take its time to load
 # Offered by `setup`, in this order; the scripted model is for rehearsals, set by hand.
@@ -148,7 +148,7 @@ def _first_error(exc: ValueError) -> str:
 
 async def live_test(answers: Answers, secrets: Mapping[str, str]) -> Outcome:
     """One real request with a tool offered; ProviderError when the model does not answer."""
-    from ..providers.catalog import build_provider
+    from ...providers.catalog import build_provider
 
     settings = settings_of(answers).model_copy(update={"max_retries": 0})
     provider = build_provider(settings, secrets)

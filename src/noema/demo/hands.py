@@ -12,14 +12,14 @@ from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 
+from ..interfaces.commands import versions as versions_cli
+from ..interfaces.commands.versions import VersionsCommandError
 from ..paths import AgentPaths
 from ..providers.base import ToolCall
 from ..security.approvals import ApprovalRequest
 from ..security.settings import FilesSettings, HandsSettings, RootSettings
 from ..tools.hands import build_hands
 from ..tools.registry import ToolContext, ToolRegistry
-from . import versions_cli
-from .versions_cli import VersionsCommandError
 
 
 async def demo_hands(workdir: Path, paths: AgentPaths, out: Callable[[str], None]) -> None:

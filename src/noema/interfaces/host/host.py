@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..logs import SHOWN
-from ..memory.session import StorageFull
-from ..memory.turns import Flag, Turn
-from ..orchestrator.agent import AgentListener
-from ..orchestrator.context import RequestShape
-from ..orchestrator.decisions import (
+from ...logs import SHOWN
+from ...memory.session import StorageFull
+from ...memory.turns import Flag, Turn
+from ...orchestrator.agent import AgentListener
+from ...orchestrator.context import RequestShape
+from ...orchestrator.decisions import (
     Decision,
     Deliver,
     KillTool,
@@ -58,10 +58,10 @@ from ..orchestrator.decisions import (
     StopCycle,
     UnsafeCancel,
 )
-from ..perception.treatments import UnknownChannel
-from ..providers.base import RetryWait
-from ..security.approvals import ApprovalRequest
-from ..tools.errors import ToolError
+from ...perception.treatments import UnknownChannel
+from ...providers.base import RetryWait
+from ...security.approvals import ApprovalRequest
+from ...tools.errors import ToolError
 from .attach import AgentNotRunning, connect_socket, unix_address
 from .protocol import (
     MAX_LINE,
@@ -104,7 +104,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ...app import App
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
 """The commands of the agent as a service: `noema run`, `noema status`,
 `noema service install|uninstall`.
 
-`noema.cli` adds them to its group; they receive its `Context` object, and
-this module imports `noema.cli` only inside the commands, so either module
-may be imported first.
+`noema.cli` adds them to its group; they receive its `Context` object, which
+both take from `commands.context`, so neither module imports the other.
 """
 
 from __future__ import annotations
@@ -13,16 +12,13 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from .attach import AgentNotRunning, AttachRefused, attach, lock_holder
-from .protocol import AskStatus, Goodbye, Status, StatusView
-from .service_unit import CONFIG_EXIT
-
-if TYPE_CHECKING:
-    from ..cli import Context
+from ..host.attach import AgentNotRunning, AttachRefused, attach, lock_holder
+from ..host.protocol import AskStatus, Goodbye, Status, StatusView
+from ..host.service_unit import CONFIG_EXIT
+from .context import Context, refusal
 
 NOT_RUNNING_EXIT = 3  # `noema status`: no agent to ask (as LSB init scripts say "not running")
 STATUS_TIMEOUT = 10.0
@@ -39,14 +35,13 @@ class ConfigurationProblem(click.ClickException):
 def run(obj: Context) -> None:
     """Run the agent as a service: its senses and channels work, and `noema chat`,
     `noema status` and the web page attach to it. Stops cleanly on SIGTERM or Ctrl-C."""
-    from .. import config as configuration
-    from ..app import NoModelConfigured
-    from ..cli import _refusal
-    from ..config import ConfigError
-    from ..health import UnusableDatabase
-    from ..paths import AgentBusy
-    from ..providers.base import ProviderError
-    from .host import CannotServe
+    from ... import config as configuration
+    from ...app import NoModelConfigured
+    from ...config import ConfigError
+    from ...health import UnusableDatabase
+    from ...paths import AgentBusy
+    from ...providers.base import ProviderError
+    from ..host.host import CannotServe
     from .run import run_agent
 
     config = obj.config()
@@ -63,7 +58,7 @@ def run(obj: Context) -> None:
     except CannotServe as exc:
         raise click.ClickException(f"interfaces could not attach: {exc}") from None
     except UnusableDatabase as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     # Everything is closed. The interpreter's last collections would walk every
     # object the imports made, a second or more of a service manager's wait;
     # frozen, they are skipped (finalizers still run).
@@ -75,7 +70,7 @@ def run(obj: Context) -> None:
 def status(obj: Context) -> None:
     """What the running agent does: its state, what waits, its senses and channels.
     Exits 3 when no agent runs."""
-    from .status_view import format_status
+    from ..terminal.status_text import format_status
 
     try:
         view = asyncio.run(_ask_status(obj))
@@ -123,7 +118,7 @@ def service() -> None:
 def _agent(obj: Context, agent: str | None) -> str:
     if agent is None:
         return obj.paths.name
-    from ..paths import AgentPaths
+    from ...paths import AgentPaths
 
     try:
         return AgentPaths.for_agent(agent).name
@@ -143,7 +138,7 @@ def _home(obj: Context) -> Path | None:
 @click.pass_obj
 def service_install(obj: Context, agent: str | None) -> None:
     """Write the agent's unit and enable it now (`systemctl --user enable --now`)."""
-    from .service_unit import install
+    from ..host.service_unit import install
 
     outcome = install(_agent(obj, agent), home=_home(obj))
     click.echo("\n".join(outcome.lines))
@@ -157,7 +152,7 @@ def service_install(obj: Context, agent: str | None) -> None:
 @click.pass_obj
 def service_uninstall(obj: Context, agent: str | None) -> None:
     """Stop and disable the agent's service and remove its unit."""
-    from .service_unit import uninstall
+    from ..host.service_unit import uninstall
 
     outcome = uninstall(_agent(obj, agent))
     click.echo("\n".join(outcome.lines))

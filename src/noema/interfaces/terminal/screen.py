@@ -1,6 +1,6 @@
 """Where the terminal chat writes: plain lines, or rich Markdown.
 
-The chat's logic (`terminal_client.ChatClient`) says *what* to show; a screen
+The chat's logic (`client.ChatClient`) says *what* to show; a screen
 says *how*. `PlainScreen` writes plain text with no escape codes, for pipes,
 scripts and dumb terminals, and shows its own `you> ` prompt. `RichScreen`
 renders answers as Markdown block by block as they stream (the block still
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
 
-from .terminal_markdown import MarkdownStream
+from .markdown import MarkdownStream
 
 PROMPT = "you> "
 ANSWER = "noema> "

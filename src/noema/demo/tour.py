@@ -20,19 +20,19 @@ from typing import TextIO
 
 from ..app import App, build_app
 from ..config import AgentSection, Config
+from ..interfaces.terminal.chat import TerminalListener
 from ..memory.turns import Flag
 from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, RootSettings
-from .chat import TerminalListener
-from .demo_alerts import alerts_chapter
-from .demo_hands import demo_hands
-from .demo_library import library_chapter
-from .demo_mail import mail_chapter
-from .demo_memory import memory_chapter
-from .demo_perception import run_perception_demo
-from .demo_reflexes import run_reflexes_demo
-from .demo_schedule import ZONE as REMINDERS_ZONE, schedule_chapter
+from .alerts import alerts_chapter
+from .hands import demo_hands
+from .library import library_chapter
+from .mail import mail_chapter
+from .memory import memory_chapter
+from .perception import run_perception_demo
+from .reflexes import run_reflexes_demo
+from .schedule import ZONE as REMINDERS_ZONE, schedule_chapter
 
 SKILL = """\
 # Weekly review
@@ -148,7 +148,7 @@ async def chapter_crash(paths: AgentPaths, printer: DemoPrinter, pace: float) ->
     printer.heading("2. The process is killed in the middle of a reply")
     before = _count_turns(paths)
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "noema.interfaces.demo", "crash-child",
+        sys.executable, "-m", "noema.demo.tour", "crash-child",
         str(paths.root.parent.parent), str(pace),
         stdout=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )

@@ -15,10 +15,10 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
-from ..orchestrator.delivery import POOL_EVENT
-from ..security.approvals import shown_plainly
-from .deliveries import read_delivery
-from .protocol import (
+from ...orchestrator.delivery import POOL_EVENT
+from ...security.approvals import shown_plainly
+from ..host.deliveries import read_delivery
+from ..host.protocol import (
     Answer,
     ApprovalAsked,
     ApprovalSettled,
@@ -45,9 +45,9 @@ from .protocol import (
     TurnStored,
     TurnView,
 )
-from .terminal_screen import Screen
-from .status_view import format_status
-from .terminal_status import StatusBar
+from .screen import Screen
+from .status_line import StatusBar
+from .status_text import format_status
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ anything fires, so a schedule cancelled here never fires.
 
 from __future__ import annotations
 
-from ..paths import AgentPaths
-from ..scheduling.listing import schedule_line, schedule_lines
-from ..scheduling.store import ScheduleNotFound, ScheduleStore, schedules_path
+from ...paths import AgentPaths
+from ...scheduling.listing import schedule_line, schedule_lines
+from ...scheduling.store import ScheduleNotFound, ScheduleStore, schedules_path
 
 LIST_LIMIT = 50
 

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import pygit2
 
-from ..health import modes
-from ..health import repositories as repos
-from ..health.agent_files import lost_history, repositories
-from ..health.salvage import Salvage, damaged_name, move_aside, salvage
-from ..health.sqlite_files import (
+from ...health import modes
+from ...health import repositories as repos
+from ...health.agent_files import lost_history, repositories
+from ...health.salvage import Salvage, damaged_name, move_aside, salvage
+from ...health.sqlite_files import (
     DamagedDatabase,
     DiskFull,
     UnusableDatabase,
@@ -42,10 +42,10 @@ from ..health.sqlite_files import (
     integrity_problems,
     opening,
 )
-from ..memory.store import TurnStore
-from ..paths import AgentLock, AgentPaths
-from ..perception.archive import SensoryArchive
-from ..scheduling.store import ScheduleStore
+from ...memory.store import TurnStore
+from ...paths import AgentLock, AgentPaths
+from ...perception.archive import SensoryArchive
+from ...scheduling.store import ScheduleStore
 
 
 class Kind(Enum):
@@ -263,19 +263,19 @@ def _new_schedules(path: Path) -> None:
 
 
 def _new_mail_record(path: Path) -> None:
-    from ..channels.mail.state import MailState
+    from ...channels.mail.state import MailState
 
     MailState(path).close()
 
 
 def _new_telegram_record(path: Path) -> None:
-    from ..channels.telegram.state import TelegramState
+    from ...channels.telegram.state import TelegramState
 
     TelegramState(path).close()
 
 
 def _new_docs_index(path: Path) -> None:
-    from ..docs.store import DocsStore
+    from ...docs.store import DocsStore
 
     DocsStore(path).close()
 

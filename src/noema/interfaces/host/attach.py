@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import AgentPaths
+from ...paths import AgentPaths
 from .protocol import (
     MAX_LINE,
     ClientMessage,

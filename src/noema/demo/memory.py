@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable
 
 from ..identity import Identity
+from ..interfaces.commands.memory import list_save_points, show_save_point
 from ..memory.assembly import Memory, build_memory
 from ..memory.compaction import CompactionListener, Outcome
 from ..memory.selection import Block
@@ -32,7 +33,6 @@ from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
 from ..tools.builtin import time_tools
 from ..tools.registry import ToolRegistry
-from .memory_cli import list_save_points, show_save_point
 
 # Low thresholds so that a dozen turns make a compaction.
 DEMO_SETTINGS = MemorySettings(
@@ -218,7 +218,7 @@ def run_memory_demo(paths: AgentPaths, *, pace: float = 0.0) -> None:
     """Run the chapter alone, printing to stdout (for trying it by hand)."""
     import sys
 
-    from .chat import TerminalListener
+    from ..interfaces.terminal.chat import TerminalListener
 
     class Transcript(TerminalListener):
         def on_idle(self) -> None:  # no interactive prompt here

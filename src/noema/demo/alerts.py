@@ -29,6 +29,7 @@ import httpx
 
 from ..app import App, build_app
 from ..config import Config
+from ..interfaces.commands.memory import search_memory
 from ..memory.turns import Turn, TurnKind
 from ..orchestrator.agent import AgentListener
 from ..orchestrator.settings import ReflexSettings
@@ -37,7 +38,6 @@ from ..perception.settings import ClockSettings, LogFileSettings, PerceptionSett
 from ..perception.untrusted import OPEN
 from ..perception.webhook_settings import WebhookSettings
 from ..providers.scripted import ScriptedProvider, ScriptedResponse, call, say
-from .memory_cli import search_memory
 
 TOKEN_SECRET = "DEMO_ALERTMANAGER_TOKEN"
 FINGERPRINT = "5f1c2a9e0b7d4431"

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..perception.untrusted import CLOSE, DEFAULT_MARKER, OPEN
+from ...perception.untrusted import CLOSE, DEFAULT_MARKER, OPEN
 
 _MARK = re.compile(f"{OPEN}(/?)(\\w+) [0-9a-f]{{8,32}}([^{CLOSE}]*){CLOSE}")
 _ATTRIBUTE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')  # an outside value is quoted

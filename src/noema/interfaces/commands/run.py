@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..app import App, build_app
-from ..config import Config
-from ..paths import AgentPaths
-from ..providers.base import Provider
-from .attach import socket_path
-from .host import Host
+from ...app import App, build_app
+from ...config import Config
+from ...paths import AgentPaths
+from ...providers.base import Provider
+from ..host.attach import socket_path
+from ..host.host import Host
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from .protocol import ChannelView, RequestView, SensorView, StatusView
+from ..host.protocol import ChannelView, RequestView, SensorView, StatusView
 
 URGENCIES = ("urgent", "priority", "normal")
 

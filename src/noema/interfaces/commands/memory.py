@@ -19,21 +19,21 @@ from pathlib import Path
 from typing import TextIO
 from zoneinfo import ZoneInfo
 
-from ..memory import savepoints
-from ..memory.chronicler import Chronicler, ChronicleRequest
-from ..memory.compaction import draft_save_point, make_report
-from ..memory.recall import excerpt, kind_label, turn_body, when
-from ..memory.render import compact_ranges, render_turn
-from ..memory.savepoints import Report
-from ..memory.search import HistorySearch
-from ..memory.selection import select_block
-from ..memory.session import Session
-from ..memory.settings import MemorySettings
-from ..memory.store import TurnStore
-from ..memory.tokens import estimate_tokens
-from ..memory.turns import ROLE_OF_KIND, Flag, Turn, TurnKind
-from ..memory.validator import citable, citations
-from ..providers.base import Provider
+from ...memory import savepoints
+from ...memory.chronicler import Chronicler, ChronicleRequest
+from ...memory.compaction import draft_save_point, make_report
+from ...memory.recall import excerpt, kind_label, turn_body, when
+from ...memory.render import compact_ranges, render_turn
+from ...memory.savepoints import Report
+from ...memory.search import HistorySearch
+from ...memory.selection import select_block
+from ...memory.session import Session
+from ...memory.settings import MemorySettings
+from ...memory.store import TurnStore
+from ...memory.tokens import estimate_tokens
+from ...memory.turns import ROLE_OF_KIND, Flag, Turn, TurnKind
+from ...memory.validator import citable, citations
+from ...providers.base import Provider
 
 EXPORT_VERSION = 1
 _TURN_FIELDS = ("id", "ts", "kind", "content", "tool_name", "call_id", "arguments", "channel",

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .protocol import RetryWaiting, StatusView
+from ..host.protocol import RetryWaiting, StatusView
 
 URGENCIES = ("urgent", "priority", "normal")  # the order the bar names them in
 

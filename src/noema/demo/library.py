@@ -31,13 +31,13 @@ from ..app import App, build_app
 from ..config import Config
 from ..docs.settings import DocsSettings
 from ..docs.samples import write_docx, write_markdown, write_pdf
+from ..interfaces.commands.docs import index_command
 from ..memory.turns import TurnKind
 from ..orchestrator.agent import AgentListener
 from ..paths import AgentPaths
 from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, RootSettings
 from ..web.settings import WebSettings
-from .docs_cli import index_command
 
 LOOPBACK = "127.0.0.0/8"
 PRIVATE_PAGE = "http://192.168.1.1/caretaker"

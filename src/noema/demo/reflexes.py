@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from ..interfaces.terminal.chat import call_line, one_line
 from ..memory.session import Session
 from ..memory.store import TurnStore
 from ..memory.turns import Flag, Turn
@@ -49,7 +50,6 @@ from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, HandsSettings, RootSettings
 from ..tools.hands import build_hands
 from ..tools.registry import ToolRegistry
-from .chat import call_line, one_line
 
 
 class Writer(Protocol):

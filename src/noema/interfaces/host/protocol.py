@@ -27,6 +27,8 @@ from typing import Annotated, Literal, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ...channels.view import ChannelView
+
 PROTOCOL_VERSION = 1
 MAX_LINE = 1 << 20  # a line longer than this is a protocol error
 
@@ -140,14 +142,6 @@ class SensorView(_Message):
     silenced_until: float | None = None
     events: int = 0  # received since the agent started
     can_silence: bool = True  # False: the sensor refuses to be silenced (a schedule, a chat)
-
-
-class ChannelView(_Message):
-    """A channel (mail, Telegram…) as `noema status` shows it."""
-
-    name: str
-    state: str  # "connected", "connecting", "retrying in 8 s", "off"…
-    detail: str = ""  # one line: the account, the last error, what was ignored
 
 
 class RequestView(_Message):

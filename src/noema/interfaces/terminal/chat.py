@@ -9,7 +9,7 @@ attached chat leaves the agent running; leaving the chat that runs the
 agent stops it cleanly.
 
 At a terminal the chat is a prompt_toolkit prompt with rich output
-(`terminal_input`, `terminal_screen`); through a pipe or on a dumb terminal
+(`input`, `screen`); through a pipe or on a dumb terminal
 it reads and writes plain lines. `/stop` (or Ctrl-C) stops a reply,
 `/status` shows the agent's state, `/help` lists the commands, `/quit` (or
 Ctrl-D) leaves. Errors are shown as messages, never as tracebacks.
@@ -29,29 +29,29 @@ from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 
-from ..logs import SHOWN
-from ..memory.turns import Flag, Turn, TurnKind
-from ..orchestrator.agent import Agent, AgentListener
-from ..providers.base import RetryWait
-from .attach import AgentNotRunning, Attached, attach, lock_holder, socket_path
-from .host import Host
-from .protocol import Connection, Hello, ServerMessage, StatusView, Welcome
-from .terminal_client import HELP, HELP_KEYS, ChatClient, one_line
-from .terminal_input import (
+from ...logs import SHOWN
+from ...memory.turns import Flag, Turn, TurnKind
+from ...orchestrator.agent import AgentListener
+from ...providers.base import RetryWait
+from ..host.attach import AgentNotRunning, Attached, attach, lock_holder, socket_path
+from ..host.host import Host
+from ..host.protocol import Connection, Hello, ServerMessage, StatusView, Welcome
+from .client import HELP, HELP_KEYS, ChatClient, one_line
+from .input import (
     history_file,
     make_session,
     plain_terminal,
     run_lines,
     run_prompt,
 )
-from .terminal_screen import PROMPT, PlainScreen, RichScreen
-from .terminal_status import StatusBar
+from .screen import PROMPT, PlainScreen, RichScreen
+from .status_line import StatusBar
 
 if TYPE_CHECKING:
-    from ..app import App
-    from ..paths import AgentPaths
+    from ...app import App
+    from ...paths import AgentPaths
 
-__all__ = ["HELP", "PROMPT", "TerminalListener", "call_line", "format_status", "one_line",
+__all__ = ["HELP", "PROMPT", "TerminalListener", "call_line", "one_line",
            "run_chat", "Terminal", "converse", "open_chat"]
 
 log = logging.getLogger(__name__)
@@ -133,32 +133,6 @@ class TerminalListener(AgentListener):
 
     def on_idle(self) -> None:
         self.prompt()
-
-
-def format_status(agent: Agent) -> str:
-    status = agent.status()
-    lines = [
-        f"context: about {status.context_tokens:,} of {status.context_window:,} tokens "
-        f"({status.context_share:.0%}) in {status.session_turns} turns",
-        f"state: {'working' if status.busy else 'idle'}"
-        + (f", {status.waiting_messages} message(s) waiting" if status.waiting_messages else ""),
-    ]
-    reflexes = status.reflexes
-    if reflexes is not None:
-        if status.waiting_events:
-            lines.append(f"events waiting: {status.waiting_events}"
-                         + (" (they wait for you to write)" if reflexes.held else ""))
-        if reflexes.world_budget_exhausted:
-            budget = f"budget for cycles the world starts is spent ({reflexes.world_tokens_spent:,}"
-            budget += f" of {reflexes.world_tokens_per_hour:,} tokens this hour)"
-            lines.append(budget + "; events wait for you")
-        if reflexes.guard_engaged:
-            lines.append("interruptions paused: the current cycle was cancelled too often")
-    if status.last_input_tokens is not None:
-        lines.append(f"last request, as counted by the model: {status.last_input_tokens:,} tokens")
-    if status.save_point_id is not None:
-        lines.append(f"current save point: #{status.save_point_id}")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,9 +36,9 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 
-from .terminal_client import ChatClient
-from .terminal_screen import ANSWER, PROMPT, RichScreen
-from .terminal_status import StatusBar
+from .client import ChatClient
+from .screen import ANSWER, PROMPT, RichScreen
+from .status_line import StatusBar
 
 LIVE_LINES = 8  # lines of the unfinished answer block shown above the prompt
 QUIT_WINDOW = 2.0  # seconds within which a second Ctrl-C at an idle prompt leaves

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pygit2
 
-from ..paths import AgentPaths
-from ..security.history import ChangeNote, left_out_text
-from ..security.policy import AccessPolicy, Root, real
-from ..security.settings import FilesSettings
-from ..security.undo import restore as restore_file
-from ..security.undo import undo_last
-from ..security.versioning import VersionStore
-from ..security.versions import Versions
-from ..tools.registry import ToolError
+from ...paths import AgentPaths
+from ...security.history import ChangeNote, left_out_text
+from ...security.policy import AccessPolicy, Root, real
+from ...security.settings import FilesSettings
+from ...security.undo import restore as restore_file
+from ...security.undo import undo_last
+from ...security.versioning import VersionStore
+from ...security.versions import Versions
+from ...tools.registry import ToolError
 
 
 class VersionsCommandError(Exception):

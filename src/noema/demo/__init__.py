@@ -1,0 +1,1 @@
+"""`noema demo`: scripted chapters that show the real stack at work, offline."""
