@@ -3,9 +3,10 @@ and from the person's reply accepted by Dovecot to the question settled.
 
 The tests' own Dovecot and SMTP relay on 127.0.0.1 and the whole agent built
 by `build_app`; each round asks what the gate would ask with no interface
-attached (`App.ask_away`), waits for the question's envelope at the relay,
+attached (`App.away.post`, as the gate does when `App.ask_away` finds
+nobody at the machine), waits for the question's envelope at the relay,
 delivers the person's authenticated "yes" in its thread with dovecot-lda and
-stops the clock when the question returns True. The first figure holds a
+stops the clock when the approved call starts. The first figure holds a
 run of dovecot-lda (the relay delivers into the person's mailbox before it
 answers); the second, Dovecot's own wait before its IDLE push (about 0.5 s;
 see mail_latency.py).
@@ -34,6 +35,7 @@ from mailroom import mail_agent  # noqa: E402
 
 from noema.providers.scripted import ScriptedProvider  # noqa: E402
 from noema.security.approvals import ApprovalRequest  # noqa: E402
+from noema.tools.registry import ToolContext, ToolResult  # noqa: E402
 from tests.mail.conftest import mail  # noqa: E402
 from tests.mail.servers import available  # noqa: E402
 
@@ -51,8 +53,14 @@ async def measure(count: int) -> dict[str, list[float]]:
             seen = len(relay.envelopes)
             request = ApprovalRequest("shell_execute", f"command: make round-{n}",
                                       "the autonomy level of shell_execute is 'ask'")
+            ran: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+            async def run(ran: asyncio.Future[bool] = ran) -> ToolResult:
+                ran.set_result(True)
+                return ToolResult("ran")
+
             start = time.perf_counter()
-            asking = asyncio.create_task(app.ask_away(request))
+            asking = asyncio.create_task(app.away.post(request, ToolContext(f"c{n}", 0, 0), run))
             envelopes = await asyncio.to_thread(
                 relay.wait_for, lambda found: len(found) > seen, 60)
             figures["asked"].append(time.perf_counter() - start)
@@ -68,7 +76,8 @@ async def measure(count: int) -> dict[str, list[float]]:
                 return time.perf_counter()  # Dovecot has accepted the reply
 
             accepted = await asyncio.to_thread(deliver)
-            assert await asyncio.wait_for(asking, 60) is True
+            await asking
+            assert await asyncio.wait_for(ran, 60) is True
             figures["answered"].append(time.perf_counter() - accepted)
     return figures
 

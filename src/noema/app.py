@@ -60,7 +60,10 @@ from .perception.webhook_settings import TokenProblem, check_tokens
 from .providers.base import Provider
 from .scheduling.store import ScheduleStore, schedules_path
 from .scheduling.tools import schedule_tools
-from .security.approvals import ApprovalRequest, Approver
+from .perception.sensors.approvals import CHANNEL as APPROVALS_CHANNEL, ApprovalSensor
+from .security.approvals import ApprovalRequest, Approver, AskAway
+from .security.away import AwayApprovals
+from .security.away_store import AwayStore
 from .security.fsafe import TEMP_SUFFIX
 from .tools.builtin import identity_tools, time_tools
 from .tools.hands import Hands, build_hands
@@ -103,20 +106,16 @@ class App:
     docs: Docs | None = None  # the document library, when [docs] names folders
     channels: list[Channel] = field(default_factory=list)  # mail, Telegram
     replies: ReplyRouter | None = None  # answers go back to the channel asked on
+    away: AwayApprovals | None = None  # questions asked on the person's channels
 
     async def ask_away(self, request: ApprovalRequest) -> bool:
-        """Ask the person on their own channels, for when no interface is
-        attached: the first channel that can ask (Telegram's buttons, then a
-        mail the person replies to). Raises ToolError when none can; unanswered
-        within `[autonomy] approval_timeout_s`, the answer is no."""
-        for channel in sorted(self.channels, key=lambda c: getattr(c, "ask_order", 0)):
-            ask = getattr(channel, "ask", None)
-            if ask is None:
-                continue
-            try:
-                return await ask(request, self.config.autonomy.approval_timeout_s)
-            except RuntimeError as exc:  # configured, but it cannot ask now
-                log.info("%s cannot ask the person: %s", channel.name, exc)
+        """The approver for when no interface is attached: raises AskAway, so the
+        gate sends the question to the person's own channels (Telegram's
+        buttons, then a mail the person replies to; `security/away.py`) and the
+        call waits there, not in the cycle. Raises ToolError when no channel of
+        the person's is configured to ask."""
+        if self.away is not None and self.away.channels:
+            raise AskAway()
         raise ToolError(
             f"{request.tool} needs the person's approval, but no interface is attached and "
             "no channel of the person's can ask them (a Telegram chat can: [telegram] "
@@ -136,6 +135,8 @@ class App:
                     submitted=self._submitted)
         for channel in self.channels:  # before the hub runs their sensors
             await channel.start(desk)
+        if self.away is not None:  # what a previous process left asked away ends
+            await self.away.start()
         if self.replies is not None:
             self.replies.catch_up()  # an answer a previous run stored but never sent
         self.hub.start()
@@ -183,6 +184,8 @@ class App:
         being sent, channels, then storage."""
         await self.hub.stop()
         await self.agent.close()
+        if self.away is not None:  # calls still running are reported on the next start
+            await self.away.aclose()
         if self.replies is not None:
             await self.replies.aclose()
         for channel in self.channels:
@@ -210,6 +213,8 @@ class App:
         self.pipeline.archive.close()
         if self.schedules is not None:
             self.schedules.close()
+        if self.away is not None:
+            self.away.store.close()
         self.store.close()
         self.lock.release()
 
@@ -340,6 +345,16 @@ def _wire(
     # ignores other chats) is then an event in the archive in memory, delivered
     # while the process lives; the mail itself stays in the mailbox.
     sensors += [sensor for channel in channels for sensor in channel.sensors()]
+    # With nobody at the machine a question goes to the person's channels, and
+    # its outcome comes back as an event, the senses off or not (as alarms do).
+    away = AwayApprovals(
+        _open_away(paths, listener),
+        [c for c in sorted(channels, key=lambda c: getattr(c, "ask_order", 0))
+         if hasattr(c, "post_question")],
+        timeout=lambda: config.autonomy.approval_timeout_s, zone=zone)
+    hands.gate.away = away
+    sensors.append(ApprovalSensor(away, bookmark=archive.bookmark(
+        "sensor:" + APPROVALS_CHANNEL) if senses_on else None))
     pipeline = Pipeline(archive, [s.info for s in sensors], max_silence=senses.max_silence)
     toolservers = None
     if config.mcp.servers:
@@ -349,6 +364,7 @@ def _wire(
             config.mcp,
             Surroundings.of_agent(config.files, config.shell, paths, load_secrets(paths)),
             delimiter, config.autonomy, approver)
+        toolservers.gate.away = away
     docs = None
     if config.docs.enabled:
         from .docs.tools import build_docs_tools
@@ -427,7 +443,7 @@ def _wire(
         hub.add(sensor)
     return App(paths, config, store, session, identity, provider, tools, agent, hands,
                pipeline, hub, memory, lock, docs=docs, schedules=schedules,
-               toolservers=toolservers, channels=channels, replies=replies)
+               toolservers=toolservers, channels=channels, replies=replies, away=away)
 
 
 # Offered whatever the window: enough to talk, remember, read, write and run.
@@ -568,6 +584,17 @@ def _open_archive(paths: AgentPaths, flush_every: int,
         listener.on_notice(f"senses are off: {exc}. `noema doctor --repair` keeps what "
                            "can be kept of it and moves the damaged file aside.")
         return None
+
+
+def _open_away(paths: AgentPaths, listener: AgentListener) -> AwayStore:
+    """The record of questions asked away; a damaged one is moved aside and a
+    new one started (what it held is told to the person, not guessed)."""
+    from .channels.state_file import open_state
+
+    return open_state(paths.approvals_db, AwayStore, what="approvals",
+                      lost="Questions asked while you were away before now are forgotten: "
+                           "answer them again if the agent asks again.",
+                      notice=listener.on_notice)
 
 
 def _open_schedules(paths: AgentPaths, listener: AgentListener) -> ScheduleStore:

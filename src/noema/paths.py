@@ -77,6 +77,11 @@ class AgentPaths:
         return self.root / "telegram.db"
 
     @property
+    def approvals_db(self) -> Path:
+        """Questions asked while the person was away, and their outcomes."""
+        return self.root / "approvals.db"
+
+    @property
     def docs_db(self) -> Path:
         """The document library's index (rebuilt from the files when lost)."""
         return self.root / "docs.db"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
+import time
 from collections.abc import Callable
 
 import pytest
@@ -30,6 +31,7 @@ from noema.config import Config
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.security.approvals import ApprovalRequest
+from noema.security.away import AwayQuestion
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings
 
 from .conftest import WAIT, Accounts, mail
@@ -103,6 +105,11 @@ def reply(accounts: Accounts, question, body: str, *, sender: str | None = None,
                 References=question["Message-ID"], **headers)
 
 
+def told_model(app: App) -> list[str]:
+    """What the model received, spaces restored (the untrusted envelope writes ˆ)."""
+    return [m.content.replace("ˆ", " ") for r in app.provider.requests for m in r.messages]
+
+
 def note_written(tmp_path) -> bool:
     return (tmp_path / "ws" / "note.txt").exists()
 
@@ -119,8 +126,11 @@ async def test_the_persons_yes_by_mail_lets_the_call_run(tmp_path, accounts):
         turns_before = len(app.session.turns)
         accounts.deliver(reply(accounts, question, "Yes, go ahead.", auth=vouched(accounts)))
         await until(lambda: note_written(tmp_path), "the write")
-        await app.agent.idle()
         assert (tmp_path / "ws" / "note.txt").read_text() == "milk, bread"
+        # The call did not wait in the cycle; what came of it reached the model as an event.
+        await until(lambda: any("allowed it by mail" in text and "it ran" in text
+                                for text in told_model(app)), "the outcome, told to the model")
+        await app.agent.idle()
         # The answer settled the question and was never the person's turn.
         persons = [t for t in app.session.turns[turns_before:] if t.kind.value == "user"]
         assert not any("go ahead" in t.content for t in persons)
@@ -175,13 +185,10 @@ async def test_an_unclear_reply_is_told_and_the_persons_no_refuses(tmp_path, acc
         told = await to_person(accounts, "Re: Allow file_write?", "does not start with YES")
         assert told["In-Reply-To"] and told["Auto-Submitted"] == "auto-replied"
         accounts.deliver(reply(accounts, question, "No.", auth=vouched(accounts)))
-        await until(lambda: any(t.tool_name == "file_write" and t.kind.value ==
-                                     "tool_result" for t in app.session.turns), "the refusal")
+        await until(lambda: any("refused it by mail" in text for text in told_model(app)),
+                    "the refusal, told to the model as an event")
         await app.agent.idle()
         assert not note_written(tmp_path)
-        result = next(t for t in app.session.turns if t.tool_name == "file_write"
-                      and t.kind.value == "tool_result")
-        assert "declined" in result.content or "not run" in result.content
     finally:
         await app.aclose()
 
@@ -190,8 +197,8 @@ async def test_a_late_yes_to_an_expired_question_is_refused_and_told(tmp_path, a
     app = start_app(tmp_path, accounts, timeout_s=1.0)
     try:
         question = await ask_by_mail(app, accounts)
-        await until(lambda: any(t.tool_name == "file_write" and t.kind.value ==
-                                     "tool_result" for t in app.session.turns), "the expiry")
+        await until(lambda: any("expired as a refusal" in text for text in told_model(app)),
+                    "the expiry, told to the model as an event")
         await app.agent.idle()
         accounts.deliver(reply(accounts, question, "YES", auth=vouched(accounts)))
         told = await to_person(accounts, "Re: Allow file_write?", "closed")
@@ -249,17 +256,20 @@ async def test_an_answer_seen_again_after_a_restart_is_not_handled_twice(tmp_pat
     state = MailState(tmp_path / "mail.db")
     try:
         first = MailApprovals(settings, state, send)
-        asking = asyncio.ensure_future(first.ask(ApprovalRequest("file_write", "path: a",
-                                                                 "asks"), 30))
-        while not sent:
-            await asyncio.sleep(0)
+        answers: list[tuple[int, bool, str]] = []
+
+        def answer(number: int, allowed: bool, by: str) -> None:
+            answers.append((number, allowed, by))
+
+        await first.post(AwayQuestion(7, ApprovalRequest("file_write", "path: a", "asks"), 30,
+                                      time.time() + 30), answer)
         question = parse_bytes(sent[0])
         raw = mail("ana@x.test", "agent@x.test", f"Re: {question['Subject']}", "yes",
                    In_Reply_To=str(question["Message-ID"])).as_bytes()
         answer = read_mail(7, raw)
         assert first.route(answer, parse_bytes(raw), "INBOX/1/7", vouched_verdict, None,
                            False) is Route.SETTLED
-        assert await asyncio.wait_for(asking, WAIT) is True
+        assert answers == [(7, True, "email")]
         # The same mail again, at the same place, after a restart: passed over.
         again = MailApprovals(settings, state, send)
         assert again.route(answer, parse_bytes(raw), "INBOX/1/7", vouched_verdict, None,

@@ -7,15 +7,24 @@ while the context holds outside words (`ToolContext.outside`), a call with
 side effects is asked about whatever the level says. An interface (chat, daemon, GUI) that can ask the person
 attaches an Approver; with none attached, an `ask` call is refused with an
 explanation rather than run unasked.
+
+**Asked away.** An approver that finds nobody at the machine raises
+`AskAway`: the question then goes to the person's own channels
+(`security/away.py`), and the call does not wait inside the cycle. The
+model gets at once a result saying which approval waits, where it was asked
+and when it expires; the agent goes on with other events. When the person
+answers, the same call runs again, with the same arguments and the same
+`ToolContext`, past the question that was answered (and only that one),
+and its outcome reaches the model as an event.
 """
 
 from __future__ import annotations
 
 import asyncio
-
+import contextvars
 import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -42,9 +51,56 @@ class ApprovalRequest:
 
 
 class Approver(Protocol):
-    """Asks the person; True means go ahead. Interfaces implement this."""
+    """Asks the person; True means go ahead. Interfaces implement this; one
+    that finds nobody to ask at the machine raises `AskAway`."""
 
     async def __call__(self, request: ApprovalRequest) -> bool: ...
+
+
+class AskAway(Exception):
+    """Raised by an approver: nobody is at the machine, so the question goes
+    to the person's own channels and the call waits there, not in the cycle."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwayTicket:
+    """A question sent to the person's channels: what the model is told at once."""
+
+    number: int
+    where: str  # "on Telegram", "by mail to ana@example.org"
+    expires: str  # when it expires, as the person's clock reads it
+
+
+RunApproved = Callable[[], Awaitable[ToolResult]]
+
+
+class AwayAsker(Protocol):
+    """Sends a question to the person's channels and, once they allow it, runs
+    `run` (the call, past this question) in the background."""
+
+    async def post(self, request: ApprovalRequest, ctx: ToolContext,
+                   run: RunApproved) -> AwayTicket:
+        """Ask; ToolError when no channel of the person's can."""
+        ...
+
+
+class _WaitsAway(ToolError):
+    """The question went away: the nearest guarded call turns this into the
+    waiting result. Met anywhere else, it reads as a refusal."""
+
+    def __init__(self, request: ApprovalRequest, away: AwayAsker | None) -> None:
+        super().__init__(
+            f"{request.tool} needs the person's approval ({request.reason}); nobody is at "
+            "the machine, and this call cannot wait for an answer from their channels, so "
+            "it was not run. Tell the person what you wanted to do.")
+        self.request = request
+        self.away = away
+
+
+# The questions the person answered yes to away, for the call being run again
+# because of that yes: asking them again would ask for ever.
+_ANSWERED: contextvars.ContextVar[frozenset[ApprovalRequest]] = contextvars.ContextVar(
+    "approved away", default=frozenset())
 
 
 def shown_plainly(text: str) -> tuple[str, bool]:
@@ -74,9 +130,11 @@ def summarize(arguments: dict[str, Any]) -> str:
 class ApprovalGate:
     """Applies the autonomy settings to tools."""
 
-    def __init__(self, settings: AutonomySettings, approver: Approver | None = None) -> None:
+    def __init__(self, settings: AutonomySettings, approver: Approver | None = None,
+                 away: AwayAsker | None = None) -> None:
         self.settings = settings
         self._approver = approver
+        self.away = away  # where a question goes when the approver raises AskAway
 
     def attach(self, approver: Approver | None) -> None:
         """Set (or, with None, remove) who is asked when a call needs approval."""
@@ -90,13 +148,41 @@ class ApprovalGate:
         inner = tool.handler
 
         async def guarded(ctx: ToolContext, **arguments: Any) -> str | ToolResult:
-            await self._admit(tool, ctx, arguments)
-            outcome = inner(ctx, **arguments)
-            if inspect.isawaitable(outcome):
-                outcome = await outcome
+            try:
+                await self._admit(tool, ctx, arguments)
+                outcome = inner(ctx, **arguments)
+                if inspect.isawaitable(outcome):
+                    outcome = await outcome
+            except _WaitsAway as waiting:
+                if waiting.away is None:
+                    raise
+                return await self._send_away(waiting.away, waiting.request, ctx,
+                                             lambda: guarded(ctx, **arguments))
             return outcome
 
         return replace(tool, handler=guarded)
+
+    async def _send_away(self, away: AwayAsker, request: ApprovalRequest, ctx: ToolContext,
+                         again: Callable[[], Awaitable[str | ToolResult]]) -> ToolResult:
+        """Post the question and tell the model the call waits; the yes runs `again`."""
+        approved = _ANSWERED.get() | {request}
+
+        async def run() -> ToolResult:
+            token = _ANSWERED.set(approved)
+            try:
+                outcome = await again()
+            except ToolError as exc:
+                return ToolResult(f"Error: {exc}", is_error=True)
+            except Exception as exc:  # a bug of ours or a library's: the event says so
+                log.exception("the approved call of %s failed", request.tool)
+                return ToolResult(f"Error: {request.tool} failed unexpectedly "
+                                  f"({type(exc).__name__}: {exc}).", is_error=True)
+            finally:
+                _ANSWERED.reset(token)
+            return outcome if isinstance(outcome, ToolResult) else ToolResult(str(outcome))
+
+        ticket = await away.post(request, ctx, run)
+        return ToolResult(waiting_text(request.tool, ticket))
 
     def wrap_all(self, tools: Iterable[Tool]) -> list[Tool]:
         return [self.wrap(t) for t in tools]
@@ -134,8 +220,12 @@ class ApprovalGate:
         interface's failure counts as a refusal: nothing runs unasked), and
         when the person declines. An approver may raise ToolError itself, to
         say why it cannot ask; that message stands. Cancelled while waiting,
-        the call is recorded in `ctx` as never run.
+        the call is recorded in `ctx` as never run. An approver's `AskAway`
+        becomes a `_WaitsAway`, which the guarded call around this one turns
+        into the question sent away and the waiting result.
         """
+        if request in _ANSWERED.get():
+            return  # the person allowed this very question away: this is the call it ran
         approver = self._approver
         if approver is None:
             raise ToolError(
@@ -150,6 +240,8 @@ class ApprovalGate:
                 ctx.interruption.append("It never ran: it was still waiting for the person's "
                                         "approval, so it had no effect.")
             raise
+        except AskAway:
+            raise _WaitsAway(request, self.away) from None
         except ToolError:
             raise
         except Exception as exc:  # the interface failed; the call must not run unasked
@@ -163,3 +255,12 @@ class ApprovalGate:
                 f"the person declined this {request.tool} call ({request.reason}); it was not "
                 "run. Do not repeat it unchanged: ask them what they would prefer."
             )
+
+
+def waiting_text(tool: str, ticket: AwayTicket) -> str:
+    """What the model is told of a call whose question went to the person's channels."""
+    return (f"Not run yet: {tool} waits for the person's answer to approval "
+            f"{ticket.number}, asked {ticket.where}; unanswered, it expires as a refusal at "
+            f"{ticket.expires}. Do not call it again meanwhile: go on with other work. "
+            "When the person answers, the outcome (it ran, with its result; or it was "
+            "refused, or expired) comes to you as an event of the `approvals` channel.")

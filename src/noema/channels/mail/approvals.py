@@ -23,8 +23,10 @@ counted and reaches the model as outside data, like any such mail, while
 the question stays open. The person's reply that is none of those words is
 not an answer either: a guess could run what the person did not mean, so
 they are told in one short mail, and the question stays open (it still
-expires as a refusal). A reply to a question already closed (answered,
-expired, withdrawn, or asked before a restart) is refused and told so.
+expires as a refusal). A reply to a question already closed (answered
+here or anywhere else, expired, or asked before a restart) is refused and
+told so. Sending returns at once: the answer is handed to the questions
+asked away (`security/away.py`), which run the call or not.
 
 An answer is never the person's turn. Each reply of the person's is marked
 handled in the channel's file before anything is done with it, so one seen
@@ -43,12 +45,14 @@ import secrets
 import string
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from email.message import Message
 from enum import Enum
+from typing import Any
 
 from ...security.approvals import ApprovalRequest, shown_plainly
+from ...security.away import Answer, AwayQuestion, Posted
 from .authresults import Verdict
 from .compose import Thread, compose
 from .message import Mail, header
@@ -57,6 +61,7 @@ from .state import MailState
 
 log = logging.getLogger(__name__)
 
+ANSWERED_BY = "email"  # the channel's name, as the questions asked away know it
 SENT_PLACE = "approval"  # where a question's Message-ID is recorded as sent
 NOTE_PLACE = "approval note"
 FOREIGN_COUNT = "approval_foreign"  # replies to a question by anyone but the person
@@ -80,7 +85,8 @@ class Route(Enum):
 
 @dataclass
 class _Open:
-    future: asyncio.Future[bool]
+    number: int
+    answer: Answer
     message_id: str
     tool: str
 
@@ -102,44 +108,35 @@ class MailApprovals:
         """Replies to a question that came from anyone but the person, so far."""
         return self.state.count(FOREIGN_COUNT)
 
-    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
-        """Mail the question and wait for the person's reply; False when the
-        time runs out. Raises RuntimeError when the mail cannot be sent."""
+    async def post(self, question: AwayQuestion, answer: Answer) -> Posted:
+        """Mail the question; the person's reply goes to `answer`. Raises
+        RuntimeError when the mail cannot be sent."""
         person = self.settings.allow_from[0]
         key = secrets.token_hex(6)
-        tool = shown_plainly(request.tool)[0][:80]
+        tool = shown_plainly(question.request.tool)[0][:80]
         message = compose(sender=self.settings.own_address,
                           display_name=self.settings.display_name, to=(person,),
                           subject=f"Allow {tool}? (question {key})",
-                          body=question_text(request, timeout))
+                          body=question_text(question.request, question.timeout))
         message["Auto-Submitted"] = "auto-generated"  # RFC 3834: no robot answers it
         message_id = str(message["Message-ID"]).strip()
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._open[key] = _Open(future, message_id, tool)
         self._remember(self._keys, message_id, key)
         # Recorded before it leaves: its copy coming back is known as the agent's own.
         self.state.record_message(message_id, "sent", SENT_PLACE)
-        how = "it expired unanswered, and was refused"
         try:
-            try:
-                await self._send(message.as_bytes(), (person,))
-            except Exception as exc:
-                how = "it could not be mailed"
-                raise RuntimeError(f"the question could not be mailed: {exc}") from None
-            log.info("asked %s by mail whether %s may run (question %s)", person, tool, key)
-            try:
-                answer = await asyncio.wait_for(future, timeout)
-            except TimeoutError:
-                log.info("question %s by mail expired unanswered: refused", key)
-                return False
-            how = "you allowed it" if answer else "you refused it"
-            return answer
-        except asyncio.CancelledError:
-            how = "the agent withdrew it"
-            raise
-        finally:
-            self._open.pop(key, None)
-            self._remember(self._closed, key, how)
+            await self._send(message.as_bytes(), (person,))
+        except Exception as exc:
+            self._remember(self._closed, key, "it could not be mailed")
+            raise RuntimeError(f"the question could not be mailed: {exc}") from None
+        self._open[key] = _Open(question.number, answer, message_id, tool)
+        log.info("asked %s by mail whether %s may run (question %s)", person, tool, key)
+        return Posted(f"by mail to {person}", {"key": key, "message_id": message_id})
+
+    def close(self, handle: Mapping[str, Any], outcome: str) -> None:
+        """The question ended elsewhere, or expired: a later reply is told how."""
+        key = str(handle.get("key", ""))
+        if self._open.pop(key, None) is not None:
+            self._remember(self._closed, key, _how(outcome))
 
     def route(self, mail: Mail, message: Message, place: str, verdict: Verdict,
               robot: str | None, replay: bool) -> Route:
@@ -161,7 +158,7 @@ class MailApprovals:
             return Route.SETTLED  # handled before a restart: not again
         found = self._open.get(key) if key else None
         choice = answer_word(mail.text)
-        if found is None or found.future.done():
+        if found is None:
             outcome = "closed"
             note = closed_note(self._how_closed(key))
         elif choice is None:
@@ -170,9 +167,15 @@ class MailApprovals:
             outcome, note = ("allowed" if choice else "refused"), None
         self.state.save_place(mark, {"question": key, "outcome": outcome, "at": time.time()})
         if note is None and found is not None:
-            found.future.set_result(bool(choice))
-            log.info("the person %s question %s by mail", outcome, key)
-        elif note is not None:
+            del self._open[key]
+            refusal = found.answer(found.number, bool(choice), ANSWERED_BY)
+            if refusal is None:
+                self._remember(self._closed, key, f"you {outcome} it")
+                log.info("the person %s question %s by mail", outcome, key)
+            else:  # settled elsewhere a moment ago
+                self._remember(self._closed, key, refusal)
+                note = closed_note(refusal)
+        if note is not None:
             log.info("a reply of the person to question %s by mail was %s; told so",
                      key or "(earlier run)", outcome)
             self._tell(mail, note)
@@ -271,6 +274,13 @@ def question_text(request: ApprovalRequest, timeout: float) -> str:
             f"counts). With no answer in {minutes} minute{'s' if minutes != 1 else ''} it "
             f"is refused.\nOnly a reply from your own address that your mail server vouches "
             f"for can answer.\n")
+
+
+def _how(outcome: str) -> str:
+    """An outcome sentence ("Answered on the web page: allowed.") as the
+    parenthesis of a closed note says it."""
+    outcome = outcome.strip().rstrip(".")
+    return outcome[:1].lower() + outcome[1:]
 
 
 def unclear_note(tool: str) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from ...memory.turns import Turn
 from ...perception.hub import Bookmark, Sensor
@@ -19,7 +21,7 @@ from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
 from ..state_file import open_state
 from ..view import ChannelView
-from ...security.approvals import ApprovalRequest
+from ...security.away import Answer, AwayQuestion, Posted
 from .access import Account
 from .approvals import MailApprovals
 from .compose import Thread, compose
@@ -116,7 +118,7 @@ class MailChannel:
             log.info("answer turn %d sent by mail to %s", current.answer_id,
                      ", ".join(current.recipients))
 
-    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
+    async def post_question(self, question: AwayQuestion, answer: Answer) -> Posted:
         """Ask the person by mail (see `approvals.py`). RuntimeError when mail
         cannot ask now: no password, no address of the person's, or an inbox
         not being read (the answer could not be heard)."""
@@ -128,7 +130,10 @@ class MailChannel:
         if health.state != "connected":
             raise RuntimeError(f"the inbox is not being read ({health.state}"
                                + (f": {health.detail}" if health.detail else "") + ")")
-        return await self.approvals.ask(request, timeout)
+        return await self.approvals.post(question, answer)
+
+    async def close_question(self, handle: Mapping[str, Any], outcome: str) -> None:
+        self.approvals.close(handle, outcome)
 
     async def _send_now(self, message: bytes, recipients: tuple[str, ...]) -> None:
         await send(self.settings, self.account.password, message, self.settings.own_address,

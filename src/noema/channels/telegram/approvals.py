@@ -5,23 +5,27 @@ is away from the machine), a call that needs the person's yes is asked in the
 person's first chat: the request, shown whole with its invisible characters
 made visible, under two inline buttons, Allow and Refuse. Each question has a
 fresh random key in its buttons' data, so a button answers that question
-only, and only once.
+only, and only once. Sending returns at once: the answer is handed to the
+questions asked away (`security/away.py`), which run the call or not.
 
 Only the person can answer: the press must come from one of the person's
 chats as a user (in a private chat the chat's ID is the user's). A press by
-anyone else, on an expired question or on one already answered, changes
-nothing and is told so in Telegram's own answer to the press. A question
-nobody answers in time is refused, and its message says so.
+anyone else, on an expired question, on one already answered (here or at an
+interface), or on one asked before a restart, changes nothing and is told
+so in Telegram's own answer to the press. A question settled anywhere else,
+or expired, loses its buttons and its message says how it ended.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ...security.approvals import ApprovalRequest, shown_plainly
+from ...security.away import Answer, AwayQuestion, Posted
 from .library import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MessageLimit
 
 log = logging.getLogger(__name__)
@@ -32,7 +36,8 @@ _ROOM = MessageLimit.MAX_TEXT_LENGTH - 300  # for the header, the footer and esc
 
 @dataclass
 class _Open:
-    future: asyncio.Future[bool]
+    number: int
+    answer: Answer
     chat_id: int
     message_id: int
     text: str
@@ -47,29 +52,28 @@ class TelegramApprovals:
         self.chat = person_chats[0]
         self._open: dict[str, _Open] = {}
 
-    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
-        """Send the question and wait for the person's press; False when the
-        time runs out (the message then says it was refused)."""
+    async def post(self, question: AwayQuestion, answer: Answer) -> Posted:
+        """Send the question under its two buttons; the press goes to `answer`."""
         key = secrets.token_urlsafe(9)
-        text = question_text(request, timeout)
+        text = question_text(question.request, question.timeout)
         buttons = InlineKeyboardMarkup([[
             InlineKeyboardButton("Allow", callback_data=f"{PREFIX}:{key}:allow"),
             InlineKeyboardButton("Refuse", callback_data=f"{PREFIX}:{key}:refuse"),
         ]])
         sent = await self.bot.send_message(self.chat, text, reply_markup=buttons)
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        question = self._open[key] = _Open(future, self.chat, sent.message_id, text)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            await self._close(question, "No answer came in time: refused, nothing was run.")
-            return False
-        except asyncio.CancelledError:  # the agent stopped the call: the buttons go
-            asyncio.ensure_future(self._close(question, "Withdrawn: the agent stopped "
-                                                        "this call; nothing was run."))
-            raise
-        finally:
-            self._open.pop(key, None)
+        self._open[key] = _Open(question.number, answer, self.chat, sent.message_id, text)
+        return Posted("on Telegram", {"key": key, "chat_id": self.chat,
+                                      "message_id": sent.message_id, "text": text})
+
+    async def close(self, handle: Mapping[str, Any], outcome: str) -> None:
+        """The question ended elsewhere (or expired, or a restart ended it): its
+        buttons go and its message says how."""
+        found = self._open.pop(str(handle.get("key", "")), None)
+        chat_id, message_id = handle.get("chat_id"), handle.get("message_id")
+        if not isinstance(chat_id, int) or not isinstance(message_id, int):
+            return
+        await self._edit(chat_id, message_id, found.text if found else str(handle.get("text")),
+                         outcome)
 
     async def press(self, query_id: str, data: str, user_id: int | None,
                     chat_id: int | None) -> None:
@@ -84,26 +88,30 @@ class TelegramApprovals:
                         "the person; ignored", user_id, chat_id)
             await self._tell(query_id, "Only the person this agent works for can answer.")
             return
-        found = self._open.get(key)
-        if found is None or found.future.done():
-            await self._tell(query_id, "This question is closed (answered or expired); "
-                                       "nothing was done.")
+        found = self._open.pop(key, None)
+        if found is None:
+            await self._tell(query_id, "This question is closed (answered, expired, or asked "
+                                       "before the agent restarted); nothing was done.")
             return
         allowed = choice == "allow"
-        found.future.set_result(allowed)
+        refusal = found.answer(found.number, allowed, "telegram")
+        if refusal is not None:  # settled elsewhere a moment ago
+            await self._tell(query_id, f"This question is closed: {refusal}.")
+            return
         await self._tell(query_id, "Allowed." if allowed else "Refused.")
-        await self._close(found, "You allowed it." if allowed else "You refused it.")
+        await self._edit(found.chat_id, found.message_id, found.text,
+                         "You allowed it." if allowed else "You refused it.")
 
     async def _tell(self, query_id: str, text: str) -> None:
         try:
-            await self.bot.answer_callback_query(query_id, text=text)
+            await self.bot.answer_callback_query(query_id, text=text[:200])
         except Exception as exc:  # the press is decided either way
             log.info("answering a button press on Telegram failed: %s", exc)
 
-    async def _close(self, found: _Open, outcome: str) -> None:
+    async def _edit(self, chat_id: int, message_id: int, text: str, outcome: str) -> None:
         try:
-            await self.bot.edit_message_text(f"{found.text}\n\n{outcome}", chat_id=found.chat_id,
-                                             message_id=found.message_id, reply_markup=None)
+            await self.bot.edit_message_text(f"{text}\n\n{outcome}", chat_id=chat_id,
+                                             message_id=message_id, reply_markup=None)
         except Exception as exc:  # the question is settled whatever the message shows
             log.info("updating an approval message on Telegram failed: %s", exc)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from ...memory.turns import Turn
 from ...perception.hub import Backoff, Sensor
@@ -18,7 +20,7 @@ from ...tools.registry import Tool
 from ..base import ChannelContext, Desk
 from ..state_file import open_state
 from ..view import ChannelView
-from ...security.approvals import ApprovalRequest
+from ...security.away import Answer, AwayQuestion, Posted
 from .approvals import TelegramApprovals
 from .connection import build_bot
 from .poller import CHANNEL, Poller
@@ -81,11 +83,19 @@ class TelegramChannel:
             raise RuntimeError(f"Telegram has no bot token ({self.settings.token_secret})")
         await self.sender.answer(answer.id, int(question.sender), answer.content)
 
-    async def ask(self, request: ApprovalRequest, timeout: float) -> bool:
-        """Ask the person in their first chat (see `approvals.py`)."""
+    async def post_question(self, question: AwayQuestion, answer: Answer) -> Posted:
+        """Ask the person in their first chat (see `approvals.py`); RuntimeError
+        when Telegram cannot ask now."""
         if self.approvals is None:
             raise RuntimeError(f"Telegram has no bot token ({self.settings.token_secret})")
-        return await self.approvals.ask(request, timeout)
+        try:
+            return await self.approvals.post(question, answer)
+        except Exception as exc:  # the server or the network: the next channel may ask
+            raise RuntimeError(f"the question could not be sent: {exc}") from exc
+
+    async def close_question(self, handle: Mapping[str, Any], outcome: str) -> None:
+        if self.approvals is not None:
+            await self.approvals.close(handle, outcome)
 
     def view(self) -> ChannelView:
         ignored = self.state.ignored()

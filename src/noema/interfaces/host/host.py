@@ -18,11 +18,15 @@ with `Hello.since` and lose nothing the backlog still holds.
 Approvals: a tool at autonomy level `ask` is announced to every attached
 client (`ApprovalAsked`); the first `Answer` settles it (`ApprovalSettled`
 says who answered). With no client attached the question goes to the
-person's own channels (`App.ask_away`: Telegram's Allow/Refuse buttons);
+person's own channels (`App.ask_away`: Telegram's Allow/Refuse buttons, or
+mail) and the call waits there, not in the cycle (`security/away.py`);
 with none that can ask, the call is refused at once with that explanation
-(the model can tell the person later). A question nobody answers within
-`[autonomy] approval_timeout_s` is refused, so a headless agent never waits
-for ever.
+(the model can tell the person later). A question asked away is announced
+like the others and listed in the welcome of a client that attaches while
+it waits, so the page or the terminal can answer it too; the first answer
+from anywhere settles it, and a later one is told how it was closed. A
+question nobody answers within `[autonomy] approval_timeout_s` is refused,
+so a headless agent never waits for ever. One numbering serves both kinds.
 """
 
 from __future__ import annotations
@@ -265,7 +269,7 @@ class _MemoryConnection:
 @dataclass
 class _Approval:
     asked: ApprovalAsked
-    answer: asyncio.Future[tuple[bool, str]]
+    answer: asyncio.Future[tuple[bool, str]] | None  # None: asked away, answered there
 
 
 class Host(AgentListener):
@@ -302,6 +306,11 @@ class Host(AgentListener):
         """Serve this app: its agent answers requests, and approvals are asked here."""
         self._app = app
         app.attach_approver(self._ask)
+        if app.away is not None:  # its questions are shown here too, and numbered with ours
+            self._approval_numbers = iter(app.away.store.next_number, None)
+            app.away.listeners.append(self)
+            for number, request in app.away.pending():
+                self.away_asked(number, request)
 
     @property
     def clients(self) -> int:
@@ -570,6 +579,15 @@ class Host(AgentListener):
                             "approval, so it was not run.")
         return allowed
 
+    def away_asked(self, number: int, request: ApprovalRequest) -> None:
+        """A question went to the person's channels: every client may answer it."""
+        self._broadcast_now(ApprovalAsked(approval=number, tool=request.tool,
+                                          arguments=request.arguments, reason=request.reason))
+        self._approvals[number] = _Approval(self._backlog[-1], None)
+
+    def away_settled(self, number: int, allowed: bool, by: str) -> None:
+        self._settle(number, allowed, by)
+
     def _approval_timeout(self) -> float:
         if self._app is None:
             return APPROVAL_TIMEOUT
@@ -582,7 +600,14 @@ class Host(AgentListener):
 
     def _answer(self, client: _Client, answer: Answer) -> None:
         approval = self._approvals.get(answer.approval)
-        if approval is None or approval.answer.done():
+        away = self._app.away if self._app is not None else None
+        if away is not None and (approval is None or approval.answer is None) \
+                and away.knows(answer.approval):  # asked away: its answer is settled there
+            refusal = away.answer(answer.approval, answer.allow, client.name or client.label)
+            if refusal is not None:
+                client.reply(Notice(text=refusal))
+            return
+        if approval is None or approval.answer is None or approval.answer.done():
             client.reply(Notice(text=f"approval {answer.approval} is no longer open"))
             return
         approval.answer.set_result((answer.allow, client.name or client.label))
@@ -725,6 +750,8 @@ class Host(AgentListener):
         """Say goodbye to every client, close the server, remove the socket."""
         self._closing = True
         for number, approval in list(self._approvals.items()):
+            if approval.answer is None:
+                continue  # asked away: the next start reports it
             self._settle(number, False, _SHUTDOWN)  # said now, while the clients listen
             if not approval.answer.done():
                 approval.answer.set_result((False, _SHUTDOWN))
