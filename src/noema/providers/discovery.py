@@ -35,6 +35,14 @@ class DiscoveryFailed(Exception):
     """The server could not be asked, or its answer could not be read; one line."""
 
 
+class Unreachable(DiscoveryFailed):
+    """The server did not answer at that address (nothing listens, or too slowly)."""
+
+
+class KeyRefused(DiscoveryFailed):
+    """The server answered 401 or 403: the key is missing or wrong."""
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """A context window a server reported."""
@@ -117,17 +125,17 @@ class ServerProbe:
         try:
             response = await self._client.request(method, url, json=body)
         except httpx2.ConnectError as exc:
-            raise DiscoveryFailed(f"cannot reach {self.label} at {url} ({_reason(exc)}); "
+            raise Unreachable(f"cannot reach {self.label} at {url} ({_reason(exc)}); "
                                   "is the server running, at that address?") from None
         except httpx2.TimeoutException:
-            raise DiscoveryFailed(f"{self.label} at {url} did not answer within "
+            raise Unreachable(f"{self.label} at {url} did not answer within "
                                   f"{self._timeout_s:g} s") from None
         except httpx2.HTTPError as exc:
             raise DiscoveryFailed(f"asking {self.label} at {url} failed ({_reason(exc)})") from None
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code in (401, 403):
-            raise DiscoveryFailed(f"{self.label} at {url} refused the request (HTTP "
+            raise KeyRefused(f"{self.label} at {url} refused the request (HTTP "
                                   f"{response.status_code}): the key is missing or wrong")
         if response.status_code >= 400:
             raise DiscoveryFailed(f"{self.label} answered HTTP {response.status_code} to "
@@ -252,4 +260,4 @@ _READERS: Mapping[str, Callable[[ServerProbe, str], Awaitable[Window | None]]] =
 })
 
 
-__all__ = ["DiscoveryFailed", "ServerProbe", "Window"]
+__all__ = ["DiscoveryFailed", "KeyRefused", "ServerProbe", "Unreachable", "Window"]

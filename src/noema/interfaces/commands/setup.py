@@ -1,13 +1,9 @@
-"""`noema setup`: the first run, from nothing to a model that answers.
-
-The person picks a provider from the catalogue, the server's address when it
-is a local one, and a model from the list the server itself gives; the
-context window is read from the server where it says it. A key typed here
-goes to `secrets.toml` (mode 600), never to `config.toml`. A live request,
-which offers the model a tool, shows that the model answers and can call
-tools. Nothing is written until the end, and then each file at once: the
-secret first, the configuration last, so a setup cut short leaves the
-previous configuration in force.
+"""`noema setup`: the first run, from nothing to a model that answers, asked
+in a terminal. The steps themselves are `setup_flow`'s, which the web page's
+first-run form takes too: the provider, a local server's address, the key
+(to `secrets.toml`, mode 600), a model from the server's own list, the
+window the server reports, one live request offering a tool, and only then
+the files, each at once.
 
 The same steps run without questions when `--provider` is given: every
 answer then comes from an option, and what the server says still decides
@@ -19,180 +15,27 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 import click
 
 from ... import config as configuration
-from ...config import ConfigError
 from ...paths import AgentPaths
-from ...providers.base import Message, MessageRole, ModelRequest, ProviderError, ResponseBuilder, \
-    ToolSpec
-from ...providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
-from ...providers.discovery import DiscoveryFailed, ServerProbe, Window
-from ...providers.settings import ModelSettings
-
-TEST_TIMEOUT_S = 90.0  # a small local model may take its time to load
-# Offered by `setup`, in this order; the scripted model is for rehearsals, set by hand.
-CHOICES = ("ollama", "llamacpp", "vllm", "lmstudio", "openai", "anthropic", "openrouter",
-           "deepseek", "openai-compatible")
-PROBE_TOOL = ToolSpec(
-    name="report_ready",
-    description="Tell the person that the setup works. Call it with the word 'ready'.",
-    parameters={"type": "object", "properties": {"word": {"type": "string"}},
-                "required": ["word"]},
-)
-_PROBE_MESSAGE = "This is a setup check. Call the report_ready tool with word = \"ready\"."
-
-
-class SetupFailed(Exception):
-    """The setup cannot go on; the message says why and what to do. Nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answers:
-    """What the person chose, before anything is written."""
-
-    provider: str
-    model: str = ""
-    base_url: str | None = None  # None: the catalogue's address
-    context_window: int | None = None  # None: the catalogue's figure
-    api_key_env: str | None = None  # None: the catalogue's variable
-    key: str | None = None  # typed during setup, for secrets.toml; never in config.toml
-
-    @property
-    def spec(self) -> ProviderSpec:
-        return PROVIDERS[self.provider]
-
-    @property
-    def address(self) -> str:
-        address = self.base_url or self.spec.base_url
-        if address is None:
-            raise SetupFailed(f"{self.spec.label} has no default address: give one with "
-                              "--base-url (e.g. http://localhost:8000/v1)")
-        return address
-
-    @property
-    def key_env(self) -> str | None:
-        return self.api_key_env or self.spec.key_env
-
-    def table(self) -> dict[str, Any]:
-        """`[models.reasoning]` as it will be written (defaults left out)."""
-        return {
-            "provider": self.provider,
-            "model": self.model,
-            "base_url": self.base_url if self.base_url != self.spec.base_url else None,
-            "api_key_env": self.api_key_env if self.api_key_env != self.spec.key_env else None,
-            "context_window": self.context_window,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What the live request showed."""
-
-    answered: str  # the text, shortened
-    called_tool: bool
-
+from ...providers.base import ProviderError
+from ...providers.catalog import PROVIDERS
+from ...providers.discovery import DiscoveryFailed, Window
+from ...setup_flow import CHOICES, Answers, Outcome, SetupFailed, fallback_window, key_name, \
+    live_test, local, secrets_with, served_models, served_name, served_window, settings_of, \
+    write
+from ...setup_flow import with_api_path as _with_api_path
 
 Say = Callable[[str], None]
-
-
-# -- the steps -----------------------------------------------------------------
-
-
-def local(spec: ProviderSpec) -> bool:
-    """A server the person runs: it has no key of its own and an address to confirm."""
-    return not spec.key_required
-
-
-def secrets_with(paths: AgentPaths, answers: Answers) -> dict[str, str]:
-    """The secrets as the agent will see them once the setup is written."""
-    secrets = configuration.load_secrets(paths)
-    if answers.key and answers.key_env:
-        secrets[answers.key_env] = answers.key
-    return secrets
-
-
-async def served_models(answers: Answers, secrets: Mapping[str, str]) -> list[str]:
-    key = secrets.get(answers.key_env) if answers.key_env else None
-    async with ServerProbe(answers.provider, answers.address, key) as probe:
-        return await probe.models()
-
-
-async def served_window(answers: Answers, secrets: Mapping[str, str]) -> Window | None:
-    key = secrets.get(answers.key_env) if answers.key_env else None
-    async with ServerProbe(answers.provider, answers.address, key) as probe:
-        return await probe.window(answers.model)
-
-
-def settings_of(answers: Answers) -> ModelSettings:
-    """The validated settings these answers make; SetupFailed naming what is wrong."""
-    values = {k: v for k, v in answers.table().items() if v is not None}
-    try:
-        return ModelSettings(**values)
-    except ValueError as exc:
-        raise SetupFailed(configuration.mask_secrets(_first_error(exc))) from None
-
-
-def _first_error(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return f"{where + ': ' if where else ''}{str(first['msg']).removeprefix('Value error, ')}"
-    return str(exc)
-
-
-async def live_test(answers: Answers, secrets: Mapping[str, str]) -> Outcome:
-    """One real request with a tool offered; ProviderError when the model does not answer."""
-    from ...providers.catalog import build_provider
-
-    settings = settings_of(answers).model_copy(update={"max_retries": 0})
-    provider = build_provider(settings, secrets)
-    request = ModelRequest((Message(MessageRole.USER, _PROBE_MESSAGE),), tools=(PROBE_TOOL,),
-                           max_tokens=64)
-    builder = ResponseBuilder()
-
-    async def ask() -> None:
-        async for event in provider.stream(request):
-            builder.feed(event)
-
-    try:
-        await asyncio.wait_for(ask(), TEST_TIMEOUT_S)
-    except TimeoutError:
-        raise ProviderError(f"{answers.provider}/{answers.model} did not answer within "
-                            f"{TEST_TIMEOUT_S:.0f} s") from None
-    finally:
-        closer = getattr(provider, "aclose", None)
-        if closer is not None:
-            await closer()
-    response = builder.build()
-    called = any(call.name == PROBE_TOOL.name for call in response.tool_calls)
-    text = " ".join(response.text.split())
-    return Outcome(text[:120] + ("…" if len(text) > 120 else ""), called)
-
-
-def write(paths: AgentPaths, answers: Answers) -> None:
-    """The secret first, then `[models.reasoning]`: each file replaced whole."""
-    settings_of(answers)  # refuse before touching anything
-    try:
-        if answers.key and answers.key_env:
-            configuration.write_secret(paths, answers.key_env, answers.key)
-        configuration.write_model(paths, "reasoning", answers.table())
-    except ConfigError as exc:
-        raise SetupFailed(str(exc)) from None
 
 
 def _window_line(window: Window) -> str:
     line = f"context window: {window.tokens:,} tokens (from {window.source})"
     return line + (f"\n  note: {window.note}" if window.note else "")
-
-
-def _fallback_window(spec: ProviderSpec) -> int:
-    return spec.context_window or DEFAULT_CONTEXT_WINDOW
 
 
 def _outcome_lines(answers: Answers, outcome: Outcome) -> list[str]:
@@ -210,16 +53,11 @@ def _outcome_lines(answers: Answers, outcome: Outcome) -> list[str]:
 
 
 def with_api_path(answers: Answers, say: Say) -> Answers:
-    """A server's bare address (http://host:11434) with the `/v1` its catalogue
-    address has: the chat requests go there, not to the server's root."""
-    default = answers.spec.base_url
-    if answers.base_url is None or default is None or not default.endswith("/v1"):
-        return answers
-    if urlsplit(answers.base_url).path not in ("", "/"):
-        return answers
-    url = answers.base_url.rstrip("/") + "/v1"
-    say(f"address: {url} (the server's OpenAI-compatible API is under /v1)")
-    return replace(answers, base_url=url)
+    """A server's bare address with the `/v1` its catalogue address has, said."""
+    answers, note = _with_api_path(answers)
+    if note:
+        say(note)
+    return answers
 
 
 def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) -> None:
@@ -241,14 +79,14 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
                 raise SetupFailed(f"name the model with --model; {answers.spec.label} serves: "
                                   + ", ".join(served))
             answers = replace(answers, model=served[0])
-        elif _served_name(answers, served) is None:
+        elif served_name(answers, served) is None:
             raise SetupFailed(f"{answers.spec.label} at {answers.address} does not serve "
                               f"{answers.model!r}; it serves: {', '.join(served)}")
     if not answers.model:
         raise SetupFailed("name the model with --model")
     say(f"model: {answers.model}")
     if answers.context_window is None and served is not None:
-        listed = replace(answers, model=_served_name(answers, served) or answers.model)
+        listed = replace(answers, model=served_name(answers, served) or answers.model)
         answers = replace(answers, context_window=_read_window(listed, secrets, say))
     elif answers.context_window is not None:
         say(f"context window: {answers.context_window:,} tokens (as given)")
@@ -265,15 +103,6 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
     say(f"written: [models.reasoning] in {paths.config_file}")
 
 
-def _served_name(answers: Answers, served: list[str]) -> str | None:
-    """The entry of the server's list the model name means: Ollama takes a name
-    without a tag as its `:latest`."""
-    if answers.model in served:
-        return answers.model
-    tagged = f"{answers.model}:latest"
-    return tagged if answers.provider == "ollama" and tagged in served else None
-
-
 def _read_window(answers: Answers, secrets: Mapping[str, str], say: Say) -> int | None:
     try:
         window = asyncio.run(served_window(answers, secrets))
@@ -281,7 +110,7 @@ def _read_window(answers: Answers, secrets: Mapping[str, str], say: Say) -> int 
         window = None
         say(f"warning: the window could not be read: {exc}")
     if window is None:
-        say(f"context window: not said by the server; {_fallback_window(answers.spec):,} tokens "
+        say(f"context window: not said by the server; {fallback_window(answers.spec):,} tokens "
             "are assumed (--context-window sets it)")
         return None
     say(_window_line(window))
@@ -372,7 +201,7 @@ def _ask_window(answers: Answers, secrets: Mapping[str, str], *, asked_server: b
     else:
         say("The server does not say its context window (the tokens the model reads at once).")
     tokens = ask("Context window in tokens", type=click.IntRange(min=256),
-                 default=window.tokens if window else _fallback_window(answers.spec))
+                 default=window.tokens if window else fallback_window(answers.spec))
     return replace(answers, context_window=tokens)
 
 
@@ -413,8 +242,7 @@ def _ask_key(paths: AgentPaths, answers: Answers, *, say: Say,
               show_default=False)
     if not key.strip():
         return answers
-    name = env or f"{answers.provider.upper().replace('-', '_')}_API_KEY"
-    return replace(answers, key=key.strip(), api_key_env=name)
+    return replace(answers, key=key.strip(), api_key_env=key_name(answers))
 
 
 def _provider_choice(text: str) -> str:

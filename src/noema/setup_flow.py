@@ -1,0 +1,215 @@
+"""The first run's steps, from nothing to a model that answers, with no
+interface of their own: `noema setup` asks them in a terminal, the web page's
+first-run form asks them in fields.
+
+The person picks a provider from the catalogue, the server's address when it
+is one they run, and a model from the list the server itself gives; the
+context window is read from the server where it says it. A key typed for the
+setup goes to `secrets.toml` (mode 600), never to `config.toml`. A live
+request, which offers the model a tool, shows that the model answers and can
+call tools. Writing is the last step: the secret first, the configuration
+last, so a setup cut short leaves the previous configuration in force.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import config as configuration
+from .config import ConfigError
+from .paths import AgentPaths
+from .providers.base import Message, MessageRole, ModelRequest, ProviderError, ResponseBuilder, \
+    ToolSpec
+from .providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
+from .providers.discovery import ServerProbe, Window
+from .providers.settings import ModelSettings
+
+TEST_TIMEOUT_S = 90.0  # a small local model may take its time to load
+# Offered by the setup, in this order; the scripted model is for rehearsals, set by hand.
+CHOICES = ("ollama", "llamacpp", "vllm", "lmstudio", "openai", "anthropic", "openrouter",
+           "deepseek", "openai-compatible")
+PROBE_TOOL = ToolSpec(
+    name="report_ready",
+    description="Tell the person that the setup works. Call it with the word 'ready'.",
+    parameters={"type": "object", "properties": {"word": {"type": "string"}},
+                "required": ["word"]},
+)
+_PROBE_MESSAGE = "This is a setup check. Call the report_ready tool with word = \"ready\"."
+
+
+class SetupFailed(Exception):
+    """The setup cannot go on; the message says why and what to do. Nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """What the person chose, before anything is written."""
+
+    provider: str
+    model: str = ""
+    base_url: str | None = None  # None: the catalogue's address
+    context_window: int | None = None  # None: the catalogue's figure
+    api_key_env: str | None = None  # None: the catalogue's variable
+    key: str | None = None  # typed during setup, for secrets.toml; never in config.toml
+
+    @property
+    def spec(self) -> ProviderSpec:
+        return PROVIDERS[self.provider]
+
+    @property
+    def address(self) -> str:
+        address = self.base_url or self.spec.base_url
+        if address is None:
+            raise SetupFailed(f"{self.spec.label} has no default address: give the server's "
+                              "(e.g. http://localhost:8000/v1; `noema setup --base-url`)")
+        return address
+
+    @property
+    def key_env(self) -> str | None:
+        return self.api_key_env or self.spec.key_env
+
+    def table(self) -> dict[str, Any]:
+        """`[models.reasoning]` as it will be written (defaults left out)."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url if self.base_url != self.spec.base_url else None,
+            "api_key_env": self.api_key_env if self.api_key_env != self.spec.key_env else None,
+            "context_window": self.context_window,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the live request showed."""
+
+    answered: str  # the text, shortened
+    called_tool: bool
+
+
+def local(spec: ProviderSpec) -> bool:
+    """A server the person runs: it has no key of its own and an address to confirm."""
+    return not spec.key_required
+
+
+def key_name(answers: Answers) -> str:
+    """Where a key typed for these answers is kept: the provider's variable, or
+    one named after it for a server that has none."""
+    return answers.key_env or f"{answers.provider.upper().replace('-', '_')}_API_KEY"
+
+
+def secrets_with(paths: AgentPaths, answers: Answers) -> dict[str, str]:
+    """The secrets as the agent will see them once the setup is written."""
+    secrets = configuration.load_secrets(paths)
+    if answers.key and answers.key_env:
+        secrets[answers.key_env] = answers.key
+    return secrets
+
+
+def with_api_path(answers: Answers) -> tuple[Answers, str | None]:
+    """A server's bare address (http://host:11434) with the `/v1` its catalogue
+    address has, since the chat requests go there and not to the server's root;
+    and a line saying so, when it was added."""
+    default = answers.spec.base_url
+    if answers.base_url is None or default is None or not default.endswith("/v1"):
+        return answers, None
+    if urlsplit(answers.base_url).path not in ("", "/"):
+        return answers, None
+    url = answers.base_url.rstrip("/") + "/v1"
+    return (replace(answers, base_url=url),
+            f"address: {url} (the server's OpenAI-compatible API is under /v1)")
+
+
+async def served_models(answers: Answers, secrets: Mapping[str, str]) -> list[str]:
+    """The models the server serves, in its order; DiscoveryFailed in one line."""
+    key = secrets.get(answers.key_env) if answers.key_env else None
+    async with ServerProbe(answers.provider, answers.address, key) as probe:
+        return await probe.models()
+
+
+async def served_window(answers: Answers, secrets: Mapping[str, str]) -> Window | None:
+    """The window the server serves the model with; None when it does not say."""
+    key = secrets.get(answers.key_env) if answers.key_env else None
+    async with ServerProbe(answers.provider, answers.address, key) as probe:
+        return await probe.window(answers.model)
+
+
+def served_name(answers: Answers, served: list[str]) -> str | None:
+    """The entry of the server's list the model name means: Ollama takes a name
+    without a tag as its `:latest`."""
+    if answers.model in served:
+        return answers.model
+    tagged = f"{answers.model}:latest"
+    return tagged if answers.provider == "ollama" and tagged in served else None
+
+
+def fallback_window(spec: ProviderSpec) -> int:
+    """The window assumed when the server does not say its own."""
+    return spec.context_window or DEFAULT_CONTEXT_WINDOW
+
+
+def settings_of(answers: Answers) -> ModelSettings:
+    """The validated settings these answers make; SetupFailed naming what is wrong."""
+    values = {k: v for k, v in answers.table().items() if v is not None}
+    try:
+        return ModelSettings(**values)
+    except ValueError as exc:
+        raise SetupFailed(configuration.mask_secrets(_first_error(exc))) from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where + ': ' if where else ''}{str(first['msg']).removeprefix('Value error, ')}"
+    return str(exc)
+
+
+async def live_test(answers: Answers, secrets: Mapping[str, str]) -> Outcome:
+    """One real request with a tool offered; ProviderError when the model does not answer."""
+    from .providers.catalog import build_provider
+
+    settings = settings_of(answers).model_copy(update={"max_retries": 0})
+    provider = build_provider(settings, secrets)
+    request = ModelRequest((Message(MessageRole.USER, _PROBE_MESSAGE),), tools=(PROBE_TOOL,),
+                           max_tokens=64)
+    builder = ResponseBuilder()
+
+    async def ask() -> None:
+        async for event in provider.stream(request):
+            builder.feed(event)
+
+    try:
+        await asyncio.wait_for(ask(), TEST_TIMEOUT_S)
+    except TimeoutError:
+        raise ProviderError(f"{answers.provider}/{answers.model} did not answer within "
+                            f"{TEST_TIMEOUT_S:.0f} s") from None
+    finally:
+        closer = getattr(provider, "aclose", None)
+        if closer is not None:
+            await closer()
+    response = builder.build()
+    called = any(call.name == PROBE_TOOL.name for call in response.tool_calls)
+    text = " ".join(response.text.split())
+    return Outcome(text[:120] + ("…" if len(text) > 120 else ""), called)
+
+
+def write(paths: AgentPaths, answers: Answers) -> None:
+    """The secret first, then `[models.reasoning]`: each file replaced whole."""
+    settings_of(answers)  # refuse before touching anything
+    try:
+        if answers.key and answers.key_env:
+            configuration.write_secret(paths, answers.key_env, answers.key)
+        configuration.write_model(paths, "reasoning", answers.table())
+    except ConfigError as exc:
+        raise SetupFailed(str(exc)) from None
+
+
+__all__ = ["Answers", "CHOICES", "Outcome", "PROBE_TOOL", "SetupFailed", "fallback_window",
+           "key_name", "live_test", "local", "secrets_with", "served_models", "served_name",
+           "served_window", "settings_of", "with_api_path", "write"]
