@@ -32,8 +32,9 @@ from ..paths import AgentPaths
 from ..tools.errors import ToolError, quoted, shorten
 from .gitreads import (
     Includes,
-    global_git_configs,
+    Repositories,
     looks_like_repository,
+    person_git_configs,
     repository_configs,
     repository_names,
 )
@@ -193,6 +194,7 @@ class AccessPolicy:
         self._name_verdict = lru_cache(maxsize=65536)(self._first_name_glob)
         self.protected = tuple(real(p) for p in protected)
         self._includes = Includes()
+        self._repositories = Repositories([r.path for r in self.roots], self.protected)
         # Rules name paths, but a rename moves what they cover: the folders
         # and files they covered are also known by identity (device, inode),
         # so that a secret renamed out from under its rule stays refused.
@@ -343,12 +345,11 @@ class AccessPolicy:
         is, or would become with this write, a folder git takes for a
         repository (a bare one, another's `--separate-git-dir`, one made by
         writing `HEAD`, `objects/` and `refs/`); whether the file is the
-        person's global git configuration, or one that it or the
-        configuration of a repository beside the path includes (a repository
-        enclosing it, or one in a folder on the way: `proj/` next to
-        `shared.inc`).
+        person's global or system git configuration, or one that it or the
+        configuration of any repository in the roots (or enclosing one)
+        includes, through any chain of includes.
         """
-        configs = list(global_git_configs())
+        configs = list(person_git_configs())
         if any(resolved in (c, real(c)) for c in configs):
             return (
                 "it is the person's own git configuration, which every git command reads "
@@ -364,7 +365,8 @@ class AccessPolicy:
                 )
             configs += _repository_configs_at(folder)
             folder = folder / part
-        if resolved in self._includes.below(configs):
+        configs += self._repositories.configs()
+        if resolved in self._includes.reach(configs):
             return (
                 "a git configuration of the person's includes this file, so git would obey "
                 "what it says; write another file"
