@@ -137,9 +137,9 @@ def screenshot(page, name: str, *, full_page: bool = True) -> Path:
 
 
 @contextlib.contextmanager
-def own_ui(browser, paths: AgentPaths, config: Config, mode: str):
+def own_ui(browser, paths: AgentPaths, config: Config, mode: str, viewport=None):
     """A `noema ui` server of the test's own, in a loop of its own, and a fresh
-    page that opened its address: (server, page, address)."""
+    page (of `viewport`'s size, if given) that opened its address: (server, page, address)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -147,7 +147,7 @@ def own_ui(browser, paths: AgentPaths, config: Config, mode: str):
     try:
         address = asyncio.run_coroutine_threadsafe(server.start(), loop).result(WAIT)
         assert server.mode == mode
-        context = browser.new_context()
+        context = browser.new_context(**({"viewport": viewport} if viewport else {}))
         try:
             page = context.new_page()
             page.goto(address)

@@ -1,4 +1,5 @@
-"""The stored history the chat page reads: the newest turns, or those after one."""
+"""The stored history the chat page reads: the newest turns, those after one,
+or a page before one."""
 
 from __future__ import annotations
 
@@ -25,5 +26,12 @@ def test_history_reads_the_newest_turns_or_those_after_one(live):
         assert [t["id"] for t in after] == ids[-2:]
         assert client.get(f"/api/history?after={ids[-1]}").json()["turns"] == []
         assert client.get("/api/history?after=soon").status_code == 400
+        older = client.get(f"/api/history?before={ids[-1]}&limit=2").json()
+        assert [t["id"] for t in older["turns"]] == ids[-3:-1] and older["more"]
+        first = client.get(f"/api/history?before={ids[-1]}&limit=2&oldest=1").json()
+        assert [t["id"] for t in first["turns"]] == [1, 2]
+        start = client.get("/api/history?before=2").json()
+        assert [t["id"] for t in start["turns"]] == [1] and not start["more"]
+        assert client.get("/api/history?oldest=yes").status_code == 400
         answer = next(t for t in whole if t["content"] == "Two.")
         assert answer["html"] == "<p>Two.</p>\n"  # assistant text also comes as sanitised HTML

@@ -8,7 +8,7 @@ token with CSRF, and the security headers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -32,6 +32,7 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
                   credentials: Credentials,
                   archive: SensoryArchive | None = None, first_run: str | None = None,
                   demo: DemoRun | None = None,
+                  start_agent: Callable[[], Awaitable[str]] | None = None,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
     """The web page for one agent, reached through `bridge`, its history read from
     `store`, its file versions from the workspaces `files` names."""
@@ -44,5 +45,5 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
         Middleware(TokenGuard, credentials=credentials),
     ])
     app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files,
-                               archive, first_run, demo)
+                               archive, first_run, demo, start_agent)
     return app

@@ -5,27 +5,53 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from . import first_run
 from .context import BadRequest, context_of, error, json_body, page
+from .history import history_page
 from .live import AgentUnavailable, event_frame
 from .streaming import StreamedAnswer
-from .turns import recent_turns, turn_with_neighbours
+from .turns import turn_with_neighbours
 
-HISTORY_LIMIT = 200  # turns the chat page loads at most; older ones are in the memory page
+# The chat opens on its newest turns only, and reads older ones a page at a
+# time as the person scrolls up (or follows a link to one): a page that opened
+# on the whole history would lay out thousands of bubbles nobody sees.
+HISTORY_PAGE = 50  # turns in the page as it opens, and in each page read after
+HISTORY_LIMIT = 200  # turns one request reads at most
 RETRY_MS = 1000  # how soon a browser reconnects a dropped live stream
 MAX_MESSAGE = 100_000  # characters in one message from the page
 
 
 async def chat_page(request: Request) -> Response:
-    return page(request, "chat.html", page="chat", first_run=context_of(request).first_run)
+    web = context_of(request)
+    if web.first_run:  # no agent yet: the page is the setup form
+        setup = first_run.choices(web.paths)
+        return page(request, "chat.html", page="chat", first_run=web.first_run, setup=setup,
+                    setup_json={c.name: c.json() for c in setup})
+    # The newest page and the agent's status come inside the page itself (as
+    # JSON data, not markup): the first paint waits for no second request.
+    first = history_page(web.store, HISTORY_PAGE)
+    try:
+        view = (await web.bridge.status()).model_dump(mode="json")
+    except AgentUnavailable:
+        view = None  # the page says the agent is not reachable, and keeps trying
+    return page(request, "chat.html", page="chat", history=first.json(), status=view)
 
 
 async def history(request: Request) -> Response:
+    """Stored turns: the newest (or with `oldest=1` the oldest) `limit` with
+    `after` < id < `before`."""
+    query = request.query_params
     try:
-        limit = min(max(int(request.query_params.get("limit", HISTORY_LIMIT)), 1), HISTORY_LIMIT)
-        after = max(int(request.query_params.get("after", 0)), 0)
+        limit = min(max(int(query.get("limit", HISTORY_LIMIT)), 1), HISTORY_LIMIT)
+        after = max(int(query.get("after", 0)), 0)
+        before = int(query["before"]) if query.get("before") else None
     except ValueError:
-        return error(400, "limit and after must be whole numbers")
-    return JSONResponse({"turns": recent_turns(context_of(request).store, limit, after)})
+        return error(400, "limit, after and before must be whole numbers")
+    if query.get("oldest", "0") not in ("0", "1"):
+        return error(400, "oldest is 1 (the oldest turns of the range) or 0 (the newest)")
+    found = history_page(context_of(request).store, limit, after=after, before=before,
+                         oldest=query.get("oldest") == "1")
+    return JSONResponse(found.json())
 
 
 async def turn(request: Request) -> Response:

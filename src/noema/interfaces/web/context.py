@@ -8,6 +8,7 @@ where the in-process agent writes them too.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,8 @@ class WebContext:
     archive: SensoryArchive | None = None
     first_run: str | None = None  # no model is configured: what to set
     demo: DemoRun | None = None  # `noema demo` for the first-run page
+    # First run: starts the agent here once a model is saved; says what the person sees next.
+    start_agent: Callable[[], Awaitable[str]] | None = None
 
 
 class BadRequest(ValueError):

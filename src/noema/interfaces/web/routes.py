@@ -10,6 +10,7 @@ from starlette.staticfiles import StaticFiles
 from . import chat_routes as chat
 from . import demo_routes as demo
 from . import files_routes as files
+from . import first_run_routes as first_run
 from . import memory_routes as memory
 from . import senses_routes as senses
 from . import settings_routes as settings
@@ -37,6 +38,10 @@ def routes() -> list[BaseRoute]:
         Route("/api/settings/models", settings.served_models, methods=["POST"]),
         Route("/api/settings/window", settings.served_window, methods=["POST"]),
         Route("/api/settings/test", settings.test_model, methods=["POST"]),
+        Route("/api/first-run/models", first_run.models, methods=["POST"]),
+        Route("/api/first-run/window", first_run.window, methods=["POST"]),
+        Route("/api/first-run/test", first_run.test, methods=["POST"]),
+        Route("/api/first-run/save", first_run.save, methods=["POST"]),
         Route("/api/history", chat.history),
         Route("/api/turn/{turn_id:int}", chat.turn),
         Route("/api/status", chat.status),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from ...config import Config
+from ...config import Config, load_config
 from ...memory.store import TurnStore
 from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
@@ -74,6 +74,7 @@ class UiServer:
     _bridge: Bridge | None = None
     _demo: DemoRun | None = None  # first run: the offline demo the page can start
     _server: uvicorn.Server | None = None
+    _web: object | None = None  # the page's ASGI app, whose context a first run updates
     _task: asyncio.Task | None = None
     _address: tuple[str, int] | None = None
 
@@ -100,7 +101,9 @@ class UiServer:
                                 store=store, credentials=self.credentials,
                                 archive=self._archive,
                                 first_run=self.first_run, demo=self._demo,
+                                start_agent=self._start_agent if self.first_run else None,
                                 hosts=["*"] if self.allow_remote else hosts)
+            self._web = web
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
                                     timeout_graceful_shutdown=1, ws="none")
             self._server = uvicorn.Server(config)
@@ -169,6 +172,47 @@ class UiServer:
         self._bridge = Bridge(attach)
         self._archive = app.pipeline.archive  # type: ignore[attr-defined]
         return self._bridge, app.store  # type: ignore[attr-defined]
+
+    async def _start_agent(self) -> str:
+        """First run, once the page saved a model: the agent starts in this
+        process from the files as they are now, and every page reaches it from
+        its next request. Says what the person sees next; raises what stopped it,
+        the first run's state left as it was."""
+        config = load_config(self.paths)  # ConfigError names what is wrong
+        if config.models.reasoning is None:
+            raise RuntimeError("the configuration still names no reasoning model")
+        before = (self.config, self.first_run, self.mode, self._bridge, self._store, self._demo)
+        self.config, self.first_run, self._store = config, None, None
+        try:
+            bridge, store = await self._link()
+        except BaseException:
+            await self._unwind_agent()
+            self.config, self.first_run, self.mode, self._bridge, self._store, self._demo = before
+            raise
+        web = self._web.state.web  # type: ignore[attr-defined]
+        web.bridge, web.store, web.archive = bridge, store, self._archive
+        web.first_run = web.demo = web.start_agent = None
+        _, _, _, old_bridge, old_store, demo = before
+        self._demo = None
+        if demo is not None:
+            await demo.stop()
+        if old_bridge is not None:
+            await old_bridge.aclose()
+        if old_store is not None:
+            old_store.close()
+        if self.mode == "attached":
+            return "An agent started meanwhile (`noema run`): this page is attached to it."
+        return "The agent has started here with this model: the chat is ready."
+
+    async def _unwind_agent(self) -> None:
+        """What a start that failed half-way had built, closed."""
+        host, app = self._agent_host, self.agent_app
+        self._agent_host = self.agent_app = None
+        with contextlib.suppress(Exception):
+            if host is not None:
+                await host.aclose()
+            if app is not None:
+                await app.aclose()  # type: ignore[attr-defined]
 
     def _first_run(self, why: str) -> tuple[Bridge, TurnStore]:
         """No model yet: the pages serve the settings and what to set; nothing runs."""

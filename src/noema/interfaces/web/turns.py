@@ -32,14 +32,6 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     return data
 
 
-def recent_turns(store: TurnStore, limit: int, after: int = 0) -> list[dict[str, Any]]:
-    """The newest `limit` turns (of those after `after`), oldest first."""
-    last = store.last_id()
-    if not last or last <= after:
-        return []
-    return [turn_json(t) for t in store.range(max(1, after + 1, last - limit + 1), last)]
-
-
 def turn_with_neighbours(store: TurnStore, turn_id: int, around: int = 3) -> list[dict[str, Any]]:
     """A turn and up to `around` turns on each side, oldest first."""
     return [turn_json(t) for t in store.range(max(1, turn_id - around), turn_id + around)]

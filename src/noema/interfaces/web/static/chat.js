@@ -1,6 +1,12 @@
 // The chat page: the agent's live messages (server-sent events, resumed by
 // their seq), the history from the store, sending, stopping, approvals.
+//
+// The page opens on the newest page of the history (inside the page, as
+// JSON); older turns are read a page at a time when the person scrolls up to
+// a mark that stands for them, or follows a link `#turn-N` to one of them.
 "use strict";
+
+const PAGE = 50;  // turns read at a time, as the server's HISTORY_PAGE
 
 const chat = {
   log: null,
@@ -8,11 +14,12 @@ const chat = {
   streaming: null,        // the element receiving the answer as it is written
   lastSeq: null,          // the newest seq seen, to resume a stream we reopen ourselves
   source: null,
-  history: null,           // the first history read, started with the stream
   newestStored: 0,         // the newest turn id read from the store
   firstLive: null,         // the first node the live stream added: history goes before it
   welcomedOnce: false,
   calls: new Map(),        // call_id → the one line that shows a tool call and its outcome
+  orphans: new Map(),      // call_id → a result shown alone, its call not read yet: {node, turn}
+  marks: null,             // watches the marks of unread turns, to read them when in view
   busy: false,
   waiting: 0,              // approvals open now
 
@@ -27,8 +34,27 @@ const chat = {
     });
     document.getElementById("stop").addEventListener("click", chat.stop);
     document.addEventListener("keydown", chat.shortcut);
-    chat.history = chat.loadHistory();
+    chat.marks = new IntersectionObserver((entries) => {
+      for (const entry of entries) if (entry.isIntersecting) chat.readMark(entry.target);
+    }, {rootMargin: "600px 0px"});
+    chat.showFirst(JSON.parse(document.getElementById("first-history").textContent));
     chat.connect();
+    window.addEventListener("hashchange", chat.reveal);
+    if (chat.linked() !== null) chat.reveal();
+  },
+
+  // The newest page, as the server put it in the page: shown before anything else.
+  showFirst(page) {
+    for (const turn of page.turns) {
+      chat.newestStored = Math.max(chat.newestStored, turn.id);
+      const node = chat.turnNode(turn);
+      if (node) chat.log.appendChild(node);
+    }
+    if (page.more && page.turns.length) {
+      chat.log.prepend(chat.mark(0, page.turns[0].id, "newest"));
+    }
+    chat.welcome();
+    if (chat.linked() === null) chat.scroll();
   },
 
   connect() {
@@ -74,22 +100,165 @@ const chat = {
     target.dataset.doing = what;
   },
 
-  // Stored turns: all of the newest (after = 0), or those stored after `after`.
-  // They go before whatever live messages already arrived.
-  async loadHistory(after = 0) {
-    const {status, body} = await noema.get(`/api/history${after ? "?after=" + after : ""}`);
+  // Turns stored after `after` (the newest of them, when there are many).
+  // They go before whatever live messages already arrived; a mark stands for
+  // any left unread between.
+  async loadHistory(after) {
+    const {status, body} = await noema.get(`/api/history?after=${after}`);
     if (status !== 200) {
       chat.setState(body.error || "the history could not be read");
       return;
     }
-    for (const turn of body.turns) {
-      chat.newestStored = Math.max(chat.newestStored, turn.id);
+    if (body.more && body.turns.length) {
+      chat.log.insertBefore(chat.mark(after, body.turns[0].id, "newest"), chat.firstLive);
+    }
+    for (const turn of body.turns) chat.newestStored = Math.max(chat.newestStored, turn.id);
+    const nodes = chat.nodesOf(body.turns);
+    for (const node of nodes) chat.log.insertBefore(node, chat.firstLive);
+    chat.welcome();
+    if (nodes.length && chat.linked() === null) chat.scroll();
+  },
+
+  // A mark standing for the unread turns after < id < before. Read from its
+  // "newest" end, what it reads goes below it (scrolling up); from its
+  // "oldest" end, above it (reading on from a linked turn).
+  mark(after, before, from) {
+    const node = chat.el("div", "older");
+    node.dataset.after = after;
+    node.dataset.before = before;
+    node.dataset.from = from;
+    node.appendChild(noema.el("span", "count", ""));
+    const button = noema.el("button", "", "Show them");
+    button.type = "button";
+    button.addEventListener("click", () => chat.readMark(node));
+    node.appendChild(button);
+    chat.labelMark(node);
+    chat.marks.observe(node);
+    return node;
+  },
+
+  labelMark(node) {
+    const after = Number(node.dataset.after), before = Number(node.dataset.before);
+    const count = before - after - 1;
+    const which = node.dataset.from === "newest" ? "earlier" : "later";
+    node.querySelector(".count").textContent =
+      `${count.toLocaleString()} ${which} turn${count === 1 ? "" : "s"} ` +
+      `(#${(after + 1).toLocaleString()}–#${(before - 1).toLocaleString()}) not shown yet`;
+  },
+
+  // Read one page of the turns a mark stands for, keeping what the person
+  // was looking at where it was.
+  async readMark(node) {
+    if (node.dataset.reading || !node.isConnected) return;
+    node.dataset.reading = "yes";
+    const after = Number(node.dataset.after), before = Number(node.dataset.before);
+    const oldest = node.dataset.from === "oldest";
+    let answer;
+    try {
+      answer = await noema.get(`/api/history?after=${after}&before=${before}&limit=${PAGE}` +
+                               (oldest ? "&oldest=1" : ""));
+    } catch (e) {
+      answer = {status: 0, body: {error: "the server did not answer"}};
+    }
+    delete node.dataset.reading;
+    const {status, body} = answer;
+    if (status !== 200) {
+      chat.setState(`Earlier turns could not be read: ${body.error || status}`);
+      return;
+    }
+    const nodes = chat.nodesOf(body.turns);
+    if (oldest) {
+      node.before(...nodes);  // above the mark: nothing the person sees moves
+      if (body.turns.length) node.dataset.after = body.turns[body.turns.length - 1].id;
+    } else {
+      const below = node.nextElementSibling;
+      const top = below ? below.getBoundingClientRect().top : 0;
+      node.after(...nodes);
+      if (below) window.scrollBy(0, below.getBoundingClientRect().top - top);
+      if (body.turns.length) node.dataset.before = body.turns[0].id;
+    }
+    if (!body.more || !body.turns.length) {
+      chat.marks.unobserve(node);
+      node.remove();
+      return;
+    }
+    chat.labelMark(node);
+    // Still in view (short turns): the observer will not call again, so read on.
+    const box = node.getBoundingClientRect();
+    if (box.bottom > -600 && box.top < innerHeight + 600) chat.readMark(node);
+  },
+
+  // Stored turns as nodes, those already shown left out.
+  nodesOf(turns) {
+    const nodes = [];
+    for (const turn of turns) {
       if (chat.seen.has(turn.id)) continue;
       const node = chat.turnNode(turn);
-      if (node) chat.log.insertBefore(node, chat.firstLive);
+      if (node) nodes.push(node);
     }
-    chat.welcome();
-    chat.scroll();
+    return nodes;
+  },
+
+  // The turn a link `#turn-N` in the address names, or null.
+  linked() {
+    const match = /^#turn-([0-9]{1,12})$/.exec(location.hash);
+    return match ? Number(match[1]) : null;
+  },
+
+  // Show the linked turn: read from the store if it is not in the page yet.
+  async reveal() {
+    const id = chat.linked();
+    if (id === null) return;
+    let node = chat.nodeFor(id);
+    if (!node) {
+      const mark = [...chat.log.querySelectorAll(".older")].find(
+        (m) => Number(m.dataset.after) < id && id < Number(m.dataset.before));
+      if (mark) await chat.readAround(mark, id);
+      node = chat.nodeFor(id);
+    }
+    if (!node) {
+      chat.setState(`There is no turn ${id} in this conversation.`);
+      return;
+    }
+    for (const old of chat.log.querySelectorAll(".focus")) old.classList.remove("focus");
+    node.classList.add("focus");
+    if (node.tagName === "DETAILS") node.open = true;
+    node.scrollIntoView({block: "center"});
+  },
+
+  // The node showing turn `id`: its own, its call's line for a result, or
+  // for a turn the chat does not show (a note) the next one shown.
+  nodeFor(id) {
+    const own = chat.log.querySelector(`[data-turn="${id}"], [data-result="${id}"]`);
+    if (own) return own;
+    for (const node of chat.log.children) {
+      if (node.classList.contains("older") && Number(node.dataset.before) > id) return null;
+      if (node.dataset.turn && Number(node.dataset.turn) > id) return node;
+    }
+    return null;
+  },
+
+  // Read a page of a mark's turns starting a few before `id`: the mark then
+  // stands for those above the page, and a new one for those below it.
+  async readAround(mark, id) {
+    const after = Number(mark.dataset.after), before = Number(mark.dataset.before);
+    const from = Math.max(after + 1, id - 5);
+    const {status, body} = await noema.get(
+      `/api/history?after=${from - 1}&before=${before}&limit=${PAGE}&oldest=1`);
+    if (status !== 200 || !body.turns.length) {
+      chat.setState(`Turn ${id} could not be read: ${body.error || "it is not stored"}`);
+      return;
+    }
+    const first = body.turns[0].id, last = body.turns[body.turns.length - 1].id;
+    if (body.more) mark.after(chat.mark(last, before, "oldest"));
+    mark.after(...chat.nodesOf(body.turns));
+    if (first - 1 > after) {
+      mark.dataset.before = first;
+      chat.labelMark(mark);
+    } else {
+      chat.marks.unobserve(mark);
+      mark.remove();
+    }
   },
 
   // An empty conversation says what the agent is and how to reach it.
@@ -99,15 +268,12 @@ const chat = {
     if (card) card.hidden = !empty;
   },
 
-  // The first welcome: the history was read while the stream was being opened,
-  // so what was stored in between is read too; after a gap the backlog could
-  // not cover, everything is read again.
+  // The first welcome: the history was read before the stream was opened, so
+  // what was stored in between is read too; after a gap the backlog could not
+  // cover, what was stored since the newest turn read is read.
   async welcomed(message) {
     chat.setState("");
-    if (!message.complete) {
-      await chat.loadHistory();
-    } else if (!chat.welcomedOnce) {
-      await chat.history;
+    if (!message.complete || !chat.welcomedOnce) {
       await chat.loadHistory(chat.newestStored);
     }
     chat.welcomedOnce = true;
@@ -276,6 +442,7 @@ const chat = {
     node.querySelector("summary").title = turn.error ? "failed" : "done";
     node.appendChild(noema.el("p", "part", turn.error ? "Result (failed)" : "Result"));
     node.appendChild(noema.el("pre", "result", turn.content));
+    node.dataset.result = turn.id;
   },
 
   el(tag, className) {
@@ -295,12 +462,19 @@ const chat = {
     if (turn.kind === "tool_call") {
       node = chat.callNode(turn);
       if (turn.call_id) chat.calls.set(turn.call_id, node);
+      const orphan = turn.call_id && chat.orphans.get(turn.call_id);
+      if (orphan) {  // its result was read first (a newer page): one line for both again
+        chat.orphans.delete(turn.call_id);
+        orphan.node.remove();
+        chat.finishCall(node, orphan.turn);
+      }
     } else if (turn.kind === "tool_result" && turn.call_id && chat.calls.has(turn.call_id)) {
       chat.finishCall(chat.calls.get(turn.call_id), turn);
       return null;  // shown on its call's line
     } else if (turn.kind === "tool_result") {
       node = chat.callNode(turn);  // its call is older than what the page holds
       chat.finishCall(node, turn);
+      if (turn.call_id) chat.orphans.set(turn.call_id, {node, turn});
     } else if (turn.kind === "event" && turn.delivery) {
       node = chat.deliveryNode(turn, turn.delivery);
     } else if (turn.kind === "event") {
@@ -321,6 +495,7 @@ const chat = {
       node.appendChild(body);
     }
     node.dataset.turn = turn.id;
+    node.id = `turn-${turn.id}`;
     if (turn.cycle_id !== null && turn.cycle_id !== undefined) node.dataset.cycle = turn.cycle_id;
     for (const flag of flags) node.classList.add(flag);
     if (flags.includes("discarded")) node.title = "discarded by a safe cancellation";

@@ -41,10 +41,21 @@ const noema = {
     return new Date(ts * 1000).toLocaleString();
   },
 
+  // The page may carry the status as it was when it was served (the chat
+  // does, so its first paint waits for no request): used once, then asked.
   async showContext() {
     const target = document.getElementById("context");
     if (!target) return;
-    const {status, body} = await noema.get("/api/status").catch(() => ({status: 0, body: {}}));
+    const served = document.getElementById("first-status");
+    let answer;
+    if (served && !served.dataset.used) {
+      served.dataset.used = "yes";
+      const view = JSON.parse(served.textContent);
+      answer = view ? {status: 200, body: view} : {status: 0, body: {}};
+    } else {
+      answer = await noema.get("/api/status").catch(() => ({status: 0, body: {}}));
+    }
+    const {status, body} = answer;
     if (status !== 200) {
       target.textContent = "agent not reachable";
       return;
