@@ -148,10 +148,10 @@ def test_a_link_to_an_old_turn_reads_it_and_reads_on_from_there(browser, long_ch
         expect(log.locator('.older[data-from="newest"][data-after="0"]')).to_have_count(1)
         screenshot(page, f"chat-linked-{size}", full_page=False)
 
-        # Scrolled down to the mark below (or its button pressed), the next page is read
+        # Scrolled down to the mark below (or "Show more" pressed), the next page is read
         # above the mark, so what the person was reading stays where it was.
         above = log.locator(f"#turn-{island_end}")
-        expect(below.get_by_role("button", name="Show them")).to_be_visible()
+        expect(below.get_by_role("button", name="Show more")).to_be_visible()
         page.evaluate(f"document.getElementById('turn-{island_end}').scrollIntoView()")
         top = above.bounding_box()["y"]
         expect(log.locator(f"#turn-{island_end + HISTORY_PAGE}")).to_have_count(1)

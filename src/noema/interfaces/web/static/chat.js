@@ -128,7 +128,7 @@ const chat = {
     node.dataset.before = before;
     node.dataset.from = from;
     node.appendChild(noema.el("span", "count", ""));
-    const button = noema.el("button", "", "Show them");
+    const button = noema.el("button", "", "Show more");
     button.type = "button";
     button.addEventListener("click", () => chat.readMark(node));
     node.appendChild(button);
