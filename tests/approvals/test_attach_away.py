@@ -11,7 +11,8 @@ import asyncio
 
 from noema.interfaces.host.attach import attach, socket_path
 from noema.interfaces.host.host import Host
-from noema.interfaces.host.protocol import Answer, ApprovalAsked, ApprovalSettled, Notice
+from noema.interfaces.host.protocol import (Answer, ApprovalAsked, ApprovalSettled, Hello, Notice,
+                                            Welcome)
 from noema.providers.scripted import call, say
 
 from .conftest import PERSON, question, seen_by_model, telegram_app, until
@@ -74,6 +75,32 @@ async def test_a_page_that_attaches_sees_the_question_and_its_answer_settles_tel
         assert len(app.schedules.active()) == 1
         await web.connection.aclose()
         await chat.connection.aclose()
+    finally:
+        try:
+            await host.aclose()
+        finally:
+            await app.aclose()
+
+
+async def test_a_connection_that_only_sends_requests_is_not_someone_to_ask(tmp_path, server):
+    """The web server's own connection (for the page's requests) watches
+    nothing: with it alone attached, the question still goes to Telegram."""
+    host = Host("ana")
+    app = telegram_app(tmp_path / "home", server, [say("", ALARM), say("Asked on Telegram.")],
+                       listener=host)
+    host.bind(app)
+    await app.start()
+    try:
+        control = host.connect("web")
+        await control.send(Hello(client="web", watching=False))
+        replies = control.messages()
+        assert isinstance(await anext(replies), Welcome)
+        server.inject_text(PERSON, "remind me to call the plumber in three hours")
+        asked = await question(server)
+        assert "call the plumber" in asked.plain
+        await until(lambda: app.away.is_waiting(1), "the question waiting")
+        await app.agent.idle()
+        await control.aclose()
     finally:
         try:
             await host.aclose()

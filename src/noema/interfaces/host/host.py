@@ -27,6 +27,9 @@ it waits, so the page or the terminal can answer it too; the first answer
 from anywhere settles it, and a later one is told how it was closed. A
 question nobody answers within `[autonomy] approval_timeout_s` is refused,
 so a headless agent never waits for ever. One numbering serves both kinds.
+A connection whose Hello says it watches nothing (the web server's own, for
+the page's requests) is nobody to ask: with only such connections attached,
+questions go away.
 """
 
 from __future__ import annotations
@@ -173,6 +176,7 @@ class _Client:
     limit: int = CLIENT_QUEUE
     last_seq: int = 0  # the newest broadcast queued to it
     attached: bool = False  # said Hello and was welcomed
+    watching: bool = True  # shows what the agent does (Hello.watching): it can be asked
     closed: bool = False
     _queue: deque[object] = field(default_factory=deque)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -454,6 +458,7 @@ class Host(AgentListener):
             return False
         if first.client:
             client.name = first.client
+        client.watching = first.watching
         # All of this happens with no await in between, so no broadcast can
         # fall between the replay and the live messages.
         replay, complete = self._since(first.since)
@@ -551,7 +556,7 @@ class Host(AgentListener):
 
     async def _ask(self, request: ApprovalRequest) -> bool:
         """The agent's approver: the first answer from any attached interface."""
-        if not self.clients:
+        if not any(c.attached and c.watching for c in self._clients.values()):
             if self._app is None:
                 raise ToolError(f"{request.tool} needs the person's approval, but the agent "
                                 "is not ready to ask, so it was not run.")

@@ -48,6 +48,10 @@ class Hello(_Message):
     version: int = PROTOCOL_VERSION
     client: str = ""  # "chat", "status", "web"…, for the host's log and status
     since: int | None = None  # the last seq this client saw, to resume after a reconnect
+    # False for a connection that only sends requests (the web server's own):
+    # nobody reads a question there, so the host does not count it as someone
+    # at the machine to ask.
+    watching: bool = True
 
 
 class Say(_Message):

@@ -147,7 +147,8 @@ class Bridge:
         async with self._opening:
             if self._control is None:
                 connection = await self._connect()
-                await connection.send(Hello(client=CLIENT))
+                # Requests only: a question is asked where a page watches.
+                await connection.send(Hello(client=CLIENT, watching=False))
                 self._control = connection
                 self._reader = asyncio.create_task(self._read(connection), name="web:control")
             return self._control
