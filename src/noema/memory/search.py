@@ -31,6 +31,26 @@ words does not. Each choice, and why:
   the answer apart. (At a quarter rather than a whole content word,
   LoCoMo recall@10 for categories 1-4 is unchanged with no other history
   and gains 0.3 and 1.7 points after 100k and 1M turns.)
+- **A common name is searched where it is dense.** A name over the
+  listing budget (up to `wide_postings` turns) is not dropped to a boost:
+  its turns are read, and those among `name_stretch_turns` others holding
+  it within twice `company_reach` turns become candidates with the name.
+  Where a person talks, their name is in nearly every turn (as sender or
+  as the one addressed); where it is only mentioned, it stands alone. An
+  answer often shares no word with its question but the person's name
+  ("What martial arts has John done?", answered by John's "I'm doing
+  kickboxing"): with no other history the name is listed and such turns
+  reach the ranking through their neighbours and the company they keep;
+  after a million turns holding "John" 23,600 times, without this they
+  were never candidates. The dense turns of each name are kept between
+  searches and only newer turns read again (turns are only added, so a
+  dense stretch stays dense): reading a name in twenty thousand turns
+  costs more than the rest of a query. (LoCoMo's five development
+  conversations after 1M turns, keyword ranking: recall@10, categories
+  1-4, +8.2 points, interval +6.5 to +10.0, the two conversations whose
+  names are common in the history from 38 and 47 % to 62 %; nothing
+  changes with no other history, where names are listed. 3, 5, 12 and 16
+  others rather than 8: +6.3, +7.2, +8.2 and +8.2.)
 - **When no word fits the budget, the rarest is listed all the same** if it
   is in at most `wide_postings` turns, and the others are joined to it: the
   whole history is searched. At a million turns of everyday words, most
@@ -223,7 +243,8 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import mul, sub
+from itertools import compress, repeat
+from operator import add, mul, sub
 from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -248,6 +269,7 @@ ROLE_KINDS: dict[str, frozenset[TurnKind]] = {
 
 COUNT_STALENESS = 0.01  # a kept document count serves until the store grows by this share
 MAX_KEPT_COUNTS = 20_000  # stems whose counts are kept; past this, start afresh
+MAX_KEPT_STRETCHES = 64  # names whose dense stretches are kept; past this, start afresh
 MMAP_BYTES = 1 << 30  # of the store, read through memory mapping when searching
 PASSAGE_CHARS = 4_000  # of a long turn, the stretch a snippet is looked for in
 
@@ -286,6 +308,7 @@ class SearchTuning:
     company_boost: float = 2.0  # a turn among many that hold a name of the query: up to this much more
     company_reach: int = 20  # turns either side where those turns are counted
     company_turns: int = 5  # other turns holding a name there for the whole boost
+    name_stretch_turns: int = 8  # a common name's turn is a candidate with this many more close by; 0: never
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +359,7 @@ class Plan:
     joined: tuple[Term, ...]  # each searched with the listed words
     together: tuple[Term, ...]  # every word common: searched all at once, by time bucket
     unsearched: tuple[Term, ...]  # over every budget
-    boosts: tuple[Term, ...]  # common names: favour their turns, search nothing for them
+    boosts: tuple[Term, ...]  # common names: searched where dense (`dense_stretches`), or only boosts
 
 
 def plan_query(terms: Sequence[Term], tuning: SearchTuning) -> Plan:
@@ -466,19 +489,26 @@ class _Gathered:
         # the stretches around such pairs are counted, so the cost follows the
         # conversations, not the thousands of lone matches around them.
         span = 2 * reach
-        pairs = [k for k, gap in enumerate(map(sub, holders[1:], holders)) if gap <= span]
-        out: dict[int, int] = {}
-        done = 0  # index in `ids` already counted
+        pairs = compress(range(len(holders)), map(span.__ge__, map(sub, holders[1:], holders)))
+        stretches: list[list[int]] = []  # [first, last) in `ids`, merged
         for k in pairs:
-            first = max(bisect_left(ids, holders[k + 1] - reach), done)
+            first = bisect_left(ids, holders[k + 1] - reach)
             last = bisect_right(ids, holders[k] + reach)
-            for at in range(first, last):
-                turn_id = ids[at]
-                near = bisect_right(holders, turn_id + reach) - bisect_left(holders, turn_id - reach)
-                near -= 1 if masks[at] & bits else 0
-                if near > 1:
-                    out[turn_id] = near
-            done = max(done, last)
+            if stretches and first <= stretches[-1][1]:
+                stretches[-1][1] = max(stretches[-1][1], last)
+            else:
+                stretches.append([first, last])
+        out: dict[int, int] = {}
+        # Counted a stretch at a time by maps in C: a conversation's stretch
+        # holds hundreds of candidates, each needing two bisections.
+        for first, last in stretches:
+            turns = ids[first:last]
+            high = map(bisect_right, repeat(holders), map(add, turns, repeat(reach)))
+            low = map(bisect_left, repeat(holders), map(sub, turns, repeat(reach)))
+            itself = map(bool, map(bits.__and__, masks[first:last]))
+            near = list(map(sub, map(sub, high, low), itself))
+            kept = list(map((1).__lt__, near))
+            out.update(zip(compress(turns, kept), compress(near, kept)))
         return out
 
     def _ordered(self) -> tuple[list[int], list[int]]:
@@ -487,6 +517,19 @@ class _Gathered:
             ids = sorted(self.found)
             self._sorted = (ids, [self.found[i] for i in ids])
         return self._sorted
+
+
+def dense_stretches(ids: Sequence[int], more: int, span: int) -> list[int]:
+    """Of turn IDs in ascending order, those with at least `more` others
+    within `span` turns on one side or around them: `more` + 1 of the IDs
+    fit in `span` turns there. The stretches where a name is in most turns,
+    not the turns that hold it here and there."""
+    # Found by maps in C: a common name is in tens of thousands of turns.
+    starts = compress(range(len(ids)), map(span.__ge__, map(sub, ids[more:], ids)))
+    kept: set[int] = set()
+    for k in starts:
+        kept.update(ids[k : k + more + 1])
+    return sorted(kept)
 
 
 def _best(scores: dict[int, float], count: int) -> list[int]:
@@ -532,6 +575,8 @@ class HistorySearch:
         self._vocab = "temp.turns_fts_vocab"
         self._counts: dict[str, tuple[int, int]] = {}  # stem -> (turns holding it, store size then)
         self._stem_cache: dict[str, tuple[str, ...]] = {}  # word -> its index terms
+        # index and name -> (turns read up to, its dense turns, its last turns read)
+        self._stretches: dict[str, tuple[int, list[int], list[int]]] = {}
         self._scratch = sqlite3.connect(":memory:", check_same_thread=False)
         self._scratch.executescript(
             f"CREATE VIRTUAL TABLE words USING fts5(body, tokenize='{TOKENIZER}');"
@@ -601,12 +646,16 @@ class HistorySearch:
             terms, everywhere = self._informative(terms, total)
             dropped += tuple(t.text for t in everywhere)
             plan = plan_query(terms, self.tuning)
-            searched = (*plan.listed, *plan.joined, *plan.together)
+            stretched = self._stretched_names(plan)
+            searched = (*plan.listed, *plan.joined, *plan.together, *stretched)
             if not searched:
                 return SearchResult((), (), dropped, unsearched=tuple(t.text for t in plan.unsearched),
                                     absent=absent)
             low, high = self._id_range(since, until)
             gathered = self._gather(plan, low, high, searched)
+            for term in stretched:
+                dense = self._name_stretches(term)
+                gathered.add(reversed(dense[bisect_left(dense, low) : bisect_right(dense, high)]), term)
             weights = term_weights(searched, total, self.tuning)
             favour = self._in_company(gathered, searched)
             # What surrounds a turn says which conversation it is in: there a
@@ -821,6 +870,34 @@ class HistorySearch:
         if plan.together:
             self._by_buckets(plan.together, low, high, gathered)
         return gathered
+
+    def _stretched_names(self, plan: Plan) -> tuple[Term, ...]:
+        """The common names searched where they are dense: those the plan
+        keeps as boosts beside listed words, in at most `wide_postings` turns."""
+        if not self.tuning.name_stretch_turns or not plan.listed:
+            return ()
+        return tuple(t for t in plan.boosts if t.postings <= self.tuning.wide_postings)
+
+    def _name_stretches(self, term: Term) -> list[int]:
+        """The turns, in ascending order, where a common name is dense (see
+        `dense_stretches`). Reading a name in twenty thousand turns costs more
+        than the rest of a query, and the people a person asks after recur:
+        what was read is kept, and only turns newer than it are read again
+        (turns are only ever added, so a dense stretch stays dense)."""
+        key = f"{self._table} {term.expression}"
+        read, dense, tail = self._stretches.get(key, (0, [], []))
+        newest = self.store.last_id()
+        if newest > read:
+            span, more = 2 * self.tuning.company_reach, self.tuning.name_stretch_turns
+            recent = tail + self._ids(term.expression, read + 1, newest)[::-1]
+            added = dense_stretches(recent, more, span)
+            if added:
+                dense = sorted({*dense, *added})
+            tail = recent[bisect_left(recent, newest - span) :]  # what newer turns may pair with
+            if len(self._stretches) >= MAX_KEPT_STRETCHES:
+                self._stretches.clear()
+            self._stretches[key] = (newest, dense, tail)
+        return dense
 
     def _by_buckets(self, terms: Sequence[Term], low: int, high: int, gathered: _Gathered) -> None:
         """Every word common: all of them together, newest bucket first, then each
