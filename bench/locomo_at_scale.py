@@ -1,7 +1,7 @@
 """LoCoMo retrieval with each conversation placed in a long history.
 
     .venv/bin/python bench/locomo_at_scale.py PATH [--distractors N] [--after] [--cache DIR]
-        [--baseline REV] [--study] [--meaning] [--ranks CATEGORY]
+        [--baseline REV] [--study] [--meaning] [--ranks CATEGORY] [--losses]
     .venv/bin/python bench/locomo_at_scale.py --smoke
 
 `bench/locomo_retrieval.py` gives every conversation an empty store, which
@@ -32,7 +32,12 @@ store embedded in the background ranks the same, since a turn that is
 never a candidate never counts), and that embedding is left out of the
 query times, the query's own embedding is not.
 `--ranks CATEGORY` also prints, for each question of that category, where
-this plan ranks each evidence turn, searched again untimed.
+this plan ranks each evidence turn, searched again untimed. `--losses`
+says, per category and per conversation, at which stage of the plan each
+evidence turn missing from the top ten was lost (searched again untimed,
+keyword ranking only): found by no searched word, found but not among the
+`scored` best, scored but not among the `candidates`, or a candidate
+ranked below ten.
 No model is called; nothing is asserted. `--smoke` runs a made-up
 conversation after 2,000 turns in a scratch folder, in seconds.
 """
@@ -219,14 +224,85 @@ def show_ranks(search: HistorySearch, item: dict, evidence: set[str], dialogue_o
           f"         evidence {where}; top 10: {' '.join(ranked[:10])}")
 
 
+class StageProbe(HistorySearch):
+    """The plan in the working tree, keeping what each stage of its last
+    search chose: the turns found, the rank of each by the words that choose
+    candidates, the candidates, and the refined ranking."""
+
+    def _gather(self, plan, low, high, searched):  # type: ignore[no-untyped-def]
+        gathered = super()._gather(plan, low, high, searched)
+        self.found = gathered.found
+        return gathered
+
+    def _score(self, found, beside, kinds, favour=None):  # type: ignore[no-untyped-def]
+        chosen = dict(found)
+        for turn_id, weight in beside.items():
+            chosen[turn_id] += self.tuning.window_share * weight
+        for turn_id, factor in (favour or {}).items():
+            chosen[turn_id] *= factor
+        order = sorted(chosen, key=chosen.__getitem__, reverse=True)
+        self.rough = {turn_id: rank for rank, turn_id in enumerate(order)}
+        scored = super()._score(found, beside, kinds, favour)
+        self.candidates = set(scored)
+        return scored
+
+    def _refine(self, scored, query):  # type: ignore[no-untyped-def]
+        ranked = super()._refine(scored, query)
+        self.refined = [turn_id for turn_id, *_ in ranked]
+        return ranked
+
+    def stage_of(self, turn_id: int) -> str:
+        """Where the last search lost `turn_id` (or 'top 10')."""
+        position = self.refined.index(turn_id) if turn_id in self.refined else None
+        if position is not None and position < 10:
+            return "top 10"
+        if turn_id in self.candidates:
+            return "candidate below 10"
+        if turn_id in self.rough:
+            if self.rough[turn_id] < self.tuning.scored:
+                return "scored, not a candidate"
+            return "found, not scored"
+        return "lifted by neighbours only" if position is not None else "not found"
+
+
+LOSS_STAGES = ("top 10", "candidate below 10", "scored, not a candidate", "found, not scored",
+               "lifted by neighbours only", "not found")
+
+
+def count_losses(probe: StageProbe, item: dict, evidence: set[str], dialogue_of: dict[int, str],
+                 losses: dict[str, dict[str, int]]) -> None:
+    """Adds where each of a question's evidence turns was lost to `losses`, by
+    category and by conversation."""
+    probe.search(item["question"], limit=10)
+    turn_of = {dialogue: turn_id for turn_id, dialogue in dialogue_of.items()}
+    for dialogue in evidence:
+        stage = probe.stage_of(turn_of[dialogue])
+        for key in (f"category {item.get('category')}", item["sample_id"], "categories 1-4"):
+            row = losses.setdefault(key, dict.fromkeys(LOSS_STAGES, 0))
+            row[stage] += 1
+
+
+def print_losses(losses: dict[str, dict[str, int]]) -> None:
+    print("\nWhere the evidence turns were lost (this plan, keyword ranking): share of evidence turns")
+    width = max(map(len, losses))
+    print(f"{'':{width}s} " + " | ".join(LOSS_STAGES))
+    for key in sorted(losses):
+        row = losses[key]
+        total = sum(row.values()) or 1
+        print(f"{key:{width}s} " + " | ".join(f"{row[s] / total:>{len(s)}.0%}" for s in LOSS_STAGES)
+              + f"   ({total} turns)")
+
+
 def evaluate(
     store: TurnStore, dialogue_of: dict[int, str], sample: dict,
     plans: dict[str, Callable[[TurnStore], object]], methods: dict[str, Method],
     ranks: frozenset[int] = frozenset(), main_only: bool = False,
+    losses: dict[str, dict[str, int]] | None = None,
 ) -> None:
     known = set(dialogue_of.values())
     qa, conversation = sample["qa"], sample["sample_id"]
     searches = {name: plan(store) for name, plan in plans.items()}
+    probe = StageProbe(store) if losses is not None else None
     for method in methods.values():
         method.outcomes[conversation] = []
     for search in searches.values():
@@ -257,8 +333,12 @@ def evaluate(
             methods[name].narrowed += narrowed
         if int(item.get("category", 0)) in ranks:  # the plan in the working tree only
             show_ranks(next(iter(searches.values())), item, evidence, dialogue_of)
+        if losses is not None and int(item.get("category", 0)) in MAIN_CATEGORIES:
+            count_losses(probe, dict(item, sample_id=conversation), evidence, dialogue_of, losses)
     for search in searches.values():
         search.close()
+    if losses is not None:
+        probe.close()
 
 
 def first_moment(conversation: dict) -> float:
@@ -271,6 +351,7 @@ THIS_PLAN = "search_full_history (this plan)"
 def run(
     paths: list[Path], distractors: int, after: bool, folder: Path, rev: str,
     ranks: frozenset[int] = frozenset(), study: bool = False, meaning: bool = False,
+    losses: bool = False,
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     samples = load_samples(paths)
@@ -291,6 +372,7 @@ def run(
             embedder = CachedEmbedder()
             plans.update(meaning_plans(embedder, on_demand=True))
         methods = {name: Method() for name in plans}
+        lost: dict[str, dict[str, int]] | None = {} if losses else None
         source = None
         if not after and distractors:
             source = history_before(distractors, min(first_moment(s["conversation"]) for s in samples),
@@ -308,7 +390,8 @@ def run(
                     shutil.copyfile(source, copy)
                 store = TurnStore(copy)
                 dialogue_of = load_conversation(store, conversation)
-            evaluate(store, dialogue_of, sample, plans, methods, ranks, main_only=study or meaning)
+            evaluate(store, dialogue_of, sample, plans, methods, ranks, main_only=study or meaning,
+                     losses=lost)
             if embedder is not None:
                 embedder.forget()  # the next conversation's store holds other turns
             store.close()
@@ -320,6 +403,8 @@ def run(
     for name in shown:
         methods[name].report(name)
     results = {name: method.outcomes for name, method in methods.items()}
+    if lost:
+        print_losses(lost)
     print()
     print(conversation_table(results, shown))
     if baseline in results:
@@ -355,6 +440,9 @@ def main(argv: list[str]) -> int:
                         help="cross-validate the constants of SearchTuning (locomo_cv.STUDIED; categories 1-4 only)")
     parser.add_argument("--meaning", action="store_true",
                         help="also rerank by the local embedding model, at several keyword shares")
+    parser.add_argument("--losses", action="store_true",
+                        help="say at which stage of the plan each evidence turn missing from the top ten"
+                        " was lost")
     parser.add_argument("--smoke", action="store_true",
                         help=f"a made-up conversation and {SMOKE_DISTRACTORS:,} turns, in seconds")
     args = parser.parse_args(argv)
@@ -363,13 +451,14 @@ def main(argv: list[str]) -> int:
             path = Path(scratch) / "smoke.json"
             path.write_text(json.dumps([smoke_sample()]), encoding="utf-8")
             for after in (False, True):
-                run([path], SMOKE_DISTRACTORS, after, Path(scratch) / "cache", args.baseline)
+                run([path], SMOKE_DISTRACTORS, after, Path(scratch) / "cache", args.baseline,
+                    losses=True)
         return 0
     if not args.paths:
         parser.print_usage(sys.stderr)
         return 2
     run(args.paths, args.distractors, args.after, args.cache, args.baseline, frozenset(args.ranks),
-        args.study, args.meaning)
+        args.study, args.meaning, args.losses)
     return 0
 
 

@@ -174,6 +174,7 @@ STUDIED: dict[str, tuple[object, ...]] = {
     "window_share": (0.0,),
     "stretch_boost": (0.0, 0.5),
     "company_boost": (0.0, 1.0),
+    "name_stretch_turns": (0, 5, 16),
 }
 
 
