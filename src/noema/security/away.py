@@ -129,24 +129,15 @@ class AwayApprovals:
         number = self.store.next_number()
         expires_at = time.time() + timeout
         question = AwayQuestion(number, request, timeout, expires_at)
-        problems = []
-        for channel in self.channels:
-            try:
-                posted = await channel.post_question(question, self.answer)
-            except RuntimeError as exc:  # configured, but it cannot ask now
-                log.info("%s cannot ask the person: %s", channel.name, exc)
-                problems.append(f"{channel.name}: {exc}")
-                continue
-            break
-        else:
-            why = f" ({'; '.join(problems)})" if problems else ""
-            raise ToolError(
-                f"{request.tool} needs the person's approval, but no interface is attached "
-                f"and no channel of the person's can ask them now{why} (a Telegram chat can: "
-                "[telegram] chat_ids; so can mail: [mail] allow_from), so it was not run. "
-                "Tell the person what you wanted to do; they can approve it when they attach.")
+        # Recorded before it leaves: a restart in between reports it expired.
         self.store.record(number, request.tool, asdict(request), ctx.call_id, ctx.turn_id,
-                          expires_at, channel.name, posted.place, posted.handle)
+                          expires_at)
+        try:
+            channel, posted = await self._send(question)
+        except BaseException:  # nobody was asked (or the call was stopped meanwhile)
+            self.store.forget(number)
+            raise
+        self.store.placed(number, channel.name, posted.place, posted.handle)
         recorded = self.store.get(number)
         assert recorded is not None
         waiting = self._waiting[number] = _Waiting(recorded, request, ctx, run)
@@ -157,6 +148,21 @@ class AwayApprovals:
         for listener in self.listeners:
             listener.away_asked(number, request)
         return AwayTicket(number, posted.place, self._clock(expires_at))
+
+    async def _send(self, question: AwayQuestion) -> tuple[AwayChannel, Posted]:
+        problems = []
+        for channel in self.channels:
+            try:
+                return channel, await channel.post_question(question, self.answer)
+            except RuntimeError as exc:  # configured, but it cannot ask now
+                log.info("%s cannot ask the person: %s", channel.name, exc)
+                problems.append(f"{channel.name}: {exc}")
+        why = f" ({'; '.join(problems)})" if problems else ""
+        raise ToolError(
+            f"{question.request.tool} needs the person's approval, but no interface is "
+            f"attached and no channel of the person's can ask them now{why} (a Telegram chat "
+            "can: [telegram] chat_ids; so can mail: [mail] allow_from), so it was not run. "
+            "Tell the person what you wanted to do; they can approve it when they attach.")
 
     def pending(self) -> list[tuple[int, ApprovalRequest]]:
         """The questions waiting now, oldest first (for an interface that attaches)."""
@@ -231,7 +237,7 @@ class AwayApprovals:
             self.store.move(number, "allowed", by=by)
             self._background(self._run(waiting, by))
         elif by == TIMEOUT:
-            minutes = max(1, round(self.timeout() / 60))
+            minutes = max(1, round((question.expires_at - question.asked_at) / 60))
             self.store.move(number, "expired", by=by, outcome=(
                 f"{_heading(question)}: nobody answered within {minutes} minute"
                 f"{'s' if minutes != 1 else ''}, so it expired as a refusal; it was not run."))
@@ -309,8 +315,9 @@ def _heading(question: Question) -> str:
     arguments = str(question.request.get("arguments", ""))
     if len(arguments) > ARGUMENT_CHARS:
         arguments = arguments[:ARGUMENT_CHARS] + " …"
+    place = question.place or "as the agent stopped"
     return (f"Approval {question.number} ({question.tool}, call {question.call_id or '?'}, "
-            f"asked {question.place}; arguments: {arguments})")
+            f"asked {place}; arguments: {arguments})")
 
 
 def _restarted(question: Question) -> str:

@@ -1,7 +1,8 @@
 """The record of questions asked away (`approvals.db` in the agent's folder).
 
 One row per question sent to the person's channels, written before the
-question leaves and moved through its states in single transactions:
+question leaves (and forgotten if no channel could send it), then moved
+through its states in single transactions:
 
     waiting ─┬─ allowed ── running ── ran | failed
              ├─ refused
@@ -112,14 +113,24 @@ class AwayStore:
     # -- the questions ---------------------------------------------------------------
 
     def record(self, number: int, tool: str, request: Mapping[str, Any], call_id: str,
-               turn_id: int | None, expires_at: float, channel: str, place: str,
-               handle: Mapping[str, Any]) -> None:
-        """A question that was just sent, now waiting."""
+               turn_id: int | None, expires_at: float) -> None:
+        """A question about to be sent, waiting from now on (where it went is
+        `placed` once a channel took it)."""
         self._db.execute(
             "INSERT INTO questions (number, tool, request, call_id, turn_id, asked_at, "
-            "expires_at, channel, place, handle, state) VALUES (?,?,?,?,?,?,?,?,?,?,"
+            "expires_at, channel, place, handle, state) VALUES (?,?,?,?,?,?,?,'','','{}',"
             "'waiting')", (number, tool, json.dumps(dict(request)), call_id, turn_id,
-                           time.time(), expires_at, channel, place, json.dumps(dict(handle))))
+                           time.time(), expires_at))
+
+    def placed(self, number: int, channel: str, place: str, handle: Mapping[str, Any]) -> None:
+        """The channel that sent the question, and its own reference to it."""
+        self._db.execute("UPDATE questions SET channel=?, place=?, handle=? WHERE number=?",
+                         (channel, place, json.dumps(dict(handle)), number))
+
+    def forget(self, number: int) -> None:
+        """A question no channel could send: the model was told so at once."""
+        self._db.execute("DELETE FROM questions WHERE number=? AND outcome_seq IS NULL",
+                         (number,))
 
     def move(self, number: int, state: str, *, by: str | None = None,
              outcome: str | None = None, outside: bool = False,
