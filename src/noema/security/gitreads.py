@@ -30,10 +30,13 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from .changes import EVERYTHING, ChangeFeed, watch
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,9 @@ _MAX_INCLUDED_CONFIGS = 2_000
 _MAX_FOLDERS = 200_000  # walked for repositories; past it the rest is not looked at
 _MAX_POINTER_BYTES = 4096  # a `.git` file or a `commondir`
 _RACY_NS = 2_000_000_000  # a folder changed this recently may change again unseen
+# A tree of more folders than this is watched (inotify) rather than looked at
+# whole at each write; a smaller one costs less than the watches would.
+_WATCH_PAST = 1_000
 
 
 def looks_like_repository(names: set[str] | frozenset[str]) -> bool:
@@ -242,47 +248,60 @@ class Repositories:
     worktrees' (`worktrees/`) git folders inside them, and the repositories
     of the folders enclosing the tops (a root inside someone's project).
 
-    Folders are read once and remembered under their identity and times; a
-    later walk looks at each folder with one `lstat` and reads again only
-    those that changed (or changed too recently to be sure of)."""
+    Folders are read once and remembered under their identity and times.
+    A later walk gives each folder one `lstat` and reads again those that
+    changed. In a tree of more than `watch_past` folders the kernel is asked
+    (inotify, `changes.py`) which folders change: a walk reads again only
+    those, and when none gained or lost a folder or a git entry (a file was
+    written) the last answer stands; otherwise the tree is walked from what
+    is remembered, the folders under one read again getting an `lstat` each
+    (a tree moved in has no watches yet). Where the kernel cannot tell (no
+    inotify, too many watches, a dropped queue), every folder gets its
+    `lstat`."""
 
-    def __init__(self, tops: Sequence[Path], skip: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, tops: Sequence[Path], skip: Sequence[Path] = (), *,
+        watch_past: int | None = _WATCH_PAST, racy_s: float = _RACY_NS / 1e9,
+    ) -> None:
         self.tops = tuple(dict.fromkeys(Path(t) for t in tops))
         self.skip = frozenset(Path(s) for s in skip)
+        self._watch_past = watch_past  # None: never watched
+        self._sizes: dict[Path, int] = {}  # folders walked below each top, last time
+        self._feeds: dict[Path, ChangeFeed] = {}  # for the tops found large
+        self._last: dict[Path, tuple[tuple[Path, ...], tuple[Path, ...]]] = {}  # by top
+        self._finalizer = weakref.finalize(self, _close_feeds, self._feeds)
         self._folders: dict[tuple[Path, _Judge], _Seen] = {}
         self._pointers: dict[Path, tuple[tuple[int, int, int, int], Path | None]] = {}
+        self._racy_ns = int(racy_s * 1e9)
         self._lock = threading.Lock()
         self._warned = False
+        self._lost = False  # a folder lost a sub-folder: forget what lies below it
 
     def configs(self) -> list[Path]:
         """The configuration files (present or not) of every repository found now."""
         with self._lock:
             return self._configs()
 
+    def close(self) -> None:
+        """Stop watching the tops for changes."""
+        self._finalizer()
+
     def _configs(self) -> list[Path]:
         gitdirs: list[Path] = []
         for top in self.tops:
             for folder in top.parents:
                 gitdirs += self._enclosing(folder)
-        stack = [top for top in self.tops]
         walked: set[Path] = set()
-        while stack:
-            folder = stack.pop()
-            if folder in walked or folder in self.skip:
-                continue
-            walked.add(folder)
-            if len(walked) > _MAX_FOLDERS:
-                if not self._warned:
-                    self._warned = True
-                    log.warning("more than %d folders in %s: repositories past them are not "
-                                "looked for", _MAX_FOLDERS, ", ".join(map(str, self.tops)))
-                break
-            seen = self._read(folder, _plain)
-            if seen is None:
-                continue
-            stack += seen.walk
-            gitdirs += seen.gitdirs
-            gitdirs += [p for p in map(self._pointer, seen.pointers) if p is not None]
+        for top in self.tops:
+            changed = self._changed(top)
+            last = self._last.get(top)
+            if changed is not None and last is not None and self._same_shape(changed):
+                found = last  # only files changed: no folder, no git entry came or went
+            else:
+                found = self._walk(top, changed, walked)
+                self._last[top] = found
+            gitdirs += found[0]
+            gitdirs += [p for p in map(self._pointer, found[1]) if p is not None]
         configs: list[Path] = []
         done: set[Path] = set()
         while gitdirs:
@@ -291,12 +310,94 @@ class Repositories:
                 continue
             done.add(gitdir)
             configs += repository_configs(gitdir)
-            seen = self._read(gitdir, _git_folder)
+            seen, _ = self._read(gitdir, _git_folder)
             if seen is None:
                 continue
             gitdirs += seen.gitdirs
             gitdirs += [p for p in map(self._pointer, seen.pointers) if p is not None]
+        if self._lost:  # forget folders that are gone, so no name reused finds them
+            self._lost = False
+            self._folders = {
+                key: seen for key, seen in self._folders.items()
+                if key[0] in (walked if key[1] is _plain else done)
+            }
+            for top in self.tops:
+                self._last.pop(top, None)
         return configs
+
+    def _walk(
+        self, top: Path, changed: set[Path] | None, walked: set[Path]
+    ) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """The git folders and pointers below `top`. With no word from the
+        kernel (`changed` None) every folder is checked with one lstat; with
+        it, only the folders it named and those under a folder read again (a
+        tree moved in has no watches yet)."""
+        gitdirs: list[Path] = []
+        pointers: list[Path] = []
+        before = len(walked)
+        stack = [(top, changed is None or top in changed)]
+        while stack:
+            folder, check = stack.pop()
+            if folder in walked or folder in self.skip:
+                continue
+            walked.add(folder)
+            if len(walked) > _MAX_FOLDERS:
+                if not self._warned:
+                    self._warned = True
+                    log.warning("more than %d folders in %s: repositories past them are "
+                                "not looked for", _MAX_FOLDERS, ", ".join(map(str, self.tops)))
+                break
+            told = changed is not None and folder in changed
+            cached = None if check or told else self._folders.get((folder, _plain))
+            if cached is not None:
+                seen, read = cached, False
+            else:
+                seen, read = self._read(folder, _plain, force=told, watched=changed is not None)
+            if seen is None:
+                continue
+            stack += [(child, changed is None or read) for child in seen.walk]
+            gitdirs += seen.gitdirs
+            pointers += seen.pointers
+        self._sizes[top] = len(walked) - before
+        return tuple(gitdirs), tuple(pointers)
+
+    def _same_shape(self, changed: set[Path]) -> bool:
+        """Whether every folder the kernel named still holds the same folders
+        and git entries as when last read (read again now to know)."""
+        for folder in changed:
+            old = self._folders.get((folder, _plain))
+            if old is None:
+                continue  # a file, or a folder never walked: its own folder is named too
+            new, _ = self._read(folder, _plain, force=True, watched=True)
+            if new is None or (new.walk, new.gitdirs, new.pointers) != (
+                old.walk, old.gitdirs, old.pointers
+            ):
+                return False
+        return True
+
+    def _changed(self, top: Path) -> set[Path] | None:
+        """The folders below `top` whose listing may have changed since the
+        last walk, as the kernel reports them; None when it cannot say."""
+        feed = self._feeds.get(top)
+        if feed is None:
+            if self._watch_past is None or self._sizes.get(top, 0) < self._watch_past:
+                return None  # a small tree is cheaper to look at than to watch
+            skip = [s for s in self.skip if s.is_relative_to(top)]
+
+            def skip_dir(relative: str) -> bool:
+                if ".git" in relative.split("/"):
+                    return True  # git folders are looked at whole at each walk
+                return any((top / relative).is_relative_to(s) for s in skip)
+
+            feed = self._feeds[top] = watch(top, skip_dir)
+        news = feed.take()
+        if news is EVERYTHING or not isinstance(news, frozenset):
+            return None
+        found: set[Path] = set()
+        for relative in news:
+            path = top / relative
+            found |= {path, path.parent}
+        return found
 
     def _enclosing(self, folder: Path) -> list[Path]:
         """The git folder git would use from `folder` itself (its `.git`, or
@@ -311,27 +412,37 @@ class Repositories:
         named = self._pointer(dotgit)
         return [named] if named is not None else []
 
-    def _read(self, folder: Path, judge: _Judge) -> _Seen | None:
+    def _read(
+        self, folder: Path, judge: _Judge, *, force: bool = False, watched: bool = False
+    ) -> tuple[_Seen | None, bool]:
+        """What `folder` holds, and whether its listing was read now (not
+        taken from memory); `force` reads it even when its times say it is
+        unchanged (the kernel said it changed, maybe within one tick). What
+        is read in a `watched` tree is remembered however recent: the kernel
+        will name the folder when it changes again."""
+        cached = self._folders.get((folder, judge))
         try:
             info = os.lstat(folder)
         except OSError:
-            return None
+            self._lost = self._lost or cached is not None
+            return None, False
         stamp = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
-        cached = self._folders.get((folder, judge))
-        if cached is not None and cached.stamp == stamp:
-            return cached
+        if cached is not None and cached.stamp == stamp and not force:
+            return cached, False
         try:
             with os.scandir(folder) as entries:
                 listing = {e.name: e.is_dir(follow_symlinks=False) for e in entries}
         except OSError:
-            return None
+            return None, True
         walk, gitdirs, pointers = judge(folder, listing)
         seen = _Seen(stamp, tuple(walk), tuple(gitdirs), tuple(pointers))
-        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > _RACY_NS:
+        if cached is not None and not set(cached.walk + cached.gitdirs) <= set(walk + gitdirs):
+            self._lost = True
+        if watched or time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > self._racy_ns:
             self._folders[(folder, judge)] = seen
         else:
             self._folders.pop((folder, judge), None)
-        return seen
+        return seen, True
 
     def _pointer(self, path: Path) -> Path | None:
         """The git folder a `.git` file (`gitdir: <path>`), a `.git` link or a
@@ -356,9 +467,15 @@ class Repositories:
                 named = Path(os.path.realpath(path.parent / rest))
         if named is not None and not os.path.isdir(named):
             named = None
-        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > _RACY_NS:
+        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > self._racy_ns:
             self._pointers[path] = (stamp, named)
         return named
+
+
+def _close_feeds(feeds: dict[Path, ChangeFeed]) -> None:
+    for feed in feeds.values():
+        feed.close()
+    feeds.clear()
 
 
 def _plain(folder: Path, listing: dict[str, bool]) -> _Found:
