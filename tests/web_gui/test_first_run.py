@@ -5,15 +5,19 @@ process. Meanwhile it runs the offline demo live."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import stat
+import threading
 import tomllib
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
+from noema.app import NoModelConfigured
 from noema.config import Config
+from noema.interfaces.web import UiServer
 from noema.paths import AgentPaths
 from noema.security.settings import FilesSettings, RootSettings
 from tests.fakes import FakeReply, FakeToolCall
@@ -127,6 +131,8 @@ def test_the_first_run_form_sets_up_a_served_model_and_the_agent_starts(browser,
         assert ui.mode == "in-process"
         page.get_by_role("link", name="Open the chat").click()
         expect(page.locator(".first-run")).to_have_count(0)
+        # The page's script has run: the status line shows the model's window.
+        expect(page.locator("#context")).to_contain_text("/ 8,192 tokens")
         server.script(FakeReply(text="Hello from the served model."))
         page.locator("#message").fill("Hello?")
         page.locator("#message").press("Enter")
@@ -171,3 +177,38 @@ def test_the_setup_steps_take_no_forged_request_and_leave_a_configured_agent_alo
         assert configured.status_code == 409
         assert "settings page" in configured.json()["error"]
     assert not live.paths.config_file.exists() or "9/v1" not in live.paths.config_file.read_text()
+
+
+def test_an_agent_that_fails_to_start_after_saving_leaves_the_first_run_page_working(tmp_path):
+    paths, config = new_agent(tmp_path)
+
+    def broken_build(_paths, config, **_kwargs):
+        if config.models.reasoning is None:
+            raise NoModelConfigured("no reasoning model is configured")
+        raise RuntimeError("the sandbox is missing")
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = UiServer(paths, config, port=0, build_app=broken_build)
+    call = lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(WAIT)  # noqa: E731
+    try:
+        call(server.start())
+        assert server.mode == "first-run"
+        paths.config_file.write_text(paths.config_file.read_text() + '\n[models.reasoning]\n'
+                                     'provider = "vllm"\nmodel = "m"\n'
+                                     'base_url = "http://127.0.0.1:9/v1"\n')
+        with pytest.raises(RuntimeError, match="the sandbox is missing"):
+            call(server._start_agent())
+        assert server.mode == "first-run" and server.first_run and server.agent_app is None
+        credentials = server.credentials
+        with httpx.Client(base_url=server.address.split("/?")[0], timeout=WAIT,
+                          cookies={credentials.cookie: credentials.session}) as client:
+            assert "First, a model" in client.get("/").text
+            step = client.post("/api/first-run/models", json={"provider": "nobody"},
+                               headers={"x-csrf-token": credentials.csrf})
+            assert step.status_code == 400 and step.json()["field"] == "provider"  # still a form
+    finally:
+        call(server.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
