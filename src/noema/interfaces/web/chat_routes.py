@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -17,6 +19,7 @@ from .turns import turn_with_neighbours
 # on the whole history would lay out thousands of bubbles nobody sees.
 HISTORY_PAGE = 50  # turns in the page as it opens, and in each page read after
 HISTORY_LIMIT = 200  # turns one request reads at most
+STATUS_WAIT_S = 0.5  # the page waits no longer for the agent's status; it asks again later
 RETRY_MS = 1000  # how soon a browser reconnects a dropped live stream
 MAX_MESSAGE = 100_000  # characters in one message from the page
 
@@ -31,9 +34,10 @@ async def chat_page(request: Request) -> Response:
     # JSON data, not markup): the first paint waits for no second request.
     first = history_page(web.store, HISTORY_PAGE)
     try:
-        view = (await web.bridge.status()).model_dump(mode="json")
-    except AgentUnavailable:
-        view = None  # the page says the agent is not reachable, and keeps trying
+        status = await asyncio.wait_for(web.bridge.status(), STATUS_WAIT_S)
+        view = status.model_dump(mode="json")
+    except (AgentUnavailable, TimeoutError):
+        view = None  # the page asks again itself, and says so if the agent is not there
     return page(request, "chat.html", page="chat", history=first.json(), status=view)
 
 

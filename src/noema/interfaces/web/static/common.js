@@ -47,14 +47,13 @@ const noema = {
     const target = document.getElementById("context");
     if (!target) return;
     const served = document.getElementById("first-status");
-    let answer;
+    let answer = null;
     if (served && !served.dataset.used) {
       served.dataset.used = "yes";
-      const view = JSON.parse(served.textContent);
-      answer = view ? {status: 200, body: view} : {status: 0, body: {}};
-    } else {
-      answer = await noema.get("/api/status").catch(() => ({status: 0, body: {}}));
+      const view = JSON.parse(served.textContent);  // null: the agent did not say in time
+      if (view) answer = {status: 200, body: view};
     }
+    if (!answer) answer = await noema.get("/api/status").catch(() => ({status: 0, body: {}}));
     const {status, body} = answer;
     if (status !== 200) {
       target.textContent = "agent not reachable";
