@@ -50,7 +50,8 @@ class Shown:
     def __init__(self) -> None:
         self.events: list[tuple] = []
 
-    def away_asked(self, number: int, request: ApprovalRequest) -> None:
+    def away_asked(self, number: int, request: ApprovalRequest, place: str,
+                   expires_at: float) -> None:
         self.events.append(("asked", number, request.tool))
 
     def away_settled(self, number: int, allowed: bool, by: str) -> None:
@@ -90,7 +91,8 @@ async def test_the_first_channel_that_can_ask_asks_and_the_first_answer_wins(tmp
     try:
         ticket = await away.post(REQUEST, context(), run)
         assert ticket.number == 1 and ticket.where == "on telegram" and "UTC" in ticket.expires
-        assert [q.number for q in telegram.asked] == [1] and away.pending() == [(1, REQUEST)]
+        assert [q.number for q in telegram.asked] == [1] \
+            and [p[:3] for p in away.pending()] == [(1, REQUEST, "on telegram")]
         # Answered at an interface first: the Telegram message is told, a press after is not taken.
         assert away.answer(1, True, "web") is None
         refusal = telegram.answer(1, False, "telegram")

@@ -26,8 +26,8 @@ class Away:
         self.asked.append(request)
         raise AskAway()
 
-    async def post(self, request: ApprovalRequest, ctx: ToolContext,
-                   run: RunApproved) -> AwayTicket:
+    async def post(self, request: ApprovalRequest, ctx: ToolContext, run: RunApproved, *,
+                   number: int | None = None, expires_at: float | None = None) -> AwayTicket:
         self.posted.append((request, ctx, run))
         return AwayTicket(len(self.posted), "on Telegram", "2026-01-01 10:15 UTC (in 15 minutes)")
 

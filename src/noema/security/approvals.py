@@ -59,7 +59,16 @@ class Approver(Protocol):
 
 class AskAway(Exception):
     """Raised by an approver: nobody is at the machine, so the question goes
-    to the person's own channels and the call waits there, not in the cycle."""
+    to the person's own channels and the call waits there, not in the cycle.
+
+    A question first asked at the machine, whose watchers all left, goes
+    away as itself: `number` and `expires_at` (epoch seconds) are the ones
+    it was asked with. Both None: a new question, numbered and timed there."""
+
+    def __init__(self, number: int | None = None, expires_at: float | None = None) -> None:
+        super().__init__()
+        self.number = number
+        self.expires_at = expires_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +87,10 @@ class AwayAsker(Protocol):
     """Sends a question to the person's channels and, once they allow it, runs
     `run` (the call, past this question) in the background."""
 
-    async def post(self, request: ApprovalRequest, ctx: ToolContext,
-                   run: RunApproved) -> AwayTicket:
-        """Ask; ToolError when no channel of the person's can."""
+    async def post(self, request: ApprovalRequest, ctx: ToolContext, run: RunApproved, *,
+                   number: int | None = None, expires_at: float | None = None) -> AwayTicket:
+        """Ask (as approval `number`, expiring at `expires_at`, when it was
+        asked before); ToolError when no channel of the person's can."""
         ...
 
 
@@ -88,13 +98,15 @@ class _WaitsAway(ToolError):
     """The question went away: the nearest guarded call turns this into the
     waiting result. Met anywhere else, it reads as a refusal."""
 
-    def __init__(self, request: ApprovalRequest, away: AwayAsker | None) -> None:
+    def __init__(self, request: ApprovalRequest, away: AwayAsker | None,
+                 asked: AskAway) -> None:
         super().__init__(
             f"{request.tool} needs the person's approval ({request.reason}); nobody is at "
             "the machine, and this call cannot wait for an answer from their channels, so "
             "it was not run. Tell the person what you wanted to do.")
         self.request = request
         self.away = away
+        self.asked = asked  # its number and expiry, when it was asked at the machine first
 
 
 # The questions the person answered yes to away, for the call being run again
@@ -157,13 +169,14 @@ class ApprovalGate:
                 if waiting.away is None:
                     raise
                 return await self._send_away(waiting.away, waiting.request, ctx,
-                                             lambda: guarded(ctx, **arguments))
+                                             lambda: guarded(ctx, **arguments), waiting.asked)
             return outcome
 
         return replace(tool, handler=guarded)
 
     async def _send_away(self, away: AwayAsker, request: ApprovalRequest, ctx: ToolContext,
-                         again: Callable[[], Awaitable[str | ToolResult]]) -> ToolResult:
+                         again: Callable[[], Awaitable[str | ToolResult]],
+                         asked: AskAway) -> ToolResult:
         """Post the question and tell the model the call waits; the yes runs `again`."""
         approved = _ANSWERED.get() | {request}
 
@@ -181,7 +194,8 @@ class ApprovalGate:
                 _ANSWERED.reset(token)
             return outcome if isinstance(outcome, ToolResult) else ToolResult(str(outcome))
 
-        ticket = await away.post(request, ctx, run)
+        ticket = await away.post(request, ctx, run, number=asked.number,
+                                 expires_at=asked.expires_at)
         return ToolResult(waiting_text(request.tool, ticket))
 
     def wrap_all(self, tools: Iterable[Tool]) -> list[Tool]:
@@ -240,8 +254,8 @@ class ApprovalGate:
                 ctx.interruption.append("It never ran: it was still waiting for the person's "
                                         "approval, so it had no effect.")
             raise
-        except AskAway:
-            raise _WaitsAway(request, self.away) from None
+        except AskAway as asked:
+            raise _WaitsAway(request, self.away, asked) from None
         except ToolError:
             raise
         except Exception as exc:  # the interface failed; the call must not run unasked

@@ -93,7 +93,8 @@ class AwayChannel(Protocol):
 class AwayListener(Protocol):
     """Who shows the questions at the machine (the host)."""
 
-    def away_asked(self, number: int, request: ApprovalRequest) -> None: ...
+    def away_asked(self, number: int, request: ApprovalRequest, place: str,
+                   expires_at: float) -> None: ...
 
     def away_settled(self, number: int, allowed: bool, by: str) -> None: ...
 
@@ -122,12 +123,18 @@ class AwayApprovals:
 
     # -- asking ---------------------------------------------------------------------
 
-    async def post(self, request: ApprovalRequest, ctx: ToolContext,
-                   run: RunApproved) -> AwayTicket:
-        """Send the question on the first channel that can ask; ToolError when none can."""
-        timeout = self.timeout()
-        number = self.store.next_number()
-        expires_at = time.time() + timeout
+    async def post(self, request: ApprovalRequest, ctx: ToolContext, run: RunApproved, *,
+                   number: int | None = None, expires_at: float | None = None) -> AwayTicket:
+        """Send the question on the first channel that can ask; ToolError when none can.
+
+        A question asked at the machine first (its watchers left) keeps its
+        `number` and its `expires_at`; otherwise both are new."""
+        now = time.time()
+        if expires_at is None:
+            expires_at = now + self.timeout()
+        timeout = max(0.0, expires_at - now)
+        if number is None:
+            number = self.store.next_number()
         question = AwayQuestion(number, request, timeout, expires_at)
         # Recorded before it leaves: a restart in between reports it expired.
         self.store.record(number, request.tool, asdict(request), ctx.call_id, ctx.turn_id,
@@ -146,7 +153,7 @@ class AwayApprovals:
         log.info("approval %d of %s asked %s; it expires in %.0f s", number, request.tool,
                  posted.place, timeout)
         for listener in self.listeners:
-            listener.away_asked(number, request)
+            listener.away_asked(number, request, posted.place, expires_at)
         return AwayTicket(number, posted.place, self._clock(expires_at))
 
     async def _send(self, question: AwayQuestion) -> tuple[AwayChannel, Posted]:
@@ -164,9 +171,11 @@ class AwayApprovals:
             "can: [telegram] chat_ids; so can mail: [mail] allow_from), so it was not run. "
             "Tell the person what you wanted to do; they can approve it when they attach.")
 
-    def pending(self) -> list[tuple[int, ApprovalRequest]]:
-        """The questions waiting now, oldest first (for an interface that attaches)."""
-        return [(n, w.request) for n, w in sorted(self._waiting.items())]
+    def pending(self) -> list[tuple[int, ApprovalRequest, str, float]]:
+        """The questions waiting now, oldest first (for an interface that
+        attaches): number, request, where it was asked, when it expires."""
+        return [(n, w.request, w.question.place, w.question.expires_at)
+                for n, w in sorted(self._waiting.items())]
 
     def is_waiting(self, number: int) -> bool:
         return number in self._waiting
@@ -286,6 +295,9 @@ class AwayApprovals:
         question = self.store.get(number)
         if question is None:
             return f"approval {number} is not one this agent knows (or it is long closed)"
+        if question.state == "waiting":  # recorded, still on its way to a channel
+            return (f"approval {number} is being sent to the person's channels right now; "
+                    "answer it again in a moment")
         if question.by == RESTART:
             how = "it expired when the agent restarted"
         elif question.by == TIMEOUT:

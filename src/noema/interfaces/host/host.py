@@ -29,7 +29,10 @@ question nobody answers within `[autonomy] approval_timeout_s` is refused,
 so a headless agent never waits for ever. One numbering serves both kinds.
 A connection whose Hello says it watches nothing (the web server's own, for
 the page's requests) is nobody to ask: with only such connections attached,
-questions go away.
+questions go away. A question asked here whose watchers all leave (the tab
+was closed) waits `WATCHERS_GRACE` seconds for one to come back (a reload),
+then goes away as itself (same number, arguments and expiry) and the call
+returns the waiting result, so the agent goes on.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from ...orchestrator.decisions import (
 )
 from ...perception.treatments import UnknownChannel
 from ...providers.base import RetryWait
-from ...security.approvals import ApprovalRequest
+from ...security.approvals import ApprovalRequest, AskAway
 from ...tools.errors import ToolError
 from .attach import AgentNotRunning, connect_socket, unix_address
 from .protocol import (
@@ -119,6 +122,9 @@ APPROVAL_TIMEOUT = 300.0  # seconds an `ask` waits for an answer before it is re
 HELLO_TIMEOUT = 10.0  # seconds a new socket client has to say Hello
 CLIENT_QUEUE = 4096  # messages a client may fall behind before it is dropped
 CLOSE_GRACE = 1.0  # seconds the last messages get to leave when the host closes
+# Seconds a question asked here waits, once nobody watches, before it goes to
+# the person's channels: a page reload or a terminal's reconnect takes less.
+WATCHERS_GRACE = 5.0
 
 # The channel a person's message is recorded under, by the client that sent
 # it. Never a channel's own name (mail, Telegram): answers go back by the
@@ -131,6 +137,7 @@ _FAILURE_WORDS = ("fail", "full", "damaged", "could not", "cannot")
 
 _END = object()  # closes a client's queue
 _SHUTDOWN = "stopped"  # who settled an approval the agent's stopping cut short
+_UNWATCHED = "unwatched"  # an approval whose watchers left: it goes to the person's channels
 
 
 class CannotServe(RuntimeError):
@@ -280,9 +287,11 @@ class Host(AgentListener):
     """Turns what the agent does into protocol messages for every attached
     interface, and their requests into calls on the agent."""
 
-    def __init__(self, agent_name: str, *, backlog: int = 5000) -> None:
+    def __init__(self, agent_name: str, *, backlog: int = 5000,
+                 watchers_grace: float = WATCHERS_GRACE) -> None:
         if backlog < 1:
             raise ValueError("the backlog holds at least one message")
+        self.watchers_grace = watchers_grace
         self.agent_name = agent_name
         self.pid = os.getpid()
         self.started_at = time.time()
@@ -293,6 +302,7 @@ class Host(AgentListener):
         self._numbers = itertools.count(1)
         self._approvals: dict[int, _Approval] = {}
         self._approval_numbers = itertools.count(1)
+        self._unwatched: asyncio.TimerHandle | None = None  # the grace before questions go away
         self._cycle: int | None = None
         self._last_error: str | None = None
         self._sensor_crashes: dict[str, float] = {}  # channel → when it may run again
@@ -313,8 +323,8 @@ class Host(AgentListener):
         if app.away is not None:  # its questions are shown here too, and numbered with ours
             self._approval_numbers = iter(app.away.store.next_number, None)
             app.away.listeners.append(self)
-            for number, request in app.away.pending():
-                self.away_asked(number, request)
+            for number, request, place, expires_at in app.away.pending():
+                self.away_asked(number, request, place, expires_at)
 
     @property
     def clients(self) -> int:
@@ -418,6 +428,7 @@ class Host(AgentListener):
         if client.attached:
             client.attached = False
             log.info("interface %s detached", client.label)
+            self._watchers_changed()
 
     async def _converse(self, client: _Client,
                         incoming: AsyncIterator[ClientMessage | _BadLine]) -> None:
@@ -473,6 +484,7 @@ class Host(AgentListener):
             if approval.asked.approval not in replayed:
                 client.reply(approval.asked)
         log.info("interface %s attached (since %s)", client.label, first.since)
+        self._watchers_changed()
         return True
 
     def _since(self, since: int | None) -> tuple[list[ServerMessage], bool]:
@@ -555,40 +567,82 @@ class Host(AgentListener):
     # -- approvals ---------------------------------------------------------------
 
     async def _ask(self, request: ApprovalRequest) -> bool:
-        """The agent's approver: the first answer from any attached interface."""
-        if not any(c.attached and c.watching for c in self._clients.values()):
+        """The agent's approver: the first answer from any attached interface.
+        Raises AskAway when nobody watches, or when every watcher left while
+        it waited (then as this very question: its number and expiry)."""
+        if not self._watched():
             if self._app is None:
                 raise ToolError(f"{request.tool} needs the person's approval, but the agent "
                                 "is not ready to ask, so it was not run.")
             # Nobody at the machine: the person's own channels ask (Telegram).
             return await self._app.ask_away(request)
         number = next(self._approval_numbers)
+        timeout = self._approval_timeout()
+        expires_at = time.time() + timeout
         asked = ApprovalAsked(approval=number, tool=request.tool, arguments=request.arguments,
-                              reason=request.reason)
+                              reason=request.reason, expires_at=expires_at)
         self._broadcast_now(asked)
         approval = _Approval(self._backlog[-1], asyncio.get_running_loop().create_future())
         self._approvals[number] = approval
         allowed, by = False, "stopped"  # unless an answer or the clock says otherwise
         try:
-            allowed, by = await asyncio.wait_for(approval.answer, self._approval_timeout())
+            allowed, by = await asyncio.wait_for(approval.answer, timeout)
         except TimeoutError:
             by = "timeout"
             raise ToolError(
-                f"{request.tool} waited {self._approval_timeout() / 60:.0f} minutes for the person's "
+                f"{request.tool} waited {timeout / 60:.0f} minutes for the person's "
                 "approval and nobody answered, so it was not run. Tell the person what you "
                 "wanted to do.") from None
         finally:
-            self._settle(number, allowed, by)
+            if by == _UNWATCHED:  # not settled: the away question that follows announces it
+                self._approvals.pop(number, None)
+            else:
+                self._settle(number, allowed, by)
+        if by == _UNWATCHED:
+            log.info("approval %d of %s: nobody watches any more; it goes to the person's "
+                     "channels", number, request.tool)
+            raise AskAway(number=number, expires_at=expires_at)
         if by == _SHUTDOWN:
             raise ToolError(f"the agent stopped while {request.tool} waited for the person's "
                             "approval, so it was not run.")
         return allowed
 
-    def away_asked(self, number: int, request: ApprovalRequest) -> None:
+    def away_asked(self, number: int, request: ApprovalRequest, place: str,
+                   expires_at: float) -> None:
         """A question went to the person's channels: every client may answer it."""
         self._broadcast_now(ApprovalAsked(approval=number, tool=request.tool,
-                                          arguments=request.arguments, reason=request.reason))
+                                          arguments=request.arguments, reason=request.reason,
+                                          where=place, expires_at=expires_at))
         self._approvals[number] = _Approval(self._backlog[-1], None)
+
+    def _watched(self) -> bool:
+        """Whether an attached interface shows what the agent does (so can be asked)."""
+        return any(c.attached and c.watching for c in self._clients.values())
+
+    def _watchers_changed(self) -> None:
+        """Start the grace after which the questions waiting here, unwatched,
+        go to the person's channels; a watcher that comes back stops it."""
+        if self._watched() or self._closing or not self._waiting_here():
+            if self._unwatched is not None:
+                self._unwatched.cancel()
+                self._unwatched = None
+            return
+        away = self._app.away if self._app is not None else None
+        if self._unwatched is None and away is not None and away.channels:
+            # With no channel to ask on, the question stays here for a returning watcher.
+            self._unwatched = asyncio.get_running_loop().call_later(
+                self.watchers_grace, self._send_unwatched_away)
+
+    def _waiting_here(self) -> list[asyncio.Future[tuple[bool, str]]]:
+        return [a.answer for a in self._approvals.values()
+                if a.answer is not None and not a.answer.done()]
+
+    def _send_unwatched_away(self) -> None:
+        self._unwatched = None
+        if self._watched() or self._closing:
+            return
+        for answer in self._waiting_here():  # each `_ask` raises AskAway for its question
+            answer.set_result((False, _UNWATCHED))
 
     def away_settled(self, number: int, allowed: bool, by: str) -> None:
         self._settle(number, allowed, by)

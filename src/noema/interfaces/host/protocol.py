@@ -303,6 +303,8 @@ class ApprovalAsked(_Broadcast):
     tool: str
     arguments: str
     reason: str
+    where: str = ""  # "on Telegram" when asked on the person's channels; "" at the machine
+    expires_at: float | None = None  # epoch seconds: unanswered by then, it is refused
 
 
 class ApprovalSettled(_Broadcast):
