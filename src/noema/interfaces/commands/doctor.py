@@ -3,8 +3,9 @@ who may read its folder, one line each; with `--repair` keep what can be kept
 of the damaged ones and make the folder private.
 
 The stores are the conversation, the senses' archive, the schedules, and
-those made by use: the mail and Telegram channels' records and the document
-index (listed when they exist). The checks read everything (`PRAGMA
+those made by use: the mail and Telegram channels' records, the questions
+asked away (`approvals.db`) and the document index (listed when they
+exist). The checks read everything (`PRAGMA
 integrity_check`, each full-text index's own check, every git object),
 unlike the quick check made on each start. A repair never deletes: the
 damaged file or repository is moved aside under a timestamped name, and what
@@ -14,7 +15,10 @@ anew, since every word of it is read again from the documents.
 Schedules keep one promise through a repair: an ID is never given to a
 second schedule (so an old list cannot cancel a new one). The salvaged file
 continues numbering after the highest ID the damaged file had ever given,
-when that still reads, not merely after the highest ID that was kept.
+when that still reads, not merely after the highest ID that was kept. The
+questions asked away number after both the numbering row they kept and the
+highest number kept, and the first start after a repair reports what was
+still waiting as expired.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class Kind(Enum):
     SCHEDULES = "alarms and schedules"
     MAIL = "the mail channel's record"
     TELEGRAM = "the Telegram channel's record"
+    APPROVALS = "questions asked while you were away"
     DOCS = "the document index"
     REPOSITORY = "file versions"
     MODES = "who may read the agent's data"
@@ -91,7 +96,7 @@ def examine(paths: AgentPaths) -> list[Finding]:
 def _made_by_use(paths: AgentPaths) -> tuple[tuple[Path, Kind], ...]:
     """The stores a channel or the document library makes when first used."""
     return ((paths.mail_db, Kind.MAIL), (paths.telegram_db, Kind.TELEGRAM),
-            (paths.docs_db, Kind.DOCS))
+            (paths.approvals_db, Kind.APPROVALS), (paths.docs_db, Kind.DOCS))
 
 
 def _present(path: Path) -> bool:
@@ -274,6 +279,12 @@ def _new_telegram_record(path: Path) -> None:
     TelegramState(path).close()
 
 
+def _new_approvals(path: Path) -> None:
+    from ...security.away_store import AwayStore
+
+    AwayStore(path).close()
+
+
 def _new_docs_index(path: Path) -> None:
     from ...docs.store import DocsStore
 
@@ -320,6 +331,7 @@ _REBUILD: dict[Kind, tuple[Callable[[Path], None], Callable[[Path], None] | None
     Kind.SCHEDULES: (_new_schedules, None),
     Kind.MAIL: (_new_mail_record, None),
     Kind.TELEGRAM: (_new_telegram_record, None),
+    Kind.APPROVALS: (_new_approvals, None),
     Kind.DOCS: (_new_docs_index, None),
 }
 """How each kind of database is made anew, and what a salvaged copy needs before use."""
