@@ -606,8 +606,16 @@ const chat = {
 
   askApproval(message) {
     const box = document.getElementById("approvals");
-    if (box.querySelector(`[data-approval="${message.approval}"]`)) return;
+    const shown = box.querySelector(`[data-approval="${message.approval}"]`);
+    // The same question again, asked away now (its watchers had left): the
+    // card is redrawn to say where; otherwise it is already on the page.
+    if (shown && (shown.dataset.where || "") === (message.where || "")) return;
+    if (shown) {
+      shown.remove();
+      chat.waiting = Math.max(0, chat.waiting - 1);
+    }
     const card = chat.el("div", "approval");
+    card.dataset.where = message.where || "";
     card.dataset.approval = message.approval;
     card.setAttribute("role", "alertdialog");
     card.setAttribute("aria-label", `Approve ${message.tool}?`);
@@ -620,6 +628,7 @@ const chat = {
       card.appendChild(noema.el("p", "hidden-warning",
         "⚠ It holds invisible or direction-changing characters, shown as ⟨U+…⟩: read it with care."));
     }
+    card.appendChild(noema.el("p", "when", chat.approvalWhen(message)));
     const allow = noema.el("button", "allow", "Allow");
     const refuse = noema.el("button", "refuse", "Refuse");
     allow.type = refuse.type = "button";
@@ -634,6 +643,18 @@ const chat = {
     chat.waiting += 1;
     chat.doing("approval");
     refuse.focus();
+  },
+
+  // Where the question was asked and when it expires, on the person's clock.
+  approvalWhen(message) {
+    const where = message.where
+      ? `Asked ${message.where} while you were away; answer here or there, the first answer counts. `
+      : "";
+    if (!message.expires_at) return where.trim();
+    const at = new Date(message.expires_at * 1000);
+    const minutes = Math.max(1, Math.ceil((at - Date.now()) / 60000));
+    const clock = at.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    return `${where}Unanswered, it is refused at ${clock} (in ${minutes} minute${minutes === 1 ? "" : "s"}).`;
   },
 
   // Alt+Y and Alt+N answer the oldest open approval.
