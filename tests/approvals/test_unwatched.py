@@ -59,6 +59,12 @@ async def test_a_question_whose_watchers_left_goes_to_telegram_as_itself(tmp_pat
         await app.agent.idle()
         assert app.schedules.active() == []
 
+        # A terminal catching up from before the question is told of it once, as asked away.
+        caught_up = await attach(app.paths, client="chat", since=inline.seq - 1)
+        seen = await read_until(caught_up, lambda m: isinstance(m, ApprovalAsked))
+        assert [(m.approval, m.where) for m in seen if isinstance(m, ApprovalAsked)] \
+            == [(inline.approval, "on Telegram")]
+        await caught_up.connection.aclose()
         # A terminal that comes back sees it as a question asked away, and can answer it.
         again = await attach(app.paths, client="chat")
         shown = (await read_until(again, lambda m: isinstance(m, ApprovalAsked)))[-1]

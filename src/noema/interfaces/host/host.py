@@ -476,8 +476,13 @@ class Host(AgentListener):
         client.last_seq = replay[0].seq - 1 if replay else self._seq
         client.attached = True
         client.reply(Welcome(agent=self.agent_name, complete=complete))
+        # A question asked here that went away when its watchers left was
+        # announced twice: a client catching up gets the later one only.
+        latest = {m.approval: m.seq for m in replay if isinstance(m, ApprovalAsked)}
         for message in replay:
             client.last_seq = message.seq
+            if isinstance(message, ApprovalAsked) and latest[message.approval] != message.seq:
+                continue
             client.put(message)
         replayed = {m.approval for m in replay if isinstance(m, ApprovalAsked)}
         for approval in self._approvals.values():  # still open: this client may answer it
