@@ -147,3 +147,50 @@ def test_a_question_asked_on_telegram_is_answered_on_the_page_opened_later(
         assert not errors, f"the page's script failed: {errors}"
     finally:
         context.close()
+
+
+def open_page(browser, address: str, viewport: dict):
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.set_default_timeout(WAIT * 1000)
+    page.goto(address)
+    page.wait_for_selector("body[data-page]")
+    return context, page
+
+
+def test_a_question_on_a_tab_that_was_closed_goes_to_telegram_and_waits_for_the_next_page(
+        browser, agent, telegram_server):
+    viewport = {"width": 1280, "height": 800}
+    context, page = open_page(browser, agent.address, viewport)
+    try:
+        expect(page.locator("#composer")).to_be_visible()
+        telegram_server.inject_text(PERSON, "remind me to call the plumber in three hours")
+        card = page.locator("#approvals .approval")
+        expect(card).to_have_count(1)  # asked on the page, which watches
+        expect(card.locator(".when")).to_contain_text("Unanswered, it is refused at")
+        expect(card.locator(".when")).not_to_contain_text("Telegram")
+        assert not any(m.buttons for m in telegram_server.sent)
+    finally:
+        context.close()  # the person closed the tab
+
+    # After the grace, the same question is on Telegram, and the agent went on.
+    telegram_server.wait_for(lambda: any(m.buttons for m in telegram_server.sent), WAIT)
+    asked = next(m for m in telegram_server.sent if m.buttons)
+    assert "call the plumber" in asked.plain
+    telegram_server.wait_for(lambda: agent.app.away.is_waiting(1), WAIT)
+    agent.idle()
+
+    context, page = open_page(browser, agent.address, viewport)
+    try:
+        card = page.locator("#approvals .approval")
+        expect(card).to_have_count(1)
+        expect(card.locator(".when")).to_contain_text("Asked on Telegram while you were away")
+        screenshot(page, "approval-moved-away", full_page=False)
+        card.locator("button.allow").click()
+        expect(card).to_have_count(0)
+        telegram_server.wait_for(lambda: any(
+            mid == asked.message_id and "Answered on the web page: allowed." in text
+            for _, mid, text in telegram_server.edits), WAIT)
+        telegram_server.wait_for(lambda: agent.alarms() == ["call the plumber"], WAIT)
+    finally:
+        context.close()
