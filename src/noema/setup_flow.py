@@ -14,7 +14,7 @@ last, so a setup cut short leaves the previous configuration in force.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -110,6 +110,24 @@ def secrets_with(paths: AgentPaths, answers: Answers) -> dict[str, str]:
     return secrets
 
 
+def sendable(secrets: Mapping[str, str], answers: Answers,
+             configured: Iterable[ModelSettings] = ()) -> dict[str, str]:
+    """The secrets the server of these answers may be sent. A key typed with
+    them goes; a kept one only to an address it already goes to: its provider's
+    own, or that of a configured model that names its variable. An address
+    typed now gets no key but the one typed with it."""
+    found = dict(secrets)
+    env = answers.key_env
+    if answers.key and env:
+        found[env] = answers.key
+    elif env:
+        known = {spec.base_url for spec in PROVIDERS.values() if spec.key_env == env}
+        known |= {s.resolved_base_url for s in configured if s.resolved_key_env == env}
+        if answers.address.rstrip("/") not in {a.rstrip("/") for a in known if a}:
+            found.pop(env, None)
+    return found
+
+
 def with_api_path(answers: Answers) -> tuple[Answers, str | None]:
     """A server's bare address (http://host:11434) with the `/v1` its catalogue
     address has, since the chat requests go there and not to the server's root;
@@ -172,9 +190,15 @@ def _first_error(exc: ValueError) -> str:
 
 async def live_test(answers: Answers, secrets: Mapping[str, str]) -> Outcome:
     """One real request with a tool offered; ProviderError when the model does not answer."""
+    return await live_test_of(settings_of(answers), secrets)
+
+
+async def live_test_of(settings: ModelSettings, secrets: Mapping[str, str]) -> Outcome:
+    """The live test of a model as configured (every setting of its own kept, but
+    retries): one request with a tool offered; ProviderError when it does not answer."""
     from .providers.catalog import build_provider
 
-    settings = settings_of(answers).model_copy(update={"max_retries": 0})
+    settings = settings.model_copy(update={"max_retries": 0})
     provider = build_provider(settings, secrets)
     request = ModelRequest((Message(MessageRole.USER, _PROBE_MESSAGE),), tools=(PROBE_TOOL,),
                            max_tokens=64)
@@ -187,7 +211,7 @@ async def live_test(answers: Answers, secrets: Mapping[str, str]) -> Outcome:
     try:
         await asyncio.wait_for(ask(), TEST_TIMEOUT_S)
     except TimeoutError:
-        raise ProviderError(f"{answers.provider}/{answers.model} did not answer within "
+        raise ProviderError(f"{settings.provider}/{settings.model} did not answer within "
                             f"{TEST_TIMEOUT_S:.0f} s") from None
     finally:
         closer = getattr(provider, "aclose", None)
@@ -211,5 +235,6 @@ def write(paths: AgentPaths, answers: Answers) -> None:
 
 
 __all__ = ["Answers", "CHOICES", "Outcome", "PROBE_TOOL", "SetupFailed", "fallback_window",
-           "key_name", "live_test", "local", "secrets_with", "served_models", "served_name",
-           "served_window", "settings_of", "with_api_path", "write"]
+           "key_name", "live_test", "live_test_of", "local", "secrets_with", "sendable",
+           "served_models", "served_name", "served_window", "settings_of", "with_api_path",
+           "write"]

@@ -157,3 +157,30 @@ def test_a_file_with_a_bad_value_is_still_shown_and_fixed_from_its_section(paths
     save_section(paths, "cycle", {"cycle.max_steps": "12"})  # …its own fixes it
     assert load_config(paths).cycle.max_steps == 12
     assert "# too few" in paths.config_file.read_text()
+
+
+async def test_a_bare_address_is_asked_with_the_path_its_api_is_under(paths):
+    from noema.interfaces.web.settings import answers, served_models
+    from tests.fakes.local_servers import FakeLocalServer
+
+    with FakeLocalServer("vllm", {"llama-3.1-8b": 8192}) as server:
+        bare = server.base_url.removesuffix("/v1")
+        assert answers("vllm", bare, "", "").base_url == server.base_url
+        assert await served_models(paths, "vllm", bare, "", "") == ["llama-3.1-8b"]
+
+
+@pytest.mark.parametrize("calls, says", [
+    (True, "called the tool it was offered: it is ready"),
+    (False, "did not call the tool it was offered"),
+])
+async def test_the_model_test_says_whether_the_model_calls_tools(paths, tmp_path, calls, says):
+    from noema.interfaces.web.settings import test_connection
+
+    script = tmp_path / "tools.toml"
+    script.write_text('[[responses]]\ntext = "ready"\n' + (
+        '[[responses.tool_calls]]\nname = "report_ready"\narguments = { word = "ready" }\n'
+        if calls else ""))
+    paths.config_file.write_text(f'[models.reasoning]\nprovider = "scripted"\nmodel = "probe"\n'
+                                 f'script = "{script}"\n')
+    text = await test_connection(paths, "reasoning")
+    assert text.startswith("scripted/probe answered: ready") and says in text

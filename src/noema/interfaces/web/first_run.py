@@ -21,7 +21,7 @@ from ...providers.base import AuthenticationFailed, ModelNotFound, ProviderError
 from ...providers.catalog import PROVIDERS
 from ...providers.discovery import DiscoveryFailed, KeyRefused, Unreachable
 from ...setup_flow import CHOICES, Answers, SetupFailed, fallback_window, key_name, live_test, \
-    local, served_models, served_name, served_window, settings_of, with_api_path, write
+    local, sendable, served_models, served_name, served_window, settings_of, with_api_path, write
 
 FIELDS = ("provider", "base_url", "key", "model", "context_window")
 
@@ -122,15 +122,9 @@ def _secrets(paths: AgentPaths, answers: Answers) -> dict[str, str]:
     """The secrets the server of these answers may see: a typed key, or a kept
     one when the address is its provider's own."""
     try:
-        secrets = configuration.load_secrets(paths)
+        return sendable(configuration.load_secrets(paths), answers)
     except configuration.ConfigError as exc:
         raise FieldProblem("key", str(exc)) from None
-    env = answers.key_env
-    if answers.key and env:
-        secrets[env] = answers.key
-    elif env and (answers.base_url or answers.spec.base_url) != answers.spec.base_url:
-        secrets.pop(env, None)
-    return secrets
 
 
 def _discovery(exc: DiscoveryFailed, answers: Answers) -> FieldProblem:

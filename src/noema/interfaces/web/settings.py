@@ -15,7 +15,6 @@ back to its default. A model's key goes to `secrets.toml` (mode 600) with
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import json
 import os
@@ -29,13 +28,14 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ... import config as configuration
+from ... import setup_flow
 from ...config import Config, ConfigError
 from ...paths import AgentPaths
-from ...providers.base import Message, MessageRole, ModelRequest, ProviderError, TextDelta
+from ...providers.base import ProviderError
 from ...providers.catalog import PROVIDERS, ProviderKind
 from ...providers.settings import ModelSettings
+from ...setup_flow import Answers
 
-TEST_TIMEOUT = 30.0  # seconds a connection test may take
 ROLES = ("reasoning", "chronicler")
 KEY_FIELD = "key"  # the model sections' secret: written to secrets.toml, never shown
 
@@ -562,12 +562,40 @@ def by_field(problems: list[str], fields: Mapping[str, FormField]) -> dict[str, 
 # -- the model's server -------------------------------------------------------------
 
 
+def answers(provider: str, base_url: str, api_key_env: str, key: str,
+            model: str = "") -> Answers:
+    """What the model fields hold, as the setup's answers (a server's bare address
+    with the `/v1` its API is under); ValueError for a choice that has no server
+    to ask, SetupFailed for one with no address."""
+    spec = PROVIDERS.get(provider)
+    if spec is None:
+        raise ValueError(f"unknown provider {provider!r}")
+    if spec.kind is ProviderKind.SCRIPTED:
+        raise ValueError("the scripted model has no server to ask")
+    found = Answers(provider, model.strip(), base_url.strip() or None,
+                    api_key_env=api_key_env.strip() or None, key=key.strip() or None)
+    found.address  # noqa: B018  (SetupFailed now, before anything is asked)
+    return setup_flow.with_api_path(found)[0]
+
+
+def _sendable(paths: AgentPaths, chosen: Answers) -> dict[str, str]:
+    """The secrets the server of `chosen` may be sent: the configured models'
+    addresses are those a kept key already goes to."""
+    try:
+        config = current(paths)
+    except ConfigError:
+        config = None
+    configured = [] if config is None else [
+        s for s in (config.models.reasoning, config.models.chronicler) if s is not None]
+    return setup_flow.sendable(configuration.load_secrets(paths), chosen, configured)
+
+
 async def served_models(paths: AgentPaths, provider: str, base_url: str, api_key_env: str,
                         key: str) -> list[str]:
-    """The models the server of this choice serves (providers/discovery.py);
-    DiscoveryFailed in one line, ValueError for a choice that has no server."""
-    async with _probe(paths, provider, base_url, api_key_env, key) as probe:
-        return await probe.models()
+    """The models the server of this choice serves; DiscoveryFailed in one line,
+    ValueError or SetupFailed for a choice that has no server to ask."""
+    chosen = answers(provider, base_url, api_key_env, key)
+    return await setup_flow.served_models(chosen, _sendable(paths, chosen))
 
 
 async def served_window(paths: AgentPaths, provider: str, base_url: str, api_key_env: str,
@@ -576,74 +604,26 @@ async def served_window(paths: AgentPaths, provider: str, base_url: str, api_key
     the figure comes from, a note); None when it does not say."""
     if not model.strip():
         raise ValueError("name the model first")
-    async with _probe(paths, provider, base_url, api_key_env, key) as probe:
-        window = await probe.window(model.strip())
+    chosen = answers(provider, base_url, api_key_env, key, model)
+    window = await setup_flow.served_window(chosen, _sendable(paths, chosen))
     return None if window is None else {"tokens": window.tokens, "source": window.source,
                                         "note": window.note}
 
 
-def _probe(paths: AgentPaths, provider: str, base_url: str, api_key_env: str, key: str):
-    from ...providers.discovery import ServerProbe
-
-    spec = PROVIDERS.get(provider)
-    if spec is None:
-        raise ValueError(f"unknown provider {provider!r}")
-    if spec.kind is ProviderKind.SCRIPTED:
-        raise ValueError("the scripted model has no server to ask")
-    address = base_url.strip() or spec.base_url
-    if not address:
-        raise ValueError(f"{spec.label} has no default address: give its base URL first")
-    env = api_key_env.strip() or spec.key_env
-    secret = key.strip() or (_stored_key(paths, env, address) if env else None)
-    return ServerProbe(provider, address, secret or None)
-
-
-def _stored_key(paths: AgentPaths, env: str, address: str) -> str | None:
-    """A kept key, only for an address it is already sent to (the provider's own,
-    or a configured model's): a changed address gets no key it was not typed with."""
-    known = {spec.base_url for spec in PROVIDERS.values() if spec.key_env == env}
-    try:
-        config = current(paths)
-    except ConfigError:
-        config = None
-    if config is not None:
-        known |= {s.resolved_base_url for s in (config.models.reasoning, config.models.chronicler)
-                  if s is not None and s.resolved_key_env == env}
-    if address.rstrip("/") not in {a.rstrip("/") for a in known if a}:
-        return None
-    return configuration.load_secrets(paths).get(env) or None
-
-
 async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronicler"]) -> str:
-    """A real, minimal call to the configured model; the first words it answers."""
-    from ...providers.catalog import build_provider
-
+    """The setup's live test of the configured model: what it answered, and
+    whether it called the tool it was offered."""
     config = current(paths)
     settings = config.models.reasoning if role == "reasoning" else config.chronicler
     if settings is None:
         raise ProviderError(f"no {role} model is configured")
-    provider = build_provider(settings, configuration.load_secrets(paths))
-    request = ModelRequest((Message(MessageRole.USER, "Reply with the single word: ready"),),
-                           max_tokens=8)
-    words: list[str] = []
-
-    async def call() -> None:
-        async for piece in provider.stream(request):
-            if isinstance(piece, TextDelta):
-                words.append(piece.text)
-
-    try:
-        await asyncio.wait_for(call(), TEST_TIMEOUT)
-    except TimeoutError:
-        raise ProviderError(f"{settings.provider}/{settings.model} did not answer within "
-                            f"{TEST_TIMEOUT:.0f} s") from None
-    finally:
-        closer = getattr(provider, "aclose", None)
-        if closer is not None:
-            await closer()
-    answer = "".join(words).strip()[:200] or "(an empty answer)"
-    return f"{settings.provider}/{settings.model} answered: {answer}"
+    outcome = await setup_flow.live_test_of(settings, configuration.load_secrets(paths))
+    said = f"{settings.provider}/{settings.model} answered: {outcome.answered or '(nothing)'}"
+    if outcome.called_tool:
+        return f"{said}, and called the tool it was offered: it is ready."
+    return (f"{said}, but did not call the tool it was offered; the agent's files, commands "
+            "and memory are tools, so a model that calls none can only talk.")
 
 
-__all__ = ["ConfigError", "FormField", "FormSection", "SaveRefused", "Saved", "current", "form",
-           "save_section", "served_models", "served_window", "test_connection"]
+__all__ = ["ConfigError", "FormField", "FormSection", "SaveRefused", "Saved", "answers", "current",
+           "form", "save_section", "served_models", "served_window", "test_connection"]

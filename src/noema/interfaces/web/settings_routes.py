@@ -1,4 +1,5 @@
-"""The settings page: the forms, saving a section, the server's models, testing a model."""
+"""The settings page: the forms, saving a section, the server's models, testing a
+model (the last two are the setup's own steps, `setup_flow`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ...config import ConfigError
 from ...providers.base import ProviderError
 from ...providers.catalog import PROVIDERS
 from ...providers.discovery import DiscoveryFailed
+from ...setup_flow import SetupFailed
 from . import settings as settings_form
 from .context import BadRequest, context_of, error, json_body, page, text_field
 
@@ -75,14 +77,16 @@ async def served_models(request: Request) -> Response:
         fields = [body.get(name, "") for name in ("base_url", "api_key_env", "key")]
         if not all(isinstance(v, str) for v in fields):
             raise BadRequest("base_url, api_key_env and key are text")
-        models = await settings_form.served_models(web.paths, provider, *fields)
+        # A bare address is asked, and given back, with the /v1 its API is under.
+        address = settings_form.answers(provider, *fields).base_url or ""
+        models = await settings_form.served_models(web.paths, provider, address, *fields[1:])
     except BadRequest as exc:
         return error(400, str(exc))
-    except (ValueError, ConfigError) as exc:
+    except (ValueError, ConfigError, SetupFailed) as exc:
         return error(400, configuration.mask_secrets(str(exc)))
     except DiscoveryFailed as exc:
         return error(502, configuration.mask_secrets(str(exc)))
-    return JSONResponse({"ok": True, "models": models})
+    return JSONResponse({"ok": True, "models": models, "base_url": address})
 
 
 async def served_window(request: Request) -> Response:
@@ -97,7 +101,7 @@ async def served_window(request: Request) -> Response:
         window = await settings_form.served_window(web.paths, provider, *fields)
     except BadRequest as exc:
         return error(400, str(exc))
-    except (ValueError, ConfigError) as exc:
+    except (ValueError, ConfigError, SetupFailed) as exc:
         return error(400, configuration.mask_secrets(str(exc)))
     except DiscoveryFailed as exc:
         return error(502, configuration.mask_secrets(str(exc)))

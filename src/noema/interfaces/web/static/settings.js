@@ -63,6 +63,9 @@ const settings = {
       state.textContent = `${body.error || "the server could not be asked"}. Type the model's name.`;
       return;
     }
+    const address = settings.field(form, "base_url");
+    const moved = body.base_url && body.base_url !== address.value.trim();
+    if (moved) address.value = body.base_url;  // the /v1 the server's API is under
     served.replaceChildren();
     const current = input.value.trim();
     for (const name of body.models) {
@@ -83,7 +86,8 @@ const settings = {
     served.hidden = false;
     input.hidden = true;
     state.className = "served-state muted";
-    state.textContent = `${body.models.length} model(s) served.`;
+    state.textContent = `${body.models.length} model(s) served` +
+      (moved ? ` at ${body.base_url} (the server's API is under /v1).` : ".");
     settings.readWindow(form);
   },
 
