@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from noema.security.settings import RootSettings
+from noema.tools.registry import ToolContext, ToolError
 
 from ...mail.conftest import accounts, mail, make_rig, smtp  # noqa: F401
 from ...mail.servers import Dovecot, available
@@ -226,14 +227,16 @@ async def test_a_saved_attachment_never_lands_on_an_included_file(accounts, tmp_
         before = tree_hash(ws)
         tool = next(t for t in rig.channel.tools() if t.name == "email_save_attachment")
         gated = rig.channel.ctx.hands.gate.wrap(tool)
-        from noema.tools.registry import ToolContext, ToolError
-
         with pytest.raises(ToolError, match="includes"):
             await gated.handler(ToolContext(call_id="c1", turn_id=7, cycle_id=1), uid=uid,
                                 name="inc.cfg", path="notes/inc.cfg")
         assert tree_hash(ws) == before
         person_git(app, "status")
         assert not mark.exists()
+        # The same attachment is saved where no git configuration looks.
+        saved = await gated.handler(ToolContext(call_id="c2", turn_id=7, cycle_id=1), uid=uid,
+                                    name="inc.cfg", path="notes/kept.cfg")
+        assert "Saved" in str(saved) and (ws / "notes" / "kept.cfg").exists()
     finally:
         await rig.stop()
 
