@@ -47,6 +47,7 @@ async def test_a_question_whose_watchers_left_goes_to_telegram_as_itself(tmp_pat
 
         asked = await question(server)
         assert "call the plumber" in asked.plain
+        await until(lambda: app.away.is_waiting(inline.approval), "the question placed")
         waiting = app.away.store.get(inline.approval)
         assert waiting is not None and waiting.state == "waiting"
         assert waiting.place == "on Telegram"
