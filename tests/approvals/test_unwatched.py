@@ -152,3 +152,26 @@ async def test_a_question_left_unwatched_with_no_channel_to_ask_stays_here(tmp_p
             await host.aclose()
         finally:
             await app.aclose()
+
+
+async def test_a_host_that_stops_during_the_grace_sends_nothing_away(tmp_path, server):
+    host = Host("ana", watchers_grace=1.0)
+    app = telegram_app(tmp_path / "home", server, [say("", ALARM), say("Stopped.")],
+                       listener=host)
+    host.bind(app)
+    await app.start()
+    await host.serve(socket_path(app.paths))
+    try:
+        chat = await attach(app.paths, client="chat")
+        server.inject_text(PERSON, PLUMBER)
+        await read_until(chat, lambda m: isinstance(m, ApprovalAsked))
+        await chat.connection.aclose()
+        await host.aclose()  # the agent stops within the grace
+        await asyncio.sleep(2.0)
+        assert buttons_sent(server) == 0
+        assert app.away.store.get(1) is None and not app.away.is_waiting(1)
+        await app.agent.idle()
+        assert any("the agent stopped while schedule_alarm waited" in text
+                   for text in seen_by_model(app))
+    finally:
+        await app.aclose()

@@ -813,6 +813,9 @@ class Host(AgentListener):
     async def aclose(self) -> None:
         """Say goodbye to every client, close the server, remove the socket."""
         self._closing = True
+        if self._unwatched is not None:  # what waits here is settled as stopped below
+            self._unwatched.cancel()
+            self._unwatched = None
         for number, approval in list(self._approvals.items()):
             if approval.answer is None:
                 continue  # asked away: the next start reports it
