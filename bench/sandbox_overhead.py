@@ -1,9 +1,13 @@
 """Start-up overhead of the shell sandbox: `true` under bubblewrap against
 `true` run bare, through the same process runner, measured in the same run;
-then with the system-call filter; then through `Sandbox.run`, which adds the command's resource limits (its
-cgroups made, joined between fork and exec, and removed). Also shows the
-whole `shell_execute("true")` tool call (sandbox plus the versioning of the
-workspace before and after). Prints figures; asserts nothing.
+then with the system-call filter; then with the open guard as well (each open,
+link and rename of the command decided by the agent's supervisor; bubblewrap's
+own set-up calls go through it unchanged); then through `Sandbox.run`, which
+adds the command's resource limits (its cgroups made, joined between fork and
+exec, and removed), without the guard and with it (what a command of the
+shell tool gets). Also shows the
+whole `shell_execute("true")` tool call (sandbox, open guard, and the
+versioning of the workspace before and after). Prints figures; asserts nothing.
 
     .venv/bin/python bench/sandbox_overhead.py [--rounds 100] [--smoke]
 """
@@ -17,16 +21,20 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from noema.paths import AgentPaths
 from noema.security.limits import capped_by
+from noema.security.open_guard import policy_secrets
+from noema.security.policy import AccessPolicy, Root
 from noema.security.seccomp import program_fd
 from noema.security.sandbox import Layout, Output, Sandbox, run_process, sandbox_env
 from noema.security.settings import (
     AutonomySettings,
     FilesSettings,
     HandsSettings,
+    DEFAULT_DENY,
     RootSettings,
     ShellSettings,
 )
@@ -76,7 +84,9 @@ async def main(rounds: int) -> None:
                 output=Output(4000),
             )
 
-        async def filtered():
+        secrets = policy_secrets(AccessPolicy([Root(ws, True)], DEFAULT_DENY))
+
+        async def filtered(guard=None):
             fd = program_fd(network=False)
             try:
                 await run_process(
@@ -86,9 +96,13 @@ async def main(rounds: int) -> None:
                     timeout_s=30,
                     output=Output(4000),
                     pass_fds=(fd,),
+                    secrets=guard,
                 )
             finally:
                 os.close(fd)
+
+        async def guarded():
+            await filtered(secrets)
 
         settings = HandsSettings(
             files=FilesSettings(roots=(RootSettings(path=ws),)),
@@ -99,8 +113,11 @@ async def main(rounds: int) -> None:
         tool = registry.get("shell_execute")
         assert tool is not None
 
-        async def limited():
-            await sandbox.run(layout, "true", 30, Output(4000))
+        async def limited(chosen=layout):
+            await sandbox.run(chosen, "true", 30, Output(4000))
+
+        async def limited_guarded():
+            await limited(replace(layout, secrets=secrets))
 
         async def whole():
             result = await registry.run(
@@ -110,12 +127,15 @@ async def main(rounds: int) -> None:
 
         await whole()  # the first call also records the workspace's initial state
         # Interleaved rounds, so that a burst of load on the machine hits all alike.
-        bare_s, boxed_s, filtered_s, limited_s, whole_s = [], [], [], [], []
+        bare_s, boxed_s, filtered_s, guarded_s, limited_s, whole_s = [], [], [], [], [], []
+        limited_guarded_s = []
         for _ in range(rounds):
             bare_s.append(await timed(bare))
             boxed_s.append(await timed(boxed))
             filtered_s.append(await timed(filtered))
+            guarded_s.append(await timed(guarded))
             limited_s.append(await timed(limited))
+            limited_guarded_s.append(await timed(limited_guarded))
             whole_s.append(await timed(whole))
         hands.close()
 
@@ -123,13 +143,17 @@ async def main(rounds: int) -> None:
     base = line("sh -c true, bare (baseline)", bare_s)
     box = line("sh -c true under bubblewrap", boxed_s)
     sieve = line("sh -c true under bubblewrap, with its filter", filtered_s)
+    guard = line("... and the open guard", guarded_s)
     run = line("sh -c true under bubblewrap, with limits", limited_s)
+    run_guarded = line("... with limits and the open guard", limited_guarded_s)
     tool_p50 = line('shell_execute("true"), whole tool call', whole_s)
     print(
         f"\nsandbox start-up overhead: {box - base:.2f} ms at p50 (×{box / base:.1f} the bare run)"
     )
     print(f"the system-call filter adds {sieve - box:.2f} ms at p50")
+    print(f"the open guard adds {guard - sieve:.2f} ms at p50")
     print(f"with the resource limits: {run - base:.2f} ms at p50 ({capped_by(sandboxed=True)})")
+    print(f"with the limits and the open guard: {run_guarded - base:.2f} ms at p50")
     print(f"whole tool call against the bare run: ×{tool_p50 / base:.1f}")
     print("target: overhead <= 30 ms")
 

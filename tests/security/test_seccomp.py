@@ -31,6 +31,7 @@ ABSENT = {"openat2": (437, 437), "io_uring_setup": (425, 425), "io_uring_enter":
 SOCKET = (41, 359)
 SOCKETPAIR = (53, 360)
 SOCKETCALL_I386 = 102
+SECCOMP = (317, 354)  # refused when it asks for a listener (flag 8)
 
 
 def interpret(code: bytes, arch: int, nr: int, args: tuple[int, ...]) -> int:
@@ -71,6 +72,8 @@ def expected(arch: int, nr: int, args: tuple[int, ...], network: bool) -> int:
             flags = numbers[2]
             creating = low[flags] & (0o100 | 0o20000000)
             return EPERM if creating and low[flags + 1] & 0o6000 else ALLOW
+    if nr == SECCOMP[column]:
+        return EPERM if low[1] & 8 else ALLOW
     if network:
         return ALLOW
     if nr == SOCKET[column]:
@@ -85,10 +88,10 @@ def expected(arch: int, nr: int, args: tuple[int, ...], network: bool) -> int:
 INTERESTING_NR = sorted(
     {n for v in (*MODE_CALLS.values(), *OPEN_CALLS.values()) for n in v[:2]}
     | {n for v in ABSENT.values() for n in v}
-    | {*SOCKET, *SOCKETPAIR, SOCKETCALL_I386, 0, 1, 42, 44, 46, 0x40000029, 0x40000000}
+    | {*SOCKET, *SOCKETPAIR, *SECCOMP, SOCKETCALL_I386, 0, 1, 42, 44, 46, 0x40000029, 0x40000000}
 )
 ARG = st.one_of(
-    st.sampled_from([0, 1, 2, 5, 10, 16, 40, 0o100, 0o4755, 0o2755, 0o755, 0o644, 0o6000,
+    st.sampled_from([0, 1, 2, 5, 8, 9, 10, 16, 40, 0o100, 0o4755, 0o2755, 0o755, 0o644, 0o6000,
                      0o20000000, 0o100 | 0o2, 0x80001, 0x800 | 1, 0o100755, 0o104755,
                      (1 << 32) | 1, (1 << 32) | 0o4755]),
     st.integers(0, 2**64 - 1),

@@ -7,8 +7,11 @@ process, network (loopback only, unless the network is allowed), IPC and
 host-name namespaces, may not make further user namespaces, and dies with
 the agent. A system-call filter (`seccomp.py`) keeps it from making setuid
 or setgid files and, with the network off, from making Unix sockets, which
-would reach the host's services through socket files in the roots. Memory
-and processes
+would reach the host's services through socket files in the roots. A
+second filter hands the command's opens, links and renames to a supervisor
+that decides on each when it is made (`open_guard.py`), so that a secret
+that appears or is re-saved while the command runs stays out of its reach
+too (the masks are laid at the start). Memory and processes
 are capped per command (see `limits.py`). Output is kept up to a cap: the
 head and the tail, with the size of what was left out in between.
 
@@ -43,12 +46,14 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .limits import Confinement, Limits, cgroup_bases
+from .open_guard import GuardUnavailable, OpenGuard, Secrets, spawn
 from .root_files import prefetch, root_only
 from .seccomp import FilterUnavailable, program_fd
 from .settings import ShellSettings
@@ -82,6 +87,7 @@ class Layout:
     hidden: tuple[Path, ...] = ()  # masked even where a visible folder holds them
     network: bool = False
     frozen: tuple[Path, ...] = ()  # read-only even inside a writable folder (.git at any depth)
+    secrets: Secrets | None = None  # judged at each open of the command (see `open_guard.py`)
 
 
 def system_folders() -> tuple[str, ...]:
@@ -296,9 +302,94 @@ class Finished:
     limit: str | None = None  # the resource limit that stopped it, said plainly
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
+def _kill_group(process: asyncio.subprocess.Process | _Guarded) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+class _Guarded:
+    """A process started under the open guard, seen as asyncio's processes
+    are (`pid`, `returncode`, `stdout`, `wait()`): asyncio cannot start it,
+    since the guard's filter must be on the thread that forks."""
+
+    def __init__(self, popen: subprocess.Popen, stdout: asyncio.StreamReader) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = stdout
+        loop = asyncio.get_running_loop()
+        self._exited: asyncio.Future[None] = loop.create_future()
+        self._pidfd = os.pidfd_open(popen.pid)
+
+        def exited() -> None:
+            loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._popen.wait()  # it has ended: reaped at once
+            if not self._exited.done():
+                self._exited.set_result(None)
+
+        loop.add_reader(self._pidfd, exited)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._exited)
+        assert self._popen.returncode is not None
+        return self._popen.returncode
+
+
+async def _start_guarded(
+    argv: Sequence[str],
+    secrets: Secrets,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    preexec: Callable[[], None] | None,
+    pass_fds: Sequence[int],
+) -> tuple[_Guarded, OpenGuard]:
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+    def start() -> tuple[subprocess.Popen, OpenGuard]:
+        return spawn(
+            secrets, argv, cwd=cwd, env=env, stdin=devnull, stdout=write_end,
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
+            pass_fds=tuple(pass_fds),
+        )
+
+    started = asyncio.ensure_future(asyncio.to_thread(start))
+    try:
+        try:
+            popen, guard = await asyncio.shield(started)
+        except asyncio.CancelledError:
+            # The start goes on in its thread: wait for it, then end what it started.
+            with contextlib.suppress(BaseException):
+                popen, guard = await started
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(popen.pid, signal.SIGKILL)
+                await asyncio.to_thread(popen.wait)
+                guard.close()
+            os.close(read_end)
+            raise
+        except BaseException:
+            os.close(read_end)
+            raise
+    finally:
+        os.close(write_end)
+        os.close(devnull)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    try:
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_end, "rb", buffering=0)
+        )
+        return _Guarded(popen, reader), guard
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        guard.close()
+        raise
 
 
 async def run_process(
@@ -310,28 +401,38 @@ async def run_process(
     output: Output,
     preexec: Callable[[], None] | None = None,
     pass_fds: Sequence[int] = (),
+    secrets: Secrets | None = None,
 ) -> Finished:
     """Run `argv` in its own process group, feeding `output`, within a time limit.
 
     `preexec` runs in the child between fork and exec; `pass_fds` are
-    descriptors the child inherits. On cancellation the whole group is killed before
+    descriptors the child inherits. With `secrets`, `argv` (which must start
+    bubblewrap with its filter) runs under the open guard, which refuses
+    them at each open. On cancellation the whole group is killed before
     CancelledError goes on; whatever it printed so far stays in `output`
     for the caller to report.
     """
     if not (math.isfinite(timeout_s) and timeout_s > 0):
         raise ValueError(f"a time limit must be a positive number of seconds, not {timeout_s}")
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=preexec,
-        pass_fds=tuple(pass_fds),
-    )
+    guard: OpenGuard | None = None
+    process: asyncio.subprocess.Process | _Guarded
+    if secrets is None:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec,
+            pass_fds=tuple(pass_fds),
+        )
+    else:
+        process, guard = await _start_guarded(
+            argv, secrets, cwd=cwd, env=env, preexec=preexec, pass_fds=pass_fds
+        )
     assert process.stdout is not None
     stream = process.stdout
 
@@ -358,6 +459,8 @@ async def run_process(
     finally:
         # Leftovers of the command (background jobs) go with it.
         _kill_group(process)
+        if guard is not None:
+            guard.close()
     if timed_out:
         await process.wait()
     try:
@@ -510,7 +613,13 @@ class Sandbox:
                 output=output,
                 preexec=confinement.preexec(),
                 pass_fds=passed,
+                secrets=layout.secrets if self.isolated else None,
             )
+        except GuardUnavailable as exc:
+            confinement.release_soon()
+            raise SandboxUnavailable(
+                f"{exc}. To run commands without a sandbox, set [shell] sandbox = \"none\""
+            ) from exc
         except BaseException:
             confinement.release_soon()  # cancellation must not wait for the kernel's clean-up
             raise

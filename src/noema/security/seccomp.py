@@ -31,7 +31,17 @@ io_uring (it opens files and sockets without system calls) and `openat2`
 their own numbers; their multiplexed `socketcall` may no longer make
 sockets. x32 calls and any other architecture's are refused.
 
+`seccomp()` itself is refused when it asks for a listener
+(`SECCOMP_FILTER_FLAG_NEW_LISTENER`): a filter the command stacked with its
+own listener would take the notifications of the open guard
+(`open_guard.py`) and could let every open through.
+
 The refusal is EPERM ("Operation not permitted"), which the command shows.
+
+`guard_program` is the second filter, the open guard's: it hands the calls
+that reach a file by name (`open`, `openat`, `creat`) or give one a new
+name (`link`, `linkat`, `rename`, `renameat`, `renameat2`) to a supervisor
+outside the sandbox, which decides on each.
 """
 
 from __future__ import annotations
@@ -74,6 +84,8 @@ _SOCK_TYPE_MASK = 0xF  # SOCK_NONBLOCK and SOCK_CLOEXEC ride on the type
 _SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 _CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (x86 and the generic table)
 _X32_BIT = 0x40000000
+_NEW_LISTENER = 1 << 3  # SECCOMP_FILTER_FLAG_NEW_LISTENER
+_USER_NOTIF = 0x7FC00000  # SECCOMP_RET_USER_NOTIF
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +107,23 @@ class _Table:
     mknodat: int
     openat2: int
     io_uring: tuple[int, int, int]
+    seccomp: int
+    # The calls the open guard decides on, by name ("open", "linkat"...).
+    guarded: tuple[tuple[str, int], ...] = ()
     x32: bool = False
 
 
 _X86_64 = _Table(0xC000003E, 41, 53, None, 90, 91, 268, 452, 2, 257, 85, 133, 259, 437,
-                 (425, 426, 427), x32=True)
+                 (425, 426, 427), 317,
+                 (("open", 2), ("openat", 257), ("creat", 85), ("link", 86), ("linkat", 265),
+                  ("rename", 82), ("renameat", 264), ("renameat2", 316)), x32=True)
 _I386 = _Table(0x40000003, 359, 360, 102, 15, 94, 306, 452, 5, 295, 8, 14, 297, 437,
-               (425, 426, 427))
+               (425, 426, 427), 354,
+               (("open", 5), ("openat", 295), ("creat", 8), ("link", 9), ("linkat", 303),
+                ("rename", 38), ("renameat", 302), ("renameat2", 353)))
 _AARCH64 = _Table(0xC00000B7, 198, 199, None, None, 52, 53, 452, None, 56, None, None, 33, 437,
-                  (425, 426, 427))
+                  (425, 426, 427), 277,
+                  (("openat", 56), ("linkat", 37), ("renameat", 38), ("renameat2", 276)))
 _TABLES = {"x86_64": (_X86_64, _I386), "amd64": (_X86_64, _I386), "aarch64": (_AARCH64,),
            "arm64": (_AARCH64,)}
 
@@ -170,6 +190,7 @@ def _rules(p: _Program, t: _Table, tag: str, *, network: bool) -> None:
     if t.open is not None:
         p.jump(_JEQ, t.open, f"{tag}-open1")
     p.jump(_JEQ, t.openat, f"{tag}-open2")
+    p.jump(_JEQ, t.seccomp, f"{tag}-seccomp")
     if not network:
         if t.socket is not None:
             p.jump(_JEQ, t.socket, f"{tag}-socket")
@@ -193,6 +214,9 @@ def _rules(p: _Program, t: _Table, tag: str, *, network: bool) -> None:
         p.jump(_JSET, _CREATING, None, allow)
         p.load(_arg(flags + 1))
         p.jump(_JSET, _SET_ID_BITS, deny, allow)
+    p.label(f"{tag}-seccomp")  # seccomp(operation, flags, args)
+    p.load(_arg(1))
+    p.jump(_JSET, _NEW_LISTENER, deny, allow)
     if network:
         return
     if t.socket is not None:
@@ -240,6 +264,10 @@ def _build(tables: Sequence[_Table], *, network: bool) -> bytes:
 def program(*, network: bool, machine: str | None = None) -> bytes:
     """The compiled filter for this machine (or `machine`, as `uname -m` says
     it): the Unix-socket rules only when the network is off."""
+    return _build(_tables(machine), network=network)
+
+
+def _tables(machine: str | None) -> tuple[_Table, ...]:
     name = (machine or platform.machine()).lower()
     tables = _TABLES.get(name)
     if tables is None:
@@ -247,7 +275,36 @@ def program(*, network: bool, machine: str | None = None) -> bytes:
             f"commands cannot be filtered on this architecture ({name}): only x86_64 and "
             "aarch64 are known"
         )
-    return _build(tables, network=network)
+    return tables
+
+
+@functools.cache
+def guard_program(machine: str | None = None) -> bytes:
+    """The open guard's filter: the guarded calls of every known architecture
+    go to the supervisor (SECCOMP_RET_USER_NOTIF), everything else passes
+    (the sandbox's own filter, `program`, refuses the rest)."""
+    tables = _tables(machine)
+    p = _Program()
+    p.load(_ARCH)
+    for n, table in enumerate(tables):
+        p.jump(_JEQ, table.audit_arch, f"arch{n}")
+    p.ret(_ALLOW)
+    for n, table in enumerate(tables):
+        p.label(f"arch{n}")
+        p.load(_NR)
+        for _, number in table.guarded:
+            p.jump(_JEQ, number, "notify")
+        p.ret(_ALLOW)
+    p.label("notify")
+    p.ret(_USER_NOTIF)
+    return p.assemble()
+
+
+@functools.cache
+def guarded_calls(machine: str | None = None) -> dict[tuple[int, int], str]:
+    """(audit architecture, call number) -> the name of a call `guard_program`
+    hands over."""
+    return {(t.audit_arch, number): name for t in _tables(machine) for name, number in t.guarded}
 
 
 def program_fd(*, network: bool) -> int:

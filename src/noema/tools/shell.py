@@ -26,6 +26,7 @@ from ..privacy import shell_with_person_umask
 from ..security.gitguard import GitGuard, Included, Neutralised
 from ..security.history import ChangeNote, Skipped, Version, left_out_text
 from ..security.masks import Masker, Scan
+from ..security.open_guard import policy_secrets
 from ..security.ownership import OwnershipGuard, Repaired
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
@@ -63,7 +64,8 @@ def shell_layout(
     policy: AccessPolicy, scan: Scan, settings: ShellSettings, included: Sequence[Included] = ()
 ) -> Layout:
     """What a command may see now: the roots, minus every path the policy
-    refuses to read (masked), with git metadata and the files the person's
+    refuses to read (masked, and refused again at each open, for what
+    appears while it runs), with git metadata and the files the person's
     git configuration includes read-only (frozen)."""
     extra = tuple(i.real for i in included if i.freezable)
     return Layout(
@@ -73,6 +75,7 @@ def shell_layout(
         hidden=scan.hidden,
         network=settings.network,
         frozen=tuple(dict.fromkeys(scan.frozen + extra)),
+        secrets=policy_secrets(policy),
     )
 
 
