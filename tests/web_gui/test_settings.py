@@ -251,3 +251,65 @@ def test_the_folders_the_agent_may_touch_are_rows_of_a_folder_and_its_mode(page,
     section.get_by_role("button", name="Save files the agent may touch").click()
     expect(section.locator(".outcome")).to_contain_text("Saved: files.roots")
     assert len(load_config(live.paths).files.roots) == 1
+
+
+def test_a_list_is_a_field_an_item_and_a_bad_item_is_refused_beside_itself(screen, live, files):
+    import tomllib
+
+    name, page = screen
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    page.locator('.field[data-key="files.deny"]').scroll_into_view_if_needed()
+    screenshot(page, f"settings-deny-{name}", full_page=False)  # a long list, an item a field
+    telegram = page.locator("#section-telegram")
+    ids = telegram.locator('.field[data-key="telegram.chat_ids"]')
+    expect(ids.locator(".entry")).to_have_count(0)
+    ids.get_by_role("button", name="Add a chat id").click()
+    ids.get_by_role("textbox", name="Chat ids, item 1").fill("123456789")
+    ids.get_by_role("textbox", name="Chat ids, item 1").press("Enter")  # Enter opens the next
+    ids.get_by_role("textbox", name="Chat ids, item 2").fill("-1001234567890")
+    telegram.get_by_role("button", name="Save telegram").click()
+    expect(telegram.locator(".outcome")).to_contain_text("Saved: telegram.chat_ids")
+    assert tomllib.loads(config.read_text())["telegram"]["chat_ids"] == [123456789, -1001234567890]
+    assert "# chosen with care" in config.read_text()
+
+    web = page.locator("#section-web")
+    web.locator("details.advanced summary").click()
+    hosts = web.locator('.field[data-key="web.trusted_hosts"]')
+    for host in ("docs.python.org", "https://bad host/", "*.example.org"):
+        hosts.get_by_role("button", name="Add a host").click()
+        hosts.locator(".entry-value").last.fill(host)
+    before = config.read_bytes()
+    web.get_by_role("button", name="Save the web").click()
+    entries = hosts.locator(".entry")
+    problem = entries.nth(1).locator(".problem")
+    expect(problem).to_be_visible()
+    expect(problem).to_contain_text("'https://bad host/' is not a host name")
+    expect(entries.nth(1).locator(".entry-value")).to_have_attribute("aria-invalid", "true")
+    expect(entries.nth(0).locator(".problem")).to_be_hidden()  # the good ones say nothing
+    expect(entries.nth(2).locator(".problem")).to_be_hidden()
+    expect(web.locator(".outcome.error")).to_contain_text("nothing was written")
+    assert config.read_bytes() == before
+    hosts.scroll_into_view_if_needed()
+    screenshot(page, f"settings-list-refused-{name}", full_page=False)
+
+    entries.nth(1).get_by_role("button", name="Remove item 2").click()
+    expect(entries).to_have_count(2)
+    expect(entries.nth(1).locator(".entry-value")).to_have_accessible_name("Trusted hosts, item 2")
+    web.get_by_role("button", name="Save the web").click()
+    expect(web.locator(".outcome")).to_contain_text("Saved: web.trusted_hosts")
+    assert tomllib.loads(config.read_text())["web"]["trusted_hosts"] == [
+        "docs.python.org", "*.example.org"]
+
+    page.reload()  # the lists come back as their items
+    values = page.locator('.field[data-key="telegram.chat_ids"] .entry-value')
+    expect(values).to_have_count(2)
+    expect(values.nth(1)).to_have_value("-1001234567890")
+    ids = page.locator('.field[data-key="telegram.chat_ids"]')
+    ids.get_by_role("button", name="Add a chat id").click()
+    ids.get_by_role("textbox", name="Chat ids, item 3").fill("my group")
+    page.get_by_role("button", name="Save telegram").click()
+    expect(ids.locator(".entry").nth(2).locator(".problem")).to_contain_text(
+        "'my group' is not a whole number")
+    ids.scroll_into_view_if_needed()
+    screenshot(page, f"settings-list-number-{name}", full_page=False)

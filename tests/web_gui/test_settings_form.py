@@ -184,3 +184,55 @@ async def test_the_model_test_says_whether_the_model_calls_tools(paths, tmp_path
                                  f'script = "{script}"\n')
     text = await test_connection(paths, "reasoning")
     assert text.startswith("scripted/probe answered: ready") and says in text
+
+
+def test_a_list_is_written_as_a_toml_list_and_each_bad_item_is_named_by_its_place(paths):
+    sent = toml_list(["docs.python.org", "", "http://bad host/", "*.example.org", "a/b"])
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "web", {"web.trusted_hosts": sent})
+    # Places in the form, the blank field counted: the page puts each beside its field.
+    assert sorted(refused.value.problems) == ["web.trusted_hosts.2", "web.trusted_hosts.4"]
+    assert "'http://bad host/' is not a host name" in refused.value.problems[
+        "web.trusted_hosts.2"][0]
+    assert paths.config_file.read_bytes() == before
+    saved = save_section(paths, "web", {"web.trusted_hosts": toml_list(
+        ["docs.python.org", "", "*.example.org"])})
+    assert saved.changed == ("web.trusted_hosts",)
+    text = paths.config_file.read_text()
+    assert tomllib.loads(text)["web"]["trusted_hosts"] == ["docs.python.org", "*.example.org"]
+    assert "# mine" in text
+    web = next(s for s in form(load_config(paths)) if s.key == "web")
+    assert web.by_key()["web.trusted_hosts"].entries == ("docs.python.org", "*.example.org")
+
+
+def test_a_list_of_numbers_takes_whole_numbers_only(paths):
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "telegram", {"telegram.chat_ids": toml_list(["12", "my group"])})
+    assert refused.value.problems == {
+        "telegram.chat_ids.1": ["'my group' is not a whole number, like 123456789."]}
+    save_section(paths, "telegram", {"telegram.chat_ids": toml_list([" 12 ", "-100345"])})
+    assert tomllib.loads(paths.config_file.read_text())["telegram"]["chat_ids"] == [12, -100345]
+
+
+def test_a_list_the_page_did_not_send_as_a_list_is_refused(paths):
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "mail", {"mail.allow_from": "me@example.org"})
+    assert list(refused.value.problems) == ["mail.allow_from"]
+
+
+def toml_list(texts):
+    """What the page sends for a list: each field's text, as a TOML list of strings."""
+    return "[" + ", ".join(toml_string(t) for t in texts) + "]"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(max_size=20), max_size=5))
+def test_a_list_s_items_are_kept_as_text_whatever_they_look_like(paths, texts):
+    try:
+        save_section(paths, "mail", {"mail.known_recipients": toml_list(texts)})
+    except SaveRefused as refused:  # only a text that looks like a key is refused
+        assert "secrets do not go in config.toml" in str(refused)
+        return
+    kept = [t.strip().lower() for t in texts if t.strip()]
+    assert list(load_config(paths).mail.known_recipients) == kept

@@ -3,13 +3,15 @@
 Each section is a table of `Config` (a model choice is one of its own) under
 a heading a person understands; its leaves (nested tables flattened) are
 fields typed from their annotations (a checkbox for a flag, a choice for a
-fixed set, a number, text, or a TOML value for lists and tables). The few
-keys a person usually changes come first; the rest are folded away.
+fixed set, a number, text, a field an item for a list of texts or numbers,
+rows for the folders, or a TOML value for the other lists and tables). The
+few keys a person usually changes come first; the rest are folded away.
 
 A section is saved through `config.set_values`, the function behind `noema
 config set`: only what changed is written, the whole file is validated with
 the change and nothing is written unless it is valid; an emptied field goes
-back to its default. A model's key goes to `secrets.toml` (mode 600) with
+back to its default; a list's items are each checked alone, so a refusal
+stands beside its item. A model's key goes to `secrets.toml` (mode 600) with
 `config.write_secret`, never to `config.toml`, and is never shown.
 """
 
@@ -112,15 +114,22 @@ _MODEL_KINDS: Mapping[str, tuple[ProviderKind, ...]] = {
 class FormField:
     key: str  # dotted, as `noema config set` takes it
     label: str
-    widget: str  # "checkbox", "select", "number", "text", "toml", "model", "secret"
+    widget: str  # "checkbox", "select", "number", "text", "toml", "model", "secret", "roots",
+    # "list" (of texts, or of whole numbers when not `quoted`: one field an item)
     value: str
     choices: tuple[str, ...] = ()
     help: str = ""
     checked: bool = False
-    quoted: bool = False  # its value is text: written as a TOML string, whatever it looks like
+    quoted: bool = False  # its value (a list's items) is text: a TOML string, whatever it looks like
     common: bool = True  # shown first; False: folded away under "More settings"
     kinds: tuple[str, ...] = ()  # model sections: the provider kinds that read it (() all)
     items: tuple[tuple[str, str], ...] = ()  # "roots": each folder and its mode
+    entries: tuple[str, ...] = ()  # "list": each item as text
+
+    @property
+    def noun(self) -> tuple[str, str]:
+        """A list's item, for its "Add …" button, and an example for its blank field."""
+        return _NOUNS.get(self.key, ("an item", ""))
 
     @property
     def leaf(self) -> str:
@@ -172,8 +181,19 @@ def form(config: Config, secrets: Mapping[str, str] | None = None,
     if not wrong:
         return sections
     return [FormSection(s.key, s.title, s.intro, [
-        replace(f, value=wrong[f.key], checked=wrong[f.key] == "true") if f.key in wrong else f
+        _as_in_file(f, wrong[f.key]) if f.key in wrong else f
         for f in s.fields], s.provider) for s in sections]
+
+
+def _as_in_file(f: FormField, value: str) -> FormField:
+    """A field showing the bad value the file holds; a list that is not one is text to fix."""
+    shown = replace(f, value=value, checked=value == "true")
+    if f.widget != "list":
+        return shown
+    parsed = configuration.parse_value(value)
+    if isinstance(parsed, list) and all(isinstance(v, (str, int)) for v in parsed):
+        return replace(shown, entries=tuple(str(v) for v in parsed))
+    return replace(shown, widget="toml")
 
 
 def _sections(config: Config, secrets: Mapping[str, str]) -> list[FormSection]:
@@ -251,7 +271,30 @@ def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
         if key == "files.roots":  # a list of folders, edited as one row each
             item = replace(item, widget="roots", items=tuple(
                 (str(root.path), str(root.mode)) for root in current or ()))
+        elif (kind := _item_type(info.annotation)) is not None:
+            item = replace(item, widget="list", quoted=kind is str,
+                           entries=tuple(str(v) for v in current or ()))
         yield item
+
+
+def _item_type(annotation: Any) -> type | None:
+    """str or int for a list of texts or of whole numbers, edited an item a field."""
+    inner = _without_none(annotation)
+    if typing.get_origin(inner) not in (tuple, list):
+        return None
+    args = [a for a in typing.get_args(inner) if a is not Ellipsis]
+    return args[0] if len(args) == 1 and args[0] in (str, int) else None
+
+
+# What a list holds, for its "Add …" button, and an example of one.
+_NOUNS: Mapping[str, tuple[str, str]] = {
+    "files.deny": ("a name", "*.secret"),
+    "mail.allow_from": ("an address", "you@example.org"),
+    "mail.known_recipients": ("an address", "someone@example.org"),
+    "telegram.chat_ids": ("a chat id", "123456789"),
+    "web.allow_ranges": ("a range", "10.0.0.0/8"),
+    "web.trusted_hosts": ("a host", "docs.example.org"),
+}
 
 
 # Names whose words alone would not say what they hold.
@@ -309,7 +352,7 @@ def _inline(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
-    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a TOML basic string
+    return toml_string(str(value))
 
 
 def _key(name: str) -> str:
@@ -452,17 +495,23 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
         kind = PROVIDERS[provider].kind.value
         applies = lambda f: not f.kinds or kind in f.kinds  # noqa: E731
         remove += [f.key for f in section.fields if not applies(f) and f.leaf in present]
+    entries = {f.key: _entries(f, values[f.key]) for f in section.fields
+               if f.widget == "list" and f.key in values}
+    _check_items(paths, entries)
     for item in section.fields:
         if item.widget == "secret" or not applies(item) or item.key not in values:
             continue
         raw = values[item.key]
+        if item.key in entries:
+            raw = _inline([v for _, v in entries[item.key]])
         if _same(item, raw):
             continue  # unchanged
         if not raw.strip():
             if item.leaf in present:
                 remove.append(item.key)
             continue
-        pairs.append((item.key, toml_string(raw.strip()) if item.quoted else raw.strip()))
+        text = item.quoted and item.widget != "list"  # a list's items are quoted already
+        pairs.append((item.key, toml_string(raw.strip()) if text else raw.strip()))
     secret = _secret_name(section, values, key) if key.strip() else None
     if not pairs and not remove and secret is None:
         return Saved(())
@@ -478,9 +527,68 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     return Saved(tuple(k for k, _ in pairs) + tuple(remove), secret)
 
 
+def _entries(item: FormField, raw: str) -> list[tuple[int, Any]]:
+    """A list field's items as the form sends them (a TOML list of texts, a blank
+    field among them), each with its place in the form, blanks left out and
+    numbers read; SaveRefused beside each item that is no number."""
+    parsed = configuration.parse_value(raw.strip())
+    if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
+        raise SaveRefused({item.key: [f"{item.key}: the page sent no list of texts; reload it "
+                                      "and try again"]})
+    found: list[tuple[int, Any]] = []
+    wrong: dict[str, list[str]] = {}
+    for place, text in enumerate(parsed):
+        text = text.strip()
+        if not text:
+            continue
+        if item.quoted:
+            found.append((place, text))
+            continue
+        try:
+            found.append((place, int(text)))
+        except ValueError:
+            example = item.noun[1]
+            wrong[f"{item.key}.{place}"] = [f"{text!r} is not a whole number" + (
+                f", like {example}." if example else ".")]
+    if wrong:
+        raise SaveRefused(wrong)
+    return found
+
+
+def _check_items(paths: AgentPaths, lists: Mapping[str, list[tuple[int, Any]]]) -> None:
+    """Each item of each list checked alone, with the rest of the file as it is,
+    so that a refusal stands beside the item it is about; SaveRefused then,
+    keyed by the list's key and the item's place in the form ("web.allow_ranges.2")."""
+    import pydantic
+
+    if not lists:
+        return
+    data = configuration.read_config_file(paths.config_file)
+    wrong: dict[str, list[str]] = {}
+    for key, items in lists.items():
+        parts = key.split(".")
+        for place, value in items:
+            trial = configuration.merge(data, _nested(parts, [value]))
+            try:
+                Config.model_validate(trial)
+            except pydantic.ValidationError as exc:
+                said = [str(e["msg"]).removeprefix("Value error, ") for e in exc.errors()
+                        if [str(p) for p in e["loc"][:len(parts)]] == parts]
+                if said:
+                    wrong[f"{key}.{place}"] = [s if s.endswith(".") else s + "." for s in said]
+    if wrong:
+        raise SaveRefused(wrong)
+
+
+def _nested(parts: list[str], value: Any) -> dict[str, Any]:
+    for part in reversed(parts):
+        value = {part: value}
+    return value
+
+
 def _same(item: FormField, raw: str) -> bool:
     """Whether the form holds what the field showed (90 is 90.0; text is text)."""
-    if item.quoted or item.widget in ("toml", "roots"):
+    if item.quoted or item.widget in ("toml", "roots", "list"):
         return raw.strip() == item.value.strip()
     return configuration.parse_value(raw.strip()) == configuration.parse_value(item.value)
 

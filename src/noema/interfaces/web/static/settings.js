@@ -132,9 +132,14 @@ const settings = {
     if (note) out.append(noema.el("span", "muted", ` ${note}.`));
   },
 
-  // The folders' rows as the TOML list `config set` reads (text as TOML basic strings).
+  // Text as a TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML takes only escaped.
+  tomlText(s) {
+    return JSON.stringify(s).replace(/\u007f/g, "\\u007F");
+  },
+
+  // The folders' rows as the TOML list `config set` reads.
   rootsValue(box) {
-    const text = (s) => JSON.stringify(s).replace(/\u007f/g, "\\u007F");
+    const text = settings.tomlText;
     const rows = [...box.querySelectorAll(".root")]
       .filter((row) => row.querySelector(".root-path").value.trim())
       .map((row) => `{ path = ${text(row.querySelector(".root-path").value.trim())}, ` +
@@ -162,22 +167,82 @@ const settings = {
     path.focus();
   },
 
+  // A list's fields as a TOML list of texts, blank ones too, so that the server's
+  // word about item N lands by the Nth field.
+  listValue(box) {
+    const texts = [...box.querySelectorAll(".entry-value")].map((input) => settings.tomlText(input.value));
+    return `[${texts.join(", ")}]`;
+  },
+
+  // Each item's accessible names say its place, kept right as items come and go.
+  numberEntries(box) {
+    box.querySelectorAll(".entry").forEach((entry, index) => {
+      entry.querySelector(".entry-value").setAttribute("aria-label", `${box.dataset.label}, item ${index + 1}`);
+      entry.querySelector(".remove-entry").setAttribute("aria-label", `Remove item ${index + 1}`);
+    });
+  },
+
+  addEntry(box) {
+    const entry = noema.el("li", "entry");
+    const input = noema.el("input", "entry-value");
+    input.type = "text";
+    input.spellcheck = false;
+    input.autocomplete = "off";
+    input.placeholder = box.dataset.example || "";
+    if (box.dataset.numbers === "true") input.inputMode = "numeric";
+    const remove = noema.el("button", "remove-entry", "✕");
+    remove.type = "button";
+    remove.title = "Remove";
+    const problem = noema.el("p", "problem error");
+    problem.setAttribute("role", "alert");
+    problem.hidden = true;
+    entry.append(input, remove, problem);
+    box.querySelector(".entries").append(entry);
+    settings.numberEntries(box);
+    input.focus();
+  },
+
+  removeEntry(box, entry) {
+    const next = entry.nextElementSibling || entry.previousElementSibling;
+    entry.remove();
+    settings.numberEntries(box);
+    (next ? next.querySelector(".entry-value") : box.querySelector(".add-entry")).focus();
+  },
+
+  // Where a problem goes: its field, or for "key.N" the Nth item of the list `key`.
+  placeOf(form, key) {
+    const row = (name) => form.querySelector(`.field[data-key="${CSS.escape(name)}"]`);
+    if (!key) return {};
+    const field = row(key);
+    if (field) return {field};
+    const item = /^(.*)\.(\d+)$/.exec(key);
+    const list = item && row(item[1]);
+    if (!list) return {};
+    return {field: list, entry: list.querySelectorAll(".entry")[Number(item[2])]};
+  },
+
   clear(form) {
     for (const node of form.querySelectorAll(".problem")) {
       node.hidden = true;
       node.textContent = "";
     }
     for (const node of form.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
+    for (const node of form.querySelectorAll(".entry.invalid")) node.classList.remove("invalid");
   },
 
   show(form, problems) {
     for (const [key, lines] of Object.entries(problems || {})) {
-      const row = key ? form.querySelector(`.field[data-key="${CSS.escape(key)}"]`) : null;
-      const target = row ? row.querySelector(".problem") : form.querySelector(".section-problem");
+      const {field: row, entry} = settings.placeOf(form, key);
+      const target = entry ? entry.querySelector(".problem")
+        : row ? row.querySelector(".field-problem") : form.querySelector(".section-problem");
       target.hidden = false;
       target.textContent = lines.join(" ");
+      if (entry) {
+        entry.classList.add("invalid");
+        entry.querySelector(".entry-value").setAttribute("aria-invalid", "true");
+      }
       if (row) {
-        const input = row.querySelector("[name]");
+        const input = entry ? null : row.querySelector("[name]");
         if (input) input.setAttribute("aria-invalid", "true");
         const folded = row.closest("details");
         if (folded) folded.open = true;
@@ -191,6 +256,9 @@ const settings = {
     const form = event.currentTarget;
     for (const box of form.querySelectorAll(".roots")) {
       box.closest(".field").querySelector(".roots-value").value = settings.rootsValue(box);
+    }
+    for (const box of form.querySelectorAll(".list-field")) {
+      box.closest(".field").querySelector(".list-value").value = settings.listValue(box);
     }
     const values = {};
     let key = "";
@@ -236,6 +304,17 @@ document.addEventListener("DOMContentLoaded", () => {
     box.addEventListener("click", (event) => {
       if (event.target.matches(".add-root")) settings.addRoot(box);
       if (event.target.matches(".remove-root")) event.target.closest(".root").remove();
+    });
+  }
+  for (const box of document.querySelectorAll(".list-field")) {
+    box.addEventListener("click", (event) => {
+      if (event.target.matches(".add-entry")) settings.addEntry(box);
+      if (event.target.matches(".remove-entry")) settings.removeEntry(box, event.target.closest(".entry"));
+    });
+    box.addEventListener("keydown", (event) => {  // Enter in an item adds the next, as in a list
+      if (event.key !== "Enter" || !event.target.matches(".entry-value")) return;
+      event.preventDefault();
+      if (event.target.value.trim()) settings.addEntry(box);
     });
   }
   for (const form of document.querySelectorAll("form.section-form")) {
