@@ -53,7 +53,7 @@ _MAX_POINTER_BYTES = 4096  # a `.git` file or a `commondir`
 _RACY_NS = 2_000_000_000  # a folder changed this recently may change again unseen
 # A tree of more folders than this is watched (inotify) rather than looked at
 # whole at each write; a smaller one costs less than the watches would.
-_WATCH_PAST = 1_000
+_WATCH_PAST = 250
 
 
 def looks_like_repository(names: set[str] | frozenset[str]) -> bool:
