@@ -88,7 +88,7 @@ def test_a_renamed_folder_keeps_every_name_it_had():
 def _view_in(root: Path) -> _View:
     """A view whose root is `root`, as a chrooted process's would be."""
     view = _View.__new__(_View)
-    view.task = _Task(os.getpid(), 0, "7", "5", 0o022)
+    view.task = _Task(os.getpid(), b"Name:\tx\nUmask:\t0022\nNStgid:\t99\t5\nNSpid:\t98\t7\n")
     view.root = os.open(root, os.O_PATH | os.O_DIRECTORY)
     return view
 
@@ -179,7 +179,8 @@ def test_a_descriptor_under_proc_is_followed_to_what_it_holds(tmp_path):
     (tmp_path / "kept").write_text("held\n")
     holder = os.open(tmp_path / "kept", os.O_RDONLY)
     view = _View.__new__(_View)
-    view.task = _Task(os.getpid(), 0, str(os.getpid()), str(os.getpid()), 0o022)
+    me = str(os.getpid()).encode()
+    view.task = _Task(os.getpid(), b"Name:\tx\nNStgid:\t" + me + b"\nNSpid:\t" + me + b"\n")
     view.root = os.open("/", os.O_PATH | os.O_DIRECTORY)
     try:
         os.rename(tmp_path / "kept", tmp_path / "renamed")
@@ -239,3 +240,17 @@ def test_the_policy_s_secrets_as_the_guard_judges_them(tmp_path):
     assert secrets.known(os.stat(ws / "vault" / ".env"))
     (ws / "notes.txt").write_text("n")
     assert not secrets.known(os.stat(ws / "notes.txt"))
+
+
+def test_a_probe_for_a_missing_file_is_answered_without_the_walk(tree, monkeypatch):
+    def no_walk(*args, **kwargs):
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(tree, "walk", no_walk)
+    with pytest.raises(FileNotFoundError):
+        tree.resolve("/ws/nothing", follow=True, existing=True)
+    monkeypatch.undo()
+    # A dangling link is not surely nothing: walked, it names where a file would go.
+    found = tree.resolve("/ws/dangling", follow=True, existing=True)
+    assert found.fd is None and found.path == "/ws/new-file"
+    found.close()

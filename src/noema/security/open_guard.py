@@ -215,15 +215,26 @@ def as_path(parts: Sequence[str]) -> str:
     return "/" + "/".join(parts)
 
 
-@dataclass(slots=True)
 class _Task:
-    """What the supervisor needs to know of the process behind one notification."""
+    """The process behind one notification (`pid` in the agent's PID
+    namespace), from its status, read once and parsed as far as asked."""
 
-    pid: int  # in the agent's PID namespace
-    filters: int  # seccomp filters it runs under
-    ns_tid: str  # its number in its own PID namespace (what its /proc shows)
-    ns_tgid: str
-    umask: int
+    def __init__(self, pid: int, status: bytes) -> None:
+        self.pid = pid
+        self._status = status
+
+    @property
+    def ns_tid(self) -> str:
+        """Its number in its own PID namespace (what its /proc shows)."""
+        return _field(self._status, b"NSpid").split()[-1].decode()
+
+    @property
+    def ns_tgid(self) -> str:
+        return _field(self._status, b"NStgid").split()[-1].decode()
+
+    @property
+    def umask(self) -> int:
+        return int(_field(self._status, b"Umask"), 8)
 
 
 def _status(pid: int) -> bytes:
@@ -241,16 +252,6 @@ def _field(status: bytes, key: bytes) -> bytes:
     start = at + len(key) + 2
     end = status.find(b"\n", start)
     return status[start:end if end >= 0 else None].strip()
-
-
-def _task(pid: int, status: bytes) -> _Task:
-    return _Task(
-        pid,
-        int(_field(status, b"Seccomp_filters")),
-        _field(status, b"NSpid").split()[-1].decode(),
-        _field(status, b"NStgid").split()[-1].decode(),
-        int(_field(status, b"Umask"), 8),
-    )
 
 
 @dataclass(slots=True)
@@ -306,21 +307,47 @@ class _View:
             raise OSError(errno.ENOTDIR, "not a folder")
         return found
 
-    def resolve(self, path: str, *, follow: bool) -> _Found:
+    def resolve(self, path: str, *, follow: bool, existing: bool = False) -> _Found:
         """Resolve `path` (absolute, in the process's view) inside the
         process's root: by the kernel in one step where no link of /proc
-        and no missing file is met, else by `walk`."""
+        and no missing file is met, else by `walk`. With `existing`, a
+        missing file is an error (FileNotFoundError), not a place to make it."""
         if not path.startswith(("/proc", "/dev")):
             try:
                 fd = openat2(self.root, path, os.O_PATH | (0 if follow else os.O_NOFOLLOW))
+            except FileNotFoundError:
+                if existing and self._missing(path):
+                    raise
             except OSError:
-                pass  # a missing name, a link the kernel will not follow here: walked
+                pass  # a link the kernel will not follow here: walked
             else:
                 found = _fd_path(fd)
                 if found.startswith("/"):
                     return _Found(found.removesuffix(" (deleted)"), fd=fd)
                 os.close(fd)
         return self.walk(path, follow=follow)
+
+    def _missing(self, path: str) -> bool:
+        """Whether `path` surely names nothing: its folder is found without the
+        walk and holds no entry of that name (not even a dangling link, which
+        a walk would follow, maybe into /proc/self). Most failed opens are
+        programs probing for optional files."""
+        folder, _, name = path.rpartition("/")
+        if name in ("", ".", ".."):
+            return False
+        try:
+            parent = openat2(self.root, folder or "/", os.O_PATH | os.O_DIRECTORY)
+        except OSError:
+            return False
+        try:
+            os.lstat(name, dir_fd=parent)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(parent)
+        return False
 
     def walk(self, path: str, *, follow: bool) -> _Found:
         """Walk `path` one component at a time, inside the process's root,
@@ -429,6 +456,7 @@ class OpenGuard:
         self.refused = 0
         self.continued = 0  # bubblewrap's set-up calls, let through
         self._own: set[tuple[int, int]] = set()  # files the command made
+        self._page = ctypes.create_string_buffer(_PAGE)  # paths are read into it
 
     def start(self) -> None:
         self._thread.start()
@@ -493,7 +521,7 @@ class OpenGuard:
                 self.continued += 1
                 self._respond(_Resp(notif.id, 0, 0, _CONTINUE))
                 return
-            task = _task(notif.pid, status)
+            task = _Task(notif.pid, status)
         except (OSError, ValueError):
             # Gone (nothing then waits for the answer), or unreadable: refused.
             self._send(notif.id, _Reply(error=errno.EACCES))
@@ -547,7 +575,7 @@ class OpenGuard:
 
     def _decide(self, call: str, a: list[int], view: _View, notif_id: int) -> _Reply | None:
         """The answer to a guarded call; None when another thread will give it."""
-        mem = _Memory(view.task.pid)
+        mem = _Memory(view.task.pid, self._page)
         if call in ("open", "openat", "creat"):
             if call == "openat":
                 dirfd, where, flags, mode = _int(a[0]), mem.path(a[1]), _int(a[2]), a[3]
@@ -617,7 +645,7 @@ class OpenGuard:
     def _open(self, view: _View, path: str, flags: int, mode: int, notif_id: int) -> _Reply | None:
         cloexec = bool(flags & os.O_CLOEXEC)
         follow = not flags & os.O_NOFOLLOW
-        found = view.resolve(path, follow=follow)
+        found = view.resolve(path, follow=follow, existing=not flags & os.O_CREAT)
         try:
             if found.fd is None:
                 reply = self._create(view, found, flags, mode, cloexec)
@@ -689,7 +717,7 @@ class OpenGuard:
         return _Reply(fd=fd, cloexec=cloexec)
 
     def _link(self, view: _View, old: str, new: str, *, follow: bool) -> _Reply:
-        source = view.resolve(old, follow=follow)
+        source = view.resolve(old, follow=follow, existing=True)
         target = view.resolve(new, follow=False)
         try:
             if source.fd is None:
@@ -707,7 +735,7 @@ class OpenGuard:
             target.close()
 
     def _rename(self, view: _View, old: str, new: str, flags: int) -> _Reply:
-        source = view.resolve(old, follow=False)
+        source = view.resolve(old, follow=False, existing=True)
         target = view.resolve(new, follow=False)
         try:
             if source.fd is None:
@@ -761,10 +789,11 @@ def _int(value: int) -> int:
 
 
 class _Memory:
-    """Reads strings out of the process."""
+    """Reads strings out of the process (into `buffer`, a page, when given)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, buffer: ctypes.Array[ctypes.c_char] | None = None) -> None:
         self.pid = pid
+        self._buffer = buffer if buffer is not None else ctypes.create_string_buffer(_PAGE)
 
     def path(self, address: int, *, empty: bool = False) -> str:
         """The NUL-terminated path at `address` (at most PATH_MAX bytes)."""
@@ -786,7 +815,7 @@ class _Memory:
         return os.fsdecode(bytes(got))
 
     def _read(self, address: int, size: int) -> bytes:
-        buffer = ctypes.create_string_buffer(size)
+        buffer = self._buffer  # size never passes a page: reads stop at page ends
         local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
         remote = _IoVec(ctypes.c_void_p(address), size)
         got = _libc.process_vm_readv(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)

@@ -17,7 +17,7 @@ _CHILD = r"""
 import os, sys, time
 folder, action, name, content, rounds = sys.argv[1:6]
 rounds = int(rounds)
-end = time.monotonic() + 30
+end = time.monotonic() + 120  # the tool call starts the command: slow on a busy machine
 while not os.path.exists(os.path.join(folder, "started")):
     if time.monotonic() > end:
         raise SystemExit("the command never started")
@@ -57,7 +57,7 @@ class Person:
     def __exit__(self, *exc: object) -> None:
         assert self.process is not None
         try:
-            _, err = self.process.communicate(timeout=60)
+            _, err = self.process.communicate(timeout=180)
         finally:
             if self.process.poll() is None:
                 self.process.kill()
