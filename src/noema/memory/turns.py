@@ -41,6 +41,7 @@ class Flag(enum.IntFlag):
     ERROR = 16  # a tool result that reports a failure
     COMPACTED = 32  # folded into a save point
     OUTSIDE = 64  # holds words from outside the person: a stranger's event, a page, a mail
+    WAITING = 128  # a tool result whose call has not run: it waits for the person's answer away
 
 
 # The kind decides the role; keeping it in one table avoids a turn whose

@@ -275,7 +275,8 @@ def result_turn(call: Turn, result: ToolResult, cycle_id: int | None) -> NewTurn
         call_id=call.call_id,
         cycle_id=cycle_id,
         flags=(Flag.ERROR if result.is_error else Flag.NONE)
-        | (Flag.OUTSIDE if result.outside else Flag.NONE),
+        | (Flag.OUTSIDE if result.outside else Flag.NONE)
+        | (Flag.WAITING if result.waiting else Flag.NONE),
     )
 
 

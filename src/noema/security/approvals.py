@@ -196,7 +196,7 @@ class ApprovalGate:
 
         ticket = await away.post(request, ctx, run, number=asked.number,
                                  expires_at=asked.expires_at)
-        return ToolResult(waiting_text(request.tool, ticket))
+        return ToolResult(waiting_text(request.tool, ticket), waiting=True)
 
     def wrap_all(self, tools: Iterable[Tool]) -> list[Tool]:
         return [self.wrap(t) for t in tools]

@@ -67,6 +67,9 @@ class ToolResult:
     content: str
     is_error: bool = False
     outside: bool = False  # the content holds words from outside the person (a page, a mail)
+    # Not run yet: its question went to the person's channels (set by the
+    # approval gate), and what becomes of it comes later as an event.
+    waiting: bool = False
 
 
 Handler = Callable[..., Awaitable[str | ToolResult] | str | ToolResult]

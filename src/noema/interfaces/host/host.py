@@ -150,7 +150,7 @@ def turn_view(turn: Turn) -> TurnView:
     return TurnView(id=turn.id, ts=turn.ts, kind=turn.kind.value, content=turn.content,
                     tool_name=turn.tool_name, arguments=turn.arguments, channel=turn.channel,
                     sender=turn.sender, cycle_id=turn.cycle_id, error=turn.has(Flag.ERROR),
-                    call_id=turn.call_id)
+                    call_id=turn.call_id, waiting=turn.has(Flag.WAITING))
 
 
 def _decided(decision: Decision) -> Decided | None:

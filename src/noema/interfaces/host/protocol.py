@@ -134,6 +134,7 @@ class TurnView(_Message):
     cycle_id: int | None = None
     error: bool = False  # a tool result that reports a failure
     call_id: str | None = None  # pairs a tool call with its result
+    waiting: bool = False  # a tool result whose call waits for the person's answer away
 
 
 class SensorView(_Message):

@@ -24,6 +24,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "sender": turn.sender, "cycle_id": turn.cycle_id,
         "flags": [name for name, flag in _SHOWN_FLAGS.items() if turn.has(flag)],
         "error": turn.has(Flag.ERROR),
+        "waiting": turn.has(Flag.WAITING),
     }
     if turn.kind is TurnKind.ASSISTANT:
         data["html"] = markdown_html(turn.content)
