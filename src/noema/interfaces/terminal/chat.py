@@ -36,7 +36,7 @@ from ...providers.base import RetryWait
 from ..host.attach import AgentNotRunning, Attached, attach, lock_holder, socket_path
 from ..host.host import Host
 from ..host.protocol import Connection, Hello, ServerMessage, StatusView, Welcome
-from .client import HELP, HELP_KEYS, ChatClient, one_line
+from .client import HELP, HELP_KEYS, ChatClient, one_line, result_text
 from .input import (
     history_file,
     make_session,
@@ -108,8 +108,9 @@ class TerminalListener(AgentListener):
             self._end_stream()
 
     def on_tool_end(self, call: Turn, result: Turn) -> None:
-        mark = "✗" if result.has(Flag.ERROR) else "→"
-        self.write(f"    {mark} {one_line(result.content)}\n")
+        line, _ = result_text(result.content, error=result.has(Flag.ERROR),
+                              waiting=result.has(Flag.WAITING))
+        self.write(line + "\n")
 
     def on_cycle_end(self, cycle_id: int, outcome: str, error: str | None) -> None:
         self._end_stream()

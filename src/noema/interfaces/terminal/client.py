@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 
 from ...orchestrator.delivery import POOL_EVENT
 from ...security.approvals import shown_plainly
@@ -45,7 +48,7 @@ from ..host.protocol import (
     TurnStored,
     TurnView,
 )
-from .screen import Screen
+from .screen import Kind, Screen
 from .status_line import StatusBar
 from .status_text import format_status
 
@@ -73,6 +76,36 @@ def one_line(text: str, width: int = 100) -> str:
     """A text on one line of at most `width` characters (an ellipsis ends a cut one)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+# A call that has not run: its question went to the person's channels.
+WAITING_LINE = ("not run yet: waiting for your answer to the question asked away; its "
+                "outcome follows as an event from approvals")
+
+
+def result_text(content: str, *, error: bool, waiting: bool) -> tuple[str, Kind]:
+    """A tool's result as the terminal's one line under its call, and its style:
+    `→` it ran, `✗` it failed, `⏳` it waits for the person's answer away."""
+    if waiting:
+        return f"    ⏳ {WAITING_LINE}", "notice"
+    if error:
+        return f"    ✗ {one_line(content)}", "failed"
+    return f"    → {one_line(content)}", "result"
+
+
+def deadline_text(where: str, expires_at: float | None, now: float) -> str:
+    """Where a question was asked and when, unanswered, it is refused (the
+    machine's clock): "" for a question at the machine without a deadline."""
+    parts = []
+    if where:
+        parts.append(f"asked {where} while you were away: answer here or there, the first "
+                     "answer counts")
+    if expires_at is not None:
+        minutes = max(0, math.ceil((expires_at - now) / 60))
+        clock = datetime.fromtimestamp(expires_at).strftime("%H:%M")
+        parts.append(f"unanswered, it is refused at {clock}, "
+                     f"in {minutes} minute{'' if minutes == 1 else 's'}")
+    return "; ".join(parts)
 
 
 def call_text(tool: str | None, arguments: str | None, width: int) -> str:
@@ -182,9 +215,9 @@ class ChatClient:
     def _tool_finished(self, message: ToolFinished) -> None:
         if self.bar is not None:
             self.bar.activity = ""
-        mark = "✗" if message.result.error else "→"
-        self.screen.line(f"    {mark} {one_line(message.result.content)}",
-                         "failed" if message.result.error else "result")
+        result = message.result
+        self.screen.line(*result_text(result.content, error=result.error,
+                                      waiting=result.waiting))
 
     def _cycle_started(self, message: CycleStarted) -> None:
         self.busy = True
@@ -258,6 +291,9 @@ class ChatClient:
                      "⟨U+…⟩: read it with care")
         if asked.reason:
             text += f"\n  ({one_line(shown_plainly(asked.reason)[0], 200)})"
+        deadline = deadline_text(asked.where, asked.expires_at, time.time())
+        if deadline:
+            text += f"\n  ({deadline})"
         self.screen.line(text, "notice")
         if self.bar is not None:
             self.bar.approvals = len(self.approvals)
