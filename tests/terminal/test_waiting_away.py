@@ -28,7 +28,7 @@ async def test_a_waiting_result_reads_as_waiting_and_a_run_one_as_run(chat):  # 
                      result=turn("tool_result", "Alarm #1 set", tool_name="schedule_alarm",
                                  call_id="c2")))
     lines = chat.shown.splitlines()
-    assert lines[0].startswith("    ⏳ not run yet: waiting for your answer")
+    assert lines[0].startswith("    ◷ not run yet: waiting for your answer")
     assert "→" not in lines[0] and "Not run yet" not in lines[0]
     assert lines[1] == "    → Alarm #1 set"
 
@@ -46,7 +46,7 @@ def test_the_in_process_listener_marks_a_waiting_result_the_same():
     listener.on_tool_end(call, result(Flag.WAITING, WAITING))
     listener.on_tool_end(call, result(Flag.ERROR, "Error: the person declined"))
     first, second = out.getvalue().splitlines()
-    assert first.startswith("    ⏳ not run yet: waiting for your answer")
+    assert first.startswith("    ◷ not run yet: waiting for your answer")
     assert second == "    ✗ Error: the person declined"
 
 

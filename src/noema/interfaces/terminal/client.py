@@ -85,9 +85,9 @@ WAITING_LINE = ("not run yet: waiting for your answer to the question asked away
 
 def result_text(content: str, *, error: bool, waiting: bool) -> tuple[str, Kind]:
     """A tool's result as the terminal's one line under its call, and its style:
-    `→` it ran, `✗` it failed, `⏳` it waits for the person's answer away."""
+    `→` it ran, `✗` it failed, `◷` it waits for the person's answer away."""
     if waiting:
-        return f"    ⏳ {WAITING_LINE}", "notice"
+        return f"    ◷ {WAITING_LINE}", "notice"
     if error:
         return f"    ✗ {one_line(content)}", "failed"
     return f"    → {one_line(content)}", "result"

@@ -435,12 +435,24 @@ const chat = {
     return node;
   },
 
+  // A waiting result (its question went to the person's channels) is not
+  // done: the line keeps saying it waited; the outcome comes as its own turn.
   finishCall(node, turn) {
-    node.dataset.state = turn.error ? "failed" : "done";
-    node.classList.toggle("failed", !!turn.error);
-    node.querySelector(".outcome-mark").textContent = turn.error ? "✗" : "✓";
-    node.querySelector("summary").title = turn.error ? "failed" : "done";
-    node.appendChild(noema.el("p", "part", turn.error ? "Result (failed)" : "Result"));
+    const state = turn.waiting ? "waiting" : turn.error ? "failed" : "done";
+    node.dataset.state = state;
+    node.classList.toggle("failed", state === "failed");
+    node.classList.toggle("waiting", state === "waiting");
+    node.querySelector(".outcome-mark").textContent = {waiting: "◷", failed: "✗", done: "✓"}[state];
+    const summary = node.querySelector("summary");
+    summary.title = {
+      waiting: "not run yet: it waits for your answer to the question asked away; what " +
+        "becomes of it comes later as a turn of its own",
+      failed: "failed", done: "done"}[state];
+    if (state === "waiting") {
+      summary.appendChild(noema.el("span", "waits", "— not run yet, waiting for your answer"));
+    }
+    node.appendChild(noema.el("p", "part", {
+      waiting: "Result (not run yet)", failed: "Result (failed)", done: "Result"}[state]));
     node.appendChild(noema.el("pre", "result", turn.content));
     node.dataset.result = turn.id;
   },
