@@ -13,6 +13,7 @@ from .sqlite_files import (
     check_file,
     check_open,
     free_bytes,
+    open_small_store,
     opening,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "check_file",
     "check_open",
     "free_bytes",
+    "open_small_store",
     "opening",
     "private_file",
 ]

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..diskspace import free_bytes, full_message
+from ..privacy import private_file
 
 MIB = 1 << 20
 QUICK_CHECK_MAX_BYTES = 32 * MIB
@@ -145,6 +146,26 @@ def integrity_problems(conn: sqlite3.Connection) -> list[str]:
                 raise
             problems.append(f"the full-text index {name}: {exc}")
     return problems
+
+
+def open_small_store(path: Path | str, schema: str) -> sqlite3.Connection:
+    """A small state file (a channel's, the questions asked away) opened the
+    one way they all need: private, WAL, every commit synced, `schema`
+    applied, and read whole by `quick_check`, which costs little at their
+    size. Damage raises sqlite3.DatabaseError, with the connection closed."""
+    private_file(path)  # its -wal and -shm files take its mode
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")  # what was acknowledged survives power loss
+        conn.executescript(schema)
+        (verdict,) = conn.execute("PRAGMA quick_check").fetchone()
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 @contextmanager

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..privacy import private_file
+from ..health import open_small_store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,18 +82,7 @@ class AwayStore:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        private_file(path)  # its -wal and -shm files take its mode
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            (verdict,) = self._db.execute("PRAGMA quick_check").fetchone()
-            if verdict != "ok":
-                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
-        except BaseException:
-            self._db.close()
-            raise
+        self._db = open_small_store(path, _SCHEMA)
 
     def close(self) -> None:
         self._db.close()

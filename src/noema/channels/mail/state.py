@@ -21,13 +21,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ...health import open_small_store
 
 MESSAGES_KEPT = 50_000  # Message-IDs remembered for replays: years of an ordinary inbox
 _PRUNE_EVERY = 500  # insertions between trims of the record
@@ -107,22 +108,16 @@ class MailState:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn = open_small_store(path, SCHEMA)  # a taken mail survives power loss
         self._lock = threading.Lock()
         self._since_prune = 0
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")  # a taken mail survives power loss
-            self._conn.executescript(SCHEMA)
             # Older versions kept an address for ever once one mail there was approved;
             # a yes is for one mail now, so those grants are taken back.
             self._conn.execute("DELETE FROM known WHERE how = 'approved'")
             # The person's own addresses are read from the configuration each time, so an
             # address taken out of allow_from is not still known from an older start.
             self._conn.execute("DELETE FROM known WHERE how = 'allow_from'")
-            (verdict,) = self._conn.execute("PRAGMA quick_check").fetchone()
-            if verdict != "ok":
-                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
         except BaseException:
             self._conn.close()
             raise

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...health import private_file
+from ...health import open_small_store
 from .incoming import Incoming
 
 _SCHEMA = """
@@ -79,18 +79,7 @@ class TelegramState:
     def __init__(self, path: Path | str) -> None:
         self.path = path
         self.fresh = str(path) == ":memory:" or not Path(path).exists()  # nothing to resume
-        private_file(path)  # its -wal and -shm files take its mode
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            (verdict,) = self._db.execute("PRAGMA quick_check").fetchone()
-            if verdict != "ok":
-                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
-        except BaseException:
-            self._db.close()
-            raise
+        self._db = open_small_store(path, _SCHEMA)
 
     def close(self) -> None:
         self._db.close()
