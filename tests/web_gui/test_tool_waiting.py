@@ -1,8 +1,8 @@
 """A call whose question went to Telegram while no page watched: on the page
 opened afterwards its one-line tool log reads as waiting for the person's
 answer (never ✓), the same after a reload, on a laptop and on a phone; once
-the person allows it, the outcome comes as a turn of its own and the old line
-still tells what that call returned then. Real server and agent, the fake Bot
+the person answers, the line says what they answered (live and after a
+reload), and what the allowed call did is a turn of its own. Real server and agent, the fake Bot
 API, Debian's Chromium."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import WAIT, screenshot
-from .test_approval_away import TelegramAgent, asked_on_telegram
+from .test_approval_away import PERSON, TelegramAgent, asked_on_telegram
 
 
 @pytest.fixture
@@ -34,6 +34,12 @@ def expect_waiting(line) -> None:
     expect(line.locator("summary")).to_contain_text("schedule_alarm")
     expect(line.locator(".waits")).to_have_text("— not run yet, waiting for your answer")
     expect(line.locator("summary")).not_to_contain_text("✓")
+
+
+def expect_answered(line, state: str, mark: str, words: str) -> None:
+    expect(line).to_have_attribute("data-state", state)
+    expect(line.locator(".outcome-mark")).to_have_text(mark)
+    expect(line.locator(".waits")).to_have_text(words)
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800},
@@ -66,13 +72,39 @@ def test_a_call_asked_away_reads_as_waiting_before_and_after_a_reload(
         expect_waiting(line)
         screenshot(page, f"tool-waiting-reloaded-{viewport['width']}", full_page=False)
 
-        # The person allows it here: the outcome is a turn of its own below.
+        # The person allows it here: the line says so at once, and the outcome
+        # is a turn of its own below.
         page.locator("#approvals .approval button.allow").click()
+        expect_answered(line, "allowed", "✓", "— allowed later; its outcome is below")
         telegram_server.wait_for(lambda: agent.alarms() == ["call the plumber"], WAIT)
         expect(page.locator(".turn.assistant").last).to_contain_text(
             "The plumber alarm is set.")
-        expect_waiting(line)  # what the call returned then; the outcome says the rest
         screenshot(page, f"tool-waiting-outcome-{viewport['width']}", full_page=False)
+        page.reload()
+        line = page.locator(".turn.tool", has_text="schedule_alarm")
+        expect_answered(line, "allowed", "✓", "— allowed later; its outcome is below")
         assert not errors, f"the page's script failed: {errors}"
+    finally:
+        context.close()
+
+
+def test_a_call_refused_on_telegram_reads_as_refused_on_the_page(
+        browser, agent, telegram_server):
+    asked = asked_on_telegram(agent, telegram_server)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(WAIT * 1000)
+        page.goto(agent.address)
+        line = page.locator(".turn.tool", has_text="schedule_alarm")
+        expect_waiting(line)
+        telegram_server.inject_press(PERSON, PERSON, asked.message_id,
+                                     dict(asked.buttons)["Refuse"])
+        expect_answered(line, "refused", "✗", "— refused, not run")  # live, from the host
+        page.reload()
+        line = page.locator(".turn.tool", has_text="schedule_alarm")
+        expect_answered(line, "refused", "✗", "— refused, not run")
+        screenshot(page, "tool-waiting-refused-1280", full_page=False)
+        assert agent.alarms() == []
     finally:
         context.close()

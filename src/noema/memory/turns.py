@@ -42,6 +42,11 @@ class Flag(enum.IntFlag):
     COMPACTED = 32  # folded into a save point
     OUTSIDE = 64  # holds words from outside the person: a stranger's event, a page, a mail
     WAITING = 128  # a tool result whose call has not run: it waits for the person's answer away
+    # What the person later answered to a WAITING result's question (its
+    # outcome is an event of its own): allowed (so it ran), refused, or expired.
+    ALLOWED = 256
+    REFUSED = 512
+    EXPIRED = 1024
 
 
 # The kind decides the role; keeping it in one table avoids a turn whose

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 from ...logs import SHOWN
 from ...memory.session import StorageFull
-from ...memory.turns import Flag, Turn
+from ...memory.turns import Flag, Turn, TurnKind
 from ...orchestrator.agent import AgentListener
 from ...orchestrator.context import RequestShape
 from ...orchestrator.decisions import (
@@ -71,6 +71,7 @@ from ...orchestrator.decisions import (
 from ...perception.treatments import UnknownChannel
 from ...providers.base import RetryWait
 from ...security.approvals import ApprovalRequest, AskAway
+from ...security.away import RESTART, TIMEOUT
 from ...tools.errors import ToolError
 from .attach import AgentNotRunning, connect_socket, unix_address
 from .protocol import (
@@ -150,7 +151,17 @@ def turn_view(turn: Turn) -> TurnView:
     return TurnView(id=turn.id, ts=turn.ts, kind=turn.kind.value, content=turn.content,
                     tool_name=turn.tool_name, arguments=turn.arguments, channel=turn.channel,
                     sender=turn.sender, cycle_id=turn.cycle_id, error=turn.has(Flag.ERROR),
-                    call_id=turn.call_id, waiting=turn.has(Flag.WAITING))
+                    call_id=turn.call_id, waiting=turn.has(Flag.WAITING),
+                    answered=answered(turn))
+
+
+def answered(turn: Turn) -> str | None:
+    """What the person answered to a waiting result's question, once they did."""
+    for name, flag in (("allowed", Flag.ALLOWED), ("refused", Flag.REFUSED),
+                       ("expired", Flag.EXPIRED)):
+        if turn.has(flag):
+            return name
+    return None
 
 
 def _decided(decision: Decision) -> Decided | None:
@@ -650,17 +661,37 @@ class Host(AgentListener):
             answer.set_result((False, _UNWATCHED))
 
     def away_settled(self, number: int, allowed: bool, by: str) -> None:
-        self._settle(number, allowed, by)
+        self._settle(number, allowed, by, self._mark_answered(number, allowed, by))
+
+    def _mark_answered(self, number: int, allowed: bool, by: str) -> str | None:
+        """Flag the waiting result of a question asked away with its answer, so
+        the chats' line for that call says it, also after a reload; its call_id."""
+        app = self._app
+        question = app.away.store.get(number) if app is not None and app.away else None
+        if app is None or question is None or not question.call_id:
+            return None
+        flag = (Flag.ALLOWED if allowed else
+                Flag.EXPIRED if by in (TIMEOUT, RESTART) else Flag.REFUSED)
+        ids = [t.id for t in app.session.turns if t.kind is TurnKind.TOOL_RESULT
+               and t.call_id == question.call_id and t.has(Flag.WAITING)]
+        try:
+            if ids:
+                app.session.mark(ids, flag)
+        except StorageFull as exc:  # only the line's mark is lost: the answer stands
+            log.warning("the answer to approval %d could not be marked on its call: %s",
+                        number, exc)
+        return question.call_id
 
     def _approval_timeout(self) -> float:
         if self._app is None:
             return APPROVAL_TIMEOUT
         return self._app.config.autonomy.approval_timeout_s
 
-    def _settle(self, number: int, allowed: bool, by: str) -> None:
+    def _settle(self, number: int, allowed: bool, by: str, call_id: str | None = None) -> None:
         """Tell every client how an approval ended (once: the first word stands)."""
         if self._approvals.pop(number, None) is not None:
-            self._broadcast_now(ApprovalSettled(approval=number, allowed=allowed, by=by))
+            self._broadcast_now(ApprovalSettled(approval=number, allowed=allowed, by=by,
+                                                call_id=call_id))
 
     def _answer(self, client: _Client, answer: Answer) -> None:
         approval = self._approvals.get(answer.approval)

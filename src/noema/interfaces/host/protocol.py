@@ -135,6 +135,7 @@ class TurnView(_Message):
     error: bool = False  # a tool result that reports a failure
     call_id: str | None = None  # pairs a tool call with its result
     waiting: bool = False  # a tool result whose call waits for the person's answer away
+    answered: str | None = None  # for a waiting one later answered: allowed, refused, expired
 
 
 class SensorView(_Message):
@@ -313,6 +314,9 @@ class ApprovalSettled(_Broadcast):
     approval: int
     allowed: bool
     by: str = ""  # which client answered, or "timeout", "stopped"
+    # For a question asked away, the call whose waiting result now carries
+    # the answer (TurnView.answered).
+    call_id: str | None = None
 
 
 class Status(_Broadcast):

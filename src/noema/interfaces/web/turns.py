@@ -8,6 +8,7 @@ from typing import Any
 from ...memory.store import TurnStore
 from ...memory.turns import Flag, Turn, TurnKind
 from ..host.deliveries import delivery_json
+from ..host.host import answered
 from .render import markdown_html
 
 _SHOWN_FLAGS = {"discarded": Flag.DISCARDED, "interrupted": Flag.INTERRUPTED,
@@ -25,6 +26,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "flags": [name for name, flag in _SHOWN_FLAGS.items() if turn.has(flag)],
         "error": turn.has(Flag.ERROR),
         "waiting": turn.has(Flag.WAITING),
+        "answered": answered(turn),
     }
     if turn.kind is TurnKind.ASSISTANT:
         data["html"] = markdown_html(turn.content)

@@ -313,6 +313,7 @@ const chat = {
         break;
       case "approval_settled":
         chat.settleApproval(message);
+        chat.answerCall(message);
         break;
       case "notice":
         chat.line("notice", message.text);
@@ -436,25 +437,49 @@ const chat = {
   },
 
   // A waiting result (its question went to the person's channels) is not
-  // done: the line keeps saying it waited; the outcome comes as its own turn.
+  // done: its line says it waits, then what the person answered; what the
+  // call did once allowed comes as a turn of its own.
   finishCall(node, turn) {
-    const state = turn.waiting ? "waiting" : turn.error ? "failed" : "done";
-    node.dataset.state = state;
-    node.classList.toggle("failed", state === "failed");
-    node.classList.toggle("waiting", state === "waiting");
-    node.querySelector(".outcome-mark").textContent = {waiting: "◷", failed: "✗", done: "✓"}[state];
-    const summary = node.querySelector("summary");
-    summary.title = {
-      waiting: "not run yet: it waits for your answer to the question asked away; what " +
-        "becomes of it comes later as a turn of its own",
-      failed: "failed", done: "done"}[state];
-    if (state === "waiting") {
-      summary.appendChild(noema.el("span", "waits", "— not run yet, waiting for your answer"));
-    }
-    node.appendChild(noema.el("p", "part", {
-      waiting: "Result (not run yet)", failed: "Result (failed)", done: "Result"}[state]));
+    node.appendChild(noema.el("p", "part", turn.waiting ? "Result (not run yet)"
+      : turn.error ? "Result (failed)" : "Result"));
     node.appendChild(noema.el("pre", "result", turn.content));
     node.dataset.result = turn.id;
+    chat.markCall(node, turn.waiting ? (turn.answered || "waiting")
+      : turn.error ? "failed" : "done");
+  },
+
+  CALL_STATES: {
+    done: ["✓", "done", ""],
+    failed: ["✗", "failed", ""],
+    waiting: ["◷", "not run yet: it waits for your answer to the question asked away",
+              "— not run yet, waiting for your answer"],
+    allowed: ["✓", "asked away and allowed later; what it did is a turn of its own, below",
+              "— allowed later; its outcome is below"],
+    refused: ["✗", "asked away and refused: it never ran", "— refused, not run"],
+    expired: ["✗", "asked away, unanswered in time: it never ran",
+              "— expired unanswered, not run"],
+  },
+
+  markCall(node, state) {
+    const [mark, title, words] = chat.CALL_STATES[state];
+    node.dataset.state = state;
+    node.classList.toggle("failed", mark === "✗");
+    node.classList.toggle("waiting", state === "waiting");
+    node.querySelector(".outcome-mark").textContent = mark;
+    const summary = node.querySelector("summary");
+    summary.title = title;
+    summary.querySelector(".waits")?.remove();
+    if (words) summary.appendChild(noema.el("span", "waits", words));
+  },
+
+  // The person answered a question asked away: its call's line says so now
+  // (the stored result got the same answer, so a reload reads the same).
+  answerCall(message) {
+    const node = message.call_id &&
+      (chat.calls.get(message.call_id) || chat.orphans.get(message.call_id)?.node);
+    if (!node || node.dataset.state !== "waiting") return;
+    chat.markCall(node, message.allowed ? "allowed"
+      : message.by === "timeout" || message.by === "restart" ? "expired" : "refused");
   },
 
   el(tag, className) {
