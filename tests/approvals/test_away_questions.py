@@ -157,9 +157,13 @@ async def test_a_restart_expires_what_waited_and_never_runs_a_cut_call_again(tmp
     store = AwayStore(path)
     telegram_again = Channel("telegram")
     again = away_over(store, telegram_again)
+    shown = Shown()
+    again.listeners.append(shown)  # an interface bound before the start
     run = Runs()
     try:
         await again.start()
+        # The chats' line of the call that waited says it expired; the cut call had its answer.
+        assert shown.events == [("settled", 1, False, "restart")]
         await drained(again)
         first, second = store.outcomes_after(0)
         assert (first.number, first.state, first.by) == (1, "expired", "restart")

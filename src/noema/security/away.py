@@ -203,6 +203,8 @@ class AwayApprovals:
                 self._background(self._close_on(question, "The agent restarted before an "
                                                           "answer came: it expired, and "
                                                           "nothing was run."))
+                for listener in self.listeners:  # the call's line in the chats says so
+                    listener.away_settled(question.number, False, RESTART)
             else:  # allowed, or running: it may have had part of its effect
                 self.store.move(question.number, "failed", outcome=_cut_short(question))
         self._new.set()
