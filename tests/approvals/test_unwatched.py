@@ -175,3 +175,66 @@ async def test_a_host_that_stops_during_the_grace_sends_nothing_away(tmp_path, s
                    for text in seen_by_model(app))
     finally:
         await app.aclose()
+
+
+async def test_a_question_asked_while_the_page_reloads_waits_for_it(tmp_path, server):
+    """The page left a moment before the agent asked (a reload): the question
+    is asked here as if it were there, and the page back within the grace
+    answers it; nothing goes to Telegram."""
+    grace = 3.0
+    host = Host("ana", watchers_grace=grace)
+    app = telegram_app(tmp_path / "home", server, [say("", ALARM), say("The alarm is set.")],
+                       listener=host)
+    host.bind(app)
+    await app.start()
+    await host.serve(socket_path(app.paths))
+    try:
+        page = await attach(app.paths, client="web")
+        before = host._seq
+        await page.connection.aclose()  # the reload's leave
+        await until(lambda: host.clients == 0, "the page gone")
+        server.inject_text(PERSON, PLUMBER)
+        await until(lambda: host._approvals, "the question asked")
+        reloaded = await attach(app.paths, client="web", since=before)
+        shown = (await read_until(reloaded, lambda m: isinstance(m, ApprovalAsked)))[-1]
+        assert shown.where == ""  # asked here, not away
+        await asyncio.sleep(grace + 1.0)  # past the grace: the page is back, so it stays
+        assert buttons_sent(server) == 0
+        assert app.away.store.get(shown.approval) is None
+        await reloaded.connection.send(Answer(approval=shown.approval, allow=True))
+        settled = (await read_until(reloaded, lambda m: isinstance(m, ApprovalSettled)))[-1]
+        assert (settled.approval, settled.allowed, settled.by) == (shown.approval, True, "web")
+        await until(lambda: [s.reason for s in app.schedules.active()] == ["call the plumber"],
+                    "the alarm set")
+        await reloaded.connection.aclose()
+    finally:
+        try:
+            await host.aclose()
+        finally:
+            await app.aclose()
+
+
+async def test_a_question_asked_just_after_the_page_left_goes_away_if_it_does_not_return(
+        tmp_path, server):
+    host = Host("ana", watchers_grace=1.0)
+    app = telegram_app(tmp_path / "home", server,
+                       [say("", ALARM), say("Asked on Telegram.")], listener=host)
+    host.bind(app)
+    await app.start()
+    await host.serve(socket_path(app.paths))
+    try:
+        page = await attach(app.paths, client="web")
+        await page.connection.aclose()
+        await until(lambda: host.clients == 0, "the page gone")
+        server.inject_text(PERSON, PLUMBER)
+        asked = await question(server)  # after the grace, on Telegram
+        assert "call the plumber" in asked.plain
+        await until(lambda: any("asked on Telegram" in text and "Not run yet" in text
+                                for text in seen_by_model(app)), "the waiting result")
+        await app.agent.idle()
+        assert app.schedules.active() == []
+    finally:
+        try:
+            await host.aclose()
+        finally:
+            await app.aclose()

@@ -314,6 +314,7 @@ class Host(AgentListener):
         self._approvals: dict[int, _Approval] = {}
         self._approval_numbers = itertools.count(1)
         self._unwatched: asyncio.TimerHandle | None = None  # the grace before questions go away
+        self._last_watcher_left: float | None = None  # monotonic; a reload is a leave and a return
         self._cycle: int | None = None
         self._last_error: str | None = None
         self._sensor_crashes: dict[str, float] = {}  # channel → when it may run again
@@ -439,6 +440,8 @@ class Host(AgentListener):
         if client.attached:
             client.attached = False
             log.info("interface %s detached", client.label)
+            if client.watching and not self._watched():
+                self._last_watcher_left = time.monotonic()
             self._watchers_changed()
 
     async def _converse(self, client: _Client,
@@ -586,7 +589,7 @@ class Host(AgentListener):
         """The agent's approver: the first answer from any attached interface.
         Raises AskAway when nobody watches, or when every watcher left while
         it waited (then as this very question: its number and expiry)."""
-        if not self._watched():
+        if not self._watched() and not self._just_left():
             if self._app is None:
                 raise ToolError(f"{request.tool} needs the person's approval, but the agent "
                                 "is not ready to ask, so it was not run.")
@@ -600,6 +603,7 @@ class Host(AgentListener):
         self._broadcast_now(asked)
         approval = _Approval(self._backlog[-1], asyncio.get_running_loop().create_future())
         self._approvals[number] = approval
+        self._watchers_changed()  # asked as the last watcher left: its grace starts now
         allowed, by = False, "stopped"  # unless an answer or the clock says otherwise
         try:
             allowed, by = await asyncio.wait_for(approval.answer, timeout)
@@ -634,6 +638,13 @@ class Host(AgentListener):
     def _watched(self) -> bool:
         """Whether an attached interface shows what the agent does (so can be asked)."""
         return any(c.attached and c.watching for c in self._clients.values())
+
+    def _just_left(self) -> bool:
+        """Whether the last watcher left within the grace: a page reloading is
+        asked as if it were there, and the question goes away only if nobody
+        comes back in time."""
+        left = self._last_watcher_left
+        return left is not None and time.monotonic() - left < self.watchers_grace
 
     def _watchers_changed(self) -> None:
         """Start the grace after which the questions waiting here, unwatched,
