@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from noema.app import App, build_app
+from noema.interfaces.host.attach import socket_path
+from noema.interfaces.host.host import Host
 from noema.config import validate
 from noema.orchestrator.agent import AgentListener
 from noema.paths import AgentPaths
@@ -46,6 +49,25 @@ def telegram_app(home: Path, server: FakeTelegramServer, script: list[ScriptedRe
     if listener is None:
         app.attach_approver(app.ask_away)
     return app
+
+
+@asynccontextmanager
+async def hosted(home: Path, server: FakeTelegramServer, script: list[ScriptedResponse],
+                 **host_options) -> AsyncIterator[tuple[Host, App]]:
+    """The agent on the fake Telegram, served by its host on its unix socket
+    as `noema run` serves it; closed host first, then the agent."""
+    host = Host("ana", **host_options)
+    app = telegram_app(home, server, script, listener=host)
+    host.bind(app)
+    await app.start()
+    await host.serve(socket_path(app.paths))
+    try:
+        yield host, app
+    finally:
+        try:
+            await host.aclose()
+        finally:
+            await app.aclose()
 
 
 def seen_by_model(app: App) -> list[str]:

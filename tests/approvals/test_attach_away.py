@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 
-from noema.interfaces.host.attach import attach, socket_path
+from noema.interfaces.host.attach import attach
 from noema.interfaces.host.host import Host
 from noema.interfaces.host.protocol import (Answer, ApprovalAsked, ApprovalSettled, Hello, Notice,
                                             Welcome)
 from noema.providers.scripted import call, say
 
-from .conftest import PERSON, question, seen_by_model, telegram_app, until
+from .conftest import PERSON, hosted, question, seen_by_model, telegram_app, until
 
 ALARM = call("schedule_alarm", reason="call the plumber", when="in 3 hours")
 
@@ -36,13 +36,9 @@ async def read_until(attached, done, wait: float = 30.0) -> list:
 async def test_a_page_that_attaches_sees_the_question_and_its_answer_settles_telegram(
         tmp_path, server):
     home = tmp_path / "home"
-    host = Host("ana")
-    app = telegram_app(home, server, [say("", ALARM), say("Asked on Telegram."),
-                                      say("The plumber alarm is set.")], listener=host)
-    host.bind(app)  # no interface attached yet: the host asks away
-    await app.start()
-    await host.serve(socket_path(app.paths))
-    try:
+    # No interface is attached yet: the host asks away.
+    script = [say("", ALARM), say("Asked on Telegram."), say("The plumber alarm is set.")]
+    async with hosted(home, server, script) as (host, app):
         server.inject_text(PERSON, "remind me to call the plumber in three hours")
         asked = await question(server)
         await until(lambda: app.away.is_waiting(1), "the question waiting")
@@ -75,11 +71,6 @@ async def test_a_page_that_attaches_sees_the_question_and_its_answer_settles_tel
         assert len(app.schedules.active()) == 1
         await web.connection.aclose()
         await chat.connection.aclose()
-    finally:
-        try:
-            await host.aclose()
-        finally:
-            await app.aclose()
 
 
 async def test_a_connection_that_only_sends_requests_is_not_someone_to_ask(tmp_path, server):

@@ -14,7 +14,7 @@ from noema.interfaces.host.host import WATCHERS_GRACE, Host
 from noema.interfaces.host.protocol import Answer, ApprovalAsked, ApprovalSettled
 from noema.providers.scripted import say
 
-from .conftest import PERSON, question, seen_by_model, telegram_app, until
+from .conftest import PERSON, hosted, question, seen_by_model, telegram_app, until
 from .test_attach_away import ALARM, read_until
 
 PLUMBER = "remind me to call the plumber in three hours"
@@ -30,14 +30,8 @@ def test_the_grace_is_a_few_seconds():
 
 
 async def test_a_question_whose_watchers_left_goes_to_telegram_as_itself(tmp_path, server):
-    host = Host("ana", watchers_grace=1.0)
-    app = telegram_app(tmp_path / "home", server,
-                       [say("", ALARM), say("Asked on Telegram."), say("The alarm is set.")],
-                       listener=host)
-    host.bind(app)
-    await app.start()
-    await host.serve(socket_path(app.paths))
-    try:
+    script = [say("", ALARM), say("Asked on Telegram."), say("The alarm is set.")]
+    async with hosted(tmp_path / "home", server, script, watchers_grace=1.0) as (host, app):
         chat = await attach(app.paths, client="chat")
         server.inject_text(PERSON, PLUMBER)
         inline = (await read_until(chat, lambda m: isinstance(m, ApprovalAsked)))[-1]
@@ -82,22 +76,12 @@ async def test_a_question_whose_watchers_left_goes_to_telegram_as_itself(tmp_pat
         await until(lambda: any(f"Approval {inline.approval}" in text and "ran" in text
                                 for text in seen_by_model(app)), "the outcome's cycle")
         await again.connection.aclose()
-    finally:
-        try:
-            await host.aclose()
-        finally:
-            await app.aclose()
 
 
 async def test_a_watcher_back_within_the_grace_keeps_the_question_here(tmp_path, server):
     grace = 3.0
-    host = Host("ana", watchers_grace=grace)
-    app = telegram_app(tmp_path / "home", server, [say("", ALARM), say("The alarm is set.")],
-                       listener=host)
-    host.bind(app)
-    await app.start()
-    await host.serve(socket_path(app.paths))
-    try:
+    script = [say("", ALARM), say("The alarm is set.")]
+    async with hosted(tmp_path / "home", server, script, watchers_grace=grace) as (host, app):
         page = await attach(app.paths, client="web")
         server.inject_text(PERSON, PLUMBER)
         inline = (await read_until(page, lambda m: isinstance(m, ApprovalAsked)))[-1]
@@ -116,11 +100,6 @@ async def test_a_watcher_back_within_the_grace_keeps_the_question_here(tmp_path,
         await app.agent.idle()
         assert buttons_sent(server) == 0
         await reloaded.connection.aclose()
-    finally:
-        try:
-            await host.aclose()
-        finally:
-            await app.aclose()
 
 
 async def test_a_question_left_unwatched_with_no_channel_to_ask_stays_here(tmp_path, server):
@@ -182,13 +161,8 @@ async def test_a_question_asked_while_the_page_reloads_waits_for_it(tmp_path, se
     is asked here as if it were there, and the page back within the grace
     answers it; nothing goes to Telegram."""
     grace = 3.0
-    host = Host("ana", watchers_grace=grace)
-    app = telegram_app(tmp_path / "home", server, [say("", ALARM), say("The alarm is set.")],
-                       listener=host)
-    host.bind(app)
-    await app.start()
-    await host.serve(socket_path(app.paths))
-    try:
+    script = [say("", ALARM), say("The alarm is set.")]
+    async with hosted(tmp_path / "home", server, script, watchers_grace=grace) as (host, app):
         page = await attach(app.paths, client="web")
         before = host._seq
         await page.connection.aclose()  # the reload's leave
@@ -207,22 +181,12 @@ async def test_a_question_asked_while_the_page_reloads_waits_for_it(tmp_path, se
         await until(lambda: [s.reason for s in app.schedules.active()] == ["call the plumber"],
                     "the alarm set")
         await reloaded.connection.aclose()
-    finally:
-        try:
-            await host.aclose()
-        finally:
-            await app.aclose()
 
 
 async def test_a_question_asked_just_after_the_page_left_goes_away_if_it_does_not_return(
         tmp_path, server):
-    host = Host("ana", watchers_grace=1.0)
-    app = telegram_app(tmp_path / "home", server,
-                       [say("", ALARM), say("Asked on Telegram.")], listener=host)
-    host.bind(app)
-    await app.start()
-    await host.serve(socket_path(app.paths))
-    try:
+    script = [say("", ALARM), say("Asked on Telegram.")]
+    async with hosted(tmp_path / "home", server, script, watchers_grace=1.0) as (host, app):
         page = await attach(app.paths, client="web")
         await page.connection.aclose()
         await until(lambda: host.clients == 0, "the page gone")
@@ -233,8 +197,3 @@ async def test_a_question_asked_just_after_the_page_left_goes_away_if_it_does_no
                                 for text in seen_by_model(app)), "the waiting result")
         await app.agent.idle()
         assert app.schedules.active() == []
-    finally:
-        try:
-            await host.aclose()
-        finally:
-            await app.aclose()
