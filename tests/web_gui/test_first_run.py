@@ -115,6 +115,7 @@ def test_the_first_run_form_sets_up_a_served_model_and_the_agent_starts(browser,
         expect(state).to_contain_text("Saved: [models.reasoning]")
         expect(state).to_contain_text("The agent has started here with this model")
         expect(page.get_by_label("API key")).to_have_value("")  # not kept in the page
+        expect(page.locator("#first-run-state")).to_have_text("model ready")  # the header too
         screenshot(page, f"first-run-saved-{size}", full_page=False)
 
         written = tomllib.loads(paths.config_file.read_text())

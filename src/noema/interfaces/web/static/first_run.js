@@ -143,6 +143,8 @@ const setup = {
     setup.state(`${body.text} ${body.next}`);
     document.getElementById("setup-open").hidden = !body.started;
     if (body.started) {
+      const state = document.getElementById("first-run-state");
+      if (state) state.textContent = "model ready";  // the header said "no model yet"
       for (const node of document.querySelectorAll("#setup input, #setup select, #setup button")) {
         node.disabled = true;
       }
