@@ -28,7 +28,7 @@ NOW = datetime(2026, 3, 26, 12, 0, tzinfo=MADRID)  # a Thursday, noon
 
 @pytest.mark.parametrize("moment, said", [
     (0.0, "in less than a second"), (0.4, "in less than a second"),
-    (-0.4, "less than a second ago"), (1.0, "in 1 s"), (0.9999997, "in 1.0 s"),
+    (-0.4, "less than a second ago"), (1.0, "in 1 s"), (0.9999997, "in 1 s"), (1.25, "in 1.2 s"),
     (-75, "1 min 15 s ago"),
     (3600, "in 1 h"),
 ])

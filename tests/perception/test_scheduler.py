@@ -475,7 +475,7 @@ async def test_the_demo_chapter_sets_a_reminder_in_spanish_and_fires_it(tmp_path
     out = io.StringIO()
     await chapter_reminders(AgentPaths.for_agent("demo", tmp_path).ensure(), DemoPrinter(out), 0)
     text = out.getvalue()
-    assert "Alarm #1 set for" in text and "in 1.0 s" in text
+    assert "Alarm #1 set for" in text and "in 1 s:" in text
     assert "Alarm #2 set for" in text and "09:00 CET (UTC+01:00)" in text
     assert "Schedule #2 cancelled" in text
     assert "the model read: …Alarm #1" in text and "Sacar la ropa de la lavadora" in text

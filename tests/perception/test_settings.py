@@ -89,7 +89,7 @@ def test_bad_durations_are_refused(bad):
 
 
 @pytest.mark.parametrize("seconds, text", [
-    (4.5, "4.5 s"), (45, "45 s"), (60, "1 min"), (309, "5 min 09 s"), (3600, "1 h"),
+    (4.5, "4.5 s"), (0.99999, "1 s"), (9.96, "10 s"), (45, "45 s"), (59.97, "1 min"), (60, "1 min"), (309, "5 min 09 s"), (3600, "1 h"),
     (15120, "4 h 12 min"), (93600, "1 d 2 h"),
 ])
 def test_durations_are_written_briefly(seconds, text):

@@ -42,9 +42,12 @@ def parse_duration(value: str | float | int) -> float:
 def format_duration(seconds: float) -> str:
     """A short human duration: "45 s", "5 min 09 s", "4 h 12 min", "3 d 2 h"."""
     seconds = max(0.0, seconds)
-    if seconds < 60:
-        exact = seconds >= 10 or seconds == int(seconds)
-        return f"{seconds:.0f} s" if exact else f"{seconds:.1f} s"
+    if seconds < 59.95:
+        # Decided on the tenths shown, so that a second computed a hair short
+        # reads "1 s" like the exact one.
+        tenths = round(seconds, 1)
+        exact = tenths >= 10 or tenths == int(tenths)
+        return f"{seconds:.0f} s" if exact else f"{tenths:.1f} s"
     whole = round(seconds)
     days, rest = divmod(whole, 86400)
     hours, rest = divmod(rest, 3600)

@@ -15,7 +15,7 @@ from .store import Kind, Schedule
 def from_now(moment: float, now: float) -> str:
     """ "in 5 min", "5 min ago": never "in 0 s" for what is due this very moment.
     (Half a second is the bound: a delay of one second computed in floating
-    point may be a hair under it, and is still "in 1.0 s".)"""
+    point may be a hair under it, and is still "in 1 s".)"""
     if abs(moment - now) < 0.5:
         return "in less than a second" if moment >= now else "less than a second ago"
     if moment > now:
