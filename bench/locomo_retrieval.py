@@ -1,6 +1,6 @@
 """Retrieval quality of `search_full_history` on LoCoMo-format conversations.
 
-    .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...] [--baseline REV] [--study] [--meaning]
+    .venv/bin/python bench/locomo_retrieval.py PATH [PATH ...] [--baseline REV] [--study] [--meaning] [--misses]
     .venv/bin/python bench/locomo_retrieval.py --smoke
 
 PATH is a LoCoMo JSON file (a list of samples, each with `conversation` and
@@ -24,6 +24,15 @@ choice beats switching it off on conversations it was not chosen on.
 `--meaning` embeds every turn with the shipped model (in this process) and
 measures the rerank of the keyword top 100 at keyword shares 0.9 to 0.5,
 with the share chosen by leaving one conversation out.
+
+`--misses` says, per category, why each evidence turn missing from the top
+ten of the search (with the rerank at its shipped share under `--meaning`)
+was missed: by what it shares with the question as the index reads both (a
+word of the question that is neither a name nor a stop word; else a word
+of the question and one of the turn beginning with the same four letters, a
+form the stemmer did not join; else only a name; else nothing but stop
+words), against where it ended (below the hundred best by keywords, ranked
+11 to 100, or in the keyword top ten and pushed out by the rerank).
 
 No model is called and nothing is downloaded. The script prints figures and
 asserts nothing. `--smoke` runs on a small made-up conversation in the same
@@ -61,8 +70,9 @@ from locomo_cv import (  # noqa: E402
     study_plans,
 )
 
+from noema.memory.queries import STOP_WORDS, names_in  # noqa: E402
 from noema.memory.search import HistorySearch, SearchTuning, plain_expression  # noqa: E402
-from noema.memory.store import TurnStore  # noqa: E402
+from noema.memory.store import TurnStore, searchable_text  # noqa: E402
 from noema.memory.turns import NewTurn, TurnKind  # noqa: E402
 
 MAIN_CATEGORIES = (1, 2, 3, 4)
@@ -238,7 +248,7 @@ def report(name: str, by_conversation: dict[str, list[Outcome]], times: list[flo
         print(f"  query time: median {statistics.median(ms) * 1000:.2f} ms, p95 {p95 * 1000:.2f} ms")
 
 
-def run(paths: list[Path], baseline: str, study: bool, meaning: bool = False) -> None:
+def run(paths: list[Path], baseline: str, study: bool, meaning: bool = False, misses: bool = False) -> None:
     samples = load_samples(paths)
     with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
         plans: dict[str, Callable[[TurnStore], object]] = {"search_full_history": HistorySearch}
@@ -278,6 +288,17 @@ def run(paths: list[Path], baseline: str, study: bool, meaning: bool = False) ->
         print(conversation_table(results, ["search_full_history", *meaning_plans(embedder, False)]))
         print(meaning_study(results, "search_full_history"))
         print(f"(embedding took {embedder.seconds:.0f} s of CPU in all)")
+    if misses:
+        probe: Callable[[TurnStore], HistorySearch] = RankProbe
+        if embedder is not None:
+            from locomo_cv import embed_turns
+
+            from noema.memory.embeddings import Meaning
+
+            def probe(store: TurnStore, embedder: CachedEmbedder = embedder) -> HistorySearch:
+                embed_turns(store, embedder)
+                return RankProbe(store, meaning=Meaning(store, embedder))
+        print_misses(count_misses(samples, probe))
     if study:
         print("\nEach constant of SearchTuning: the value chosen on four conversations, reported on"
               " the fifth, every way round, against the current value (recall@10, categories 1-4;"
@@ -285,6 +306,80 @@ def run(paths: list[Path], baseline: str, study: bool, meaning: bool = False) ->
         results["current"] = results["search_full_history"]
         for constant, names in choices.items():
             print(study_line(results, constant, names, "current"))
+
+
+# -- why evidence is missed ------------------------------------------------------
+
+MISS_WORDS = ("a content word", "a variant form", "only a name", "nothing")
+MISS_STAGES = ("below the 100 best by keywords", "ranked 11-100", "keyword top 10, out after the rerank")
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+class RankProbe(HistorySearch):
+    """The search, keeping the order its keyword ranking gave before any rerank."""
+
+    def _refine(self, scored, query):  # type: ignore[no-untyped-def]
+        ranked = super()._refine(scored, query)
+        self.by_words = [turn_id for turn_id, *_ in ranked]
+        return ranked
+
+
+def shared_words(search: HistorySearch, question: str, text: str) -> str:
+    """What a turn's indexed text shares with the question, as the index reads
+    both (one of MISS_WORDS)."""
+    named = names_in(question)
+    asked = [w for w in _TOKEN.findall(question) if w.lower() not in STOP_WORDS and len(w) > 1]
+    content = {s for w in asked if w.casefold() not in named for s in search._stems(w)}
+    names = {s for w in asked if w.casefold() in named for s in search._stems(w)}
+    words = {w.lower() for w in _TOKEN.findall(text)}
+    stems = {s for w in words for s in search._stems(w)}
+    if stems & content:
+        return MISS_WORDS[0]
+    heads = {w.lower()[:4] for w in asked if len(w) >= 4 and w.casefold() not in named}
+    if any(len(w) >= 4 and w[:4] in heads for w in words):
+        return MISS_WORDS[1]
+    if stems & names:
+        return MISS_WORDS[2]
+    return MISS_WORDS[3]
+
+
+def count_misses(samples: list[dict], make: Callable[[TurnStore], HistorySearch]) -> dict[int, dict]:
+    """For each category, (what the turn shares, where it ended) -> missed evidence turns."""
+    misses: dict[int, dict] = defaultdict(lambda: defaultdict(int))
+    for sample in samples:
+        store = TurnStore(":memory:")
+        dialogue_of = load_conversation(store, sample["conversation"])
+        turn_of = {dialogue: turn_id for turn_id, dialogue in dialogue_of.items()}
+        search = make(store)
+        for qa in sample["qa"]:
+            category = int(qa.get("category", 0))
+            evidence = evidence_ids(qa.get("evidence", [])) & set(turn_of)
+            if category not in MAIN_CATEGORIES or not evidence:
+                continue
+            hits = {f.turn.id for f in search.search(qa["question"], limit=10).hits}
+            by_words = {turn_id: rank for rank, turn_id in enumerate(search.by_words)}
+            for dialogue in evidence:
+                turn_id = turn_of[dialogue]
+                if turn_id in hits:
+                    continue
+                rank = by_words.get(turn_id, len(by_words))
+                stage = MISS_STAGES[0] if rank >= 100 else MISS_STAGES[1] if rank >= 10 else MISS_STAGES[2]
+                (turn,) = store.get_many([turn_id])
+                misses[category][(shared_words(search, qa["question"], searchable_text(turn)), stage)] += 1
+        search.close()
+        store.close()
+    return misses
+
+
+def print_misses(misses: dict[int, dict]) -> None:
+    print("\nWhy the evidence turns missing from the top 10 were missed: what each shares with its"
+          " question (rows), where it ended (columns)")
+    width = max(map(len, MISS_WORDS)) + 2
+    for category in sorted(misses):
+        row = misses[category]
+        print(f"category {category}: {sum(row.values())} missed\n{'':{width}s}" + " | ".join(MISS_STAGES))
+        for words in MISS_WORDS:
+            print(f"  {words:{width - 2}s}" + " | ".join(f"{row[(words, s)]:>{len(s)}d}" for s in MISS_STAGES))
 
 
 def smoke_sample() -> dict:
@@ -317,6 +412,8 @@ def main(argv: list[str]) -> int:
                         help="cross-validate the constants of SearchTuning (locomo_cv.STUDIED; categories 1-4 only)")
     parser.add_argument("--meaning", action="store_true",
                         help="also rerank by the local embedding model, at several keyword shares")
+    parser.add_argument("--misses", action="store_true",
+                        help="say why each missed evidence turn was missed (categories 1-4)")
     parser.add_argument("--smoke", action="store_true",
                         help="run on a small made-up conversation instead")
     args = parser.parse_args(argv)
@@ -324,12 +421,12 @@ def main(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory(prefix="noema-locomo-") as scratch:
             path = Path(scratch) / "smoke.json"
             path.write_text(json.dumps([smoke_sample()]), encoding="utf-8")
-            run([path], args.baseline, args.study, args.meaning)
+            run([path], args.baseline, args.study, args.meaning, args.misses)
         return 0
     if not args.paths:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    run(args.paths, args.baseline, args.study, args.meaning)
+    run(args.paths, args.baseline, args.study, args.meaning, args.misses)
     return 0
 
 
