@@ -30,7 +30,10 @@ of `SearchTuning` at this scale, as `locomo_retrieval.py --study` does alone.
 shares 0.9 to 0.5; a turn is embedded the first time it is a candidate (a
 store embedded in the background ranks the same, since a turn that is
 never a candidate never counts), and that embedding is left out of the
-query times, the query's own embedding is not.
+query times, the query's own embedding is not. It also measures the rerank
+at share 0.7 with 0, 1 and 2 of the hits (beside the default) given to the
+dense stretches' turns closest in meaning (`SearchTuning.meant_hits`), the
+number chosen by leaving one conversation out.
 `--ranks CATEGORY` also prints, for each question of that category, where
 this plan ranks each evidence turn, searched again untimed. `--losses`
 says, per category and per conversation, at which stage of the plan each
@@ -62,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 
 from locomo_cv import (  # noqa: E402
     CachedEmbedder,
+    OnDemandMeaning,
     Outcome,
     conversation_table,
     meaning_plans,
@@ -346,6 +350,28 @@ def first_moment(conversation: dict) -> float:
 
 
 THIS_PLAN = "search_full_history (this plan)"
+MEANT_HITS = (0, 1, 2)  # places for meaning in the dense stretches, beside the default, at share 0.7
+
+
+def meant_plans(embedder: CachedEmbedder) -> dict[str, Callable[[TurnStore], object]]:
+    """The rerank at the shipped share with other numbers of places for the
+    dense stretches' turns closest in meaning (`SearchTuning.meant_hits`)."""
+    from dataclasses import replace
+
+    def make(store: TurnStore, places: int) -> HistorySearch:
+        tuning = replace(SearchTuning(), meant_hits=places)
+        return HistorySearch(store, tuning, meaning=OnDemandMeaning(store, embedder, 0.7))
+
+    return {f"meaning=0.7 meant_hits={n}": lambda store, n=n: make(store, n) for n in MEANT_HITS}
+
+
+def meant_study(results: dict) -> str:
+    """meant_hits chosen by leaving one conversation out, against none."""
+    default = f"meaning=0.7 meant_hits={SearchTuning().meant_hits}"
+    results = {**results, default: results["meaning=0.7"]}
+    names = sorted({default, *(f"meaning=0.7 meant_hits={n}" for n in MEANT_HITS)},
+                   key=lambda name: int(name.rsplit("=", 1)[1]))
+    return study_line(results, "places for meaning in the dense stretches", names, names[0])
 
 
 def run(
@@ -371,6 +397,7 @@ def run(
         if meaning:
             embedder = CachedEmbedder()
             plans.update(meaning_plans(embedder, on_demand=True))
+            plans.update(meant_plans(embedder))
         methods = {name: Method() for name in plans}
         lost: dict[str, dict[str, int]] | None = {} if losses else None
         source = None
@@ -416,6 +443,7 @@ def run(
               " time of the plan alone for the search itself)")
         print(conversation_table(results, [THIS_PLAN, *(n for n in results if n.startswith("meaning="))]))
         print(meaning_study(results, THIS_PLAN))
+        print(meant_study(results))
     if study:
         print("\nEach constant of SearchTuning: the value chosen on four conversations, reported on"
               " the fifth, every way round, against the current value (recall@10, categories 1-4;"

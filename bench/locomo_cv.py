@@ -306,6 +306,16 @@ class OnDemandMeaning:
         self.excluded = (time.perf_counter() - started, time.thread_time() - cpu)
         return self._inner.rerank(query, candidates)
 
+    def closest(self, query, turn_ids, count):
+        import time
+
+        ids = list(turn_ids)
+        started, cpu = time.perf_counter(), time.thread_time()
+        embed_turns(self._store, self._embedder, ids)
+        wall, spent = self.excluded  # added to what the rerank of the same search spent
+        self.excluded = (wall + time.perf_counter() - started, spent + time.thread_time() - cpu)
+        return self._inner.closest(query, ids, count)
+
     def close(self) -> None:
         pass  # the embedder is shared by every plan and conversation of the run
 

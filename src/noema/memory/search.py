@@ -345,6 +345,7 @@ class SearchTuning:
     company_reach: int = 20  # turns either side where those turns are counted
     company_turns: int = 5  # other turns holding a name there for the whole boost
     name_stretch_turns: int = 8  # a common name's turn is a candidate with this many more close by; 0: never
+    meant_hits: int = 3  # of the hits, places for the dense stretches' turns closest in meaning; 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -689,9 +690,12 @@ class HistorySearch:
                                     absent=absent)
             low, high = self._id_range(since, until)
             gathered = self._gather(plan, low, high, searched)
+            in_stretches: list[int] = []
             for term in stretched:
                 dense = self._name_stretches(term)
-                gathered.add(reversed(dense[bisect_left(dense, low) : bisect_right(dense, high)]), term)
+                within = dense[bisect_left(dense, low) : bisect_right(dense, high)]
+                gathered.add(reversed(within), term)
+                in_stretches += within
             weights = term_weights(searched, total, self.tuning)
             favour = self._in_company(gathered, searched)
             # What surrounds a turn says which conversation it is in: there a
@@ -712,6 +716,8 @@ class HistorySearch:
                 pool = self._filter(ranked, kinds, since, until, max(limit, self.meaning.depth))
                 reranked = self.meaning.rerank(query, pool)
                 chosen, unmeant = reranked.order[:limit], reranked.note
+                if in_stretches and unmeant is None and self.tuning.meant_hits:
+                    chosen = self._meant_in_stretches(query, reranked.order, in_stretches, kinds, limit)
             turns = {t.id: t for t in self.store.get_many(i for i, _ in chosen)}
             expression = " OR ".join(t.expression for t in searched)
             stems = [stem for t in searched for stem in t.stems]
@@ -742,6 +748,29 @@ class HistorySearch:
             absent=absent,
             unmeant=unmeant,
         )
+
+    def _meant_in_stretches(
+        self, query: str, order: Sequence[tuple[int, float]], stretches: Collection[int],
+        kinds: frozenset[str] | None, limit: int,
+    ) -> list[tuple[int, float]]:
+        """The reranked hits with their last `meant_hits` places given to the
+        turns of a common name's dense stretches closest in meaning to the
+        query (see the module docstring); each such turn scores as the hit
+        before it."""
+        assert self.meaning is not None
+        places = min(self.tuning.meant_hits, limit)
+        kept = list(order[: limit - places])
+        taken = {turn_id for turn_id, _ in kept}
+        # A few more than the places: some may be of a kind not wanted.
+        closest = self.meaning.closest(query, [i for i in stretches if i not in taken], 4 * places)
+        meta = self._meta(closest)
+        wanted = [i for i in closest if i in meta and not meta[i].recall
+                  and (kinds is None or meta[i].kind in kinds)][:places]
+        floor = kept[-1][1] if kept else 0.0
+        chosen = kept + [(turn_id, floor) for turn_id in wanted]
+        taken.update(wanted)
+        chosen += [pair for pair in order if pair[0] not in taken][: limit - len(chosen)]
+        return chosen
 
     def _in_company(self, gathered: _Gathered, searched: Sequence[Term]) -> dict[int, float]:
         """Each candidate's factor for the company it keeps: turns among many that
