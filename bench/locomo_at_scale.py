@@ -426,7 +426,8 @@ def run(
     where = "after" if after else "before"
     print(f"LoCoMo at scale: {len(samples)} conversation(s), {distractors:,} distractor turns "
           f"{where} each")
-    shown = [name for name in methods if "=" not in name or name == "meaning=0.7"]
+    shown = [name for name in methods
+             if "=" not in name or name in ("meaning=0.7", f"meaning=0.7 meant_hits={MEANT_HITS[0]}")]
     for name in shown:
         methods[name].report(name)
     results = {name: method.outcomes for name, method in methods.items()}

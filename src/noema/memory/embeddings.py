@@ -19,7 +19,11 @@ leaves the keyword ranking as it is, and the result says why.
 Nothing here needs numpy: vectors travel as Python arrays, and scoring a
 hundred int8 vectors of 384 dimensions in plain Python costs about a
 millisecond, so the agent's process never loads a numerical library (the
-local model runs in a child process that does).
+local model runs in a child process that does). `Meaning.closest` ranks
+the few hundred turns of a person's conversations by meaning alone, for
+the search's places where words cannot choose; it scores them a dimension
+at a time, packed into one integer (`dot_products`), two to three times
+faster than one vector at a time.
 """
 
 from __future__ import annotations
