@@ -21,9 +21,12 @@ the agent, which decides on it when it is made:
   not bytes: what is opened in it is judged in turn;
 - it hands the descriptor to the process as the call's result
   (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND), or answers
-  EACCES. Links and renames it makes itself, after the same judgement,
-  refusing to move a mask or a frozen folder (mount points of the
-  command's namespace, which the kernel checks only in the caller's).
+  EACCES. A pipe's open waits for the other end: it is made in a thread of
+  its own, which the guard's closing ends (it opens the pipe itself, without
+  waiting, so that the waiting open returns, and drops what it opened).
+  Links and renames it makes itself, after the same judgement, refusing to
+  move a mask or a frozen folder (mount points of the command's namespace,
+  which the kernel checks only in the caller's).
 
 It never lets a call of the command go on as asked (SECCOMP_USER_NOTIF_FLAG_CONTINUE):
 another thread of the command could rewrite the path between the check and
@@ -55,7 +58,9 @@ import os
 import select
 import stat
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +110,12 @@ _MAX_LINKS = 40  # the kernel's limit on links followed in one path
 _PATH_MAX = 4096
 _PAGE = 4096
 _TTY = os.makedev(5, 0)  # /dev/tty: the opener's terminal, which would be the agent's
+_CLOSE_WAIT_S = 2.0  # for the guard's threads to end once it closes (they end at once)
+# Before 3.11.4 the thread that vforks a child holds the GIL until the child
+# execs. A guarded call the child makes before its exec (closing descriptors
+# can read /proc/self/fd) then waits for the supervisor, which waits for the
+# GIL: the start would hang. There the child is forked instead.
+_VFORK_HOLDS_GIL = sys.version_info < (3, 11, 4)
 
 
 class GuardUnavailable(Exception):
@@ -439,6 +450,21 @@ class _Reply:
 _GONE = _Reply(error=errno.ESRCH)  # for a call whose caller is gone: nobody reads it
 
 
+@dataclass(eq=False, slots=True)
+class _PipeWait:
+    """An open of a pipe waiting for its other end, in a thread of its own,
+    for the call `notif_id`. `fifo` (O_PATH) is the guard's until the wait
+    ends; `release` is the guard's own open of the pipe that ended it, held
+    until then."""
+
+    fifo: int
+    flags: int
+    cloexec: bool
+    notif_id: int
+    thread: threading.Thread | None = None  # set before the wait is listed
+    release: int = -1
+
+
 class OpenGuard:
     """The supervisor of one command: a thread answering its listener."""
 
@@ -457,23 +483,68 @@ class OpenGuard:
         self.continued = 0  # bubblewrap's set-up calls, let through
         self._own: set[tuple[int, int]] = set()  # files the command made
         self._page = ctypes.create_string_buffer(_PAGE)  # paths are read into it
+        # Opens of pipes waiting in threads of their own. The lock also keeps
+        # the listener open while one of them answers; once `_closing`, none does.
+        self._lock = threading.Lock()
+        self._waits: list[_PipeWait] = []
+        self._closing = False
 
     def start(self) -> None:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop answering (without waiting for the thread): a process of the
-        command still running then gets ENOSYS from its guarded calls."""
+        """Stop answering, end the opens of pipes still waiting for their
+        other end, and wait (briefly: they end at once) for the guard's
+        threads to end. A process of the command still running then gets
+        ENOSYS from its guarded calls, a waiting open among them.
+
+        Every thread of the guard runs without the agent's capabilities: one
+        left behind would make the C library abort the whole agent at its next
+        change of user id (it changes every thread's, and that one may not)."""
         if self._stop_w < 0:
             return
+        with self._lock:
+            self._closing = True
+            waits = list(self._waits)
         with contextlib.suppress(OSError):
             os.write(self._stop_w, b"x")
         os.close(self._stop_w)
         self._stop_w = -1
+        if self._thread.ident is None:  # never started: nothing else holds these
+            os.close(self._listener)
+            os.close(self._stop_r)
+            return
+        deadline = time.monotonic() + _CLOSE_WAIT_S
+        for wait in waits:
+            self._release(wait, deadline)
+        for thread in (self._thread, *(w.thread for w in waits if w.thread is not None)):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("a thread of the open guard (%s) did not end", thread.name)
 
     def join(self, timeout_s: float) -> None:
         """Wait for the supervisor's thread to end (tests)."""
         self._thread.join(timeout_s)
+
+    def _release(self, wait: _PipeWait, deadline: float) -> None:
+        """End a pipe's waiting open: the guard opens the pipe itself without
+        waiting (both ends at once, which never waits; else the end the waiter
+        lacks) and holds it until the waiter is done, so that an open not yet
+        begun does not wait either."""
+        while True:
+            with self._lock:
+                if wait not in self._waits or wait.release >= 0:
+                    return
+                try:
+                    wait.release = _other_end(wait)
+                    return
+                except OSError as exc:
+                    # ENXIO: no reader yet for our writing end; the waiter
+                    # has not begun its open. Anything else: it stays.
+                    if exc.errno != errno.ENXIO or time.monotonic() > deadline:
+                        log.warning("a pipe's open could not be ended (%s)", exc)
+                        return
+            time.sleep(0.001)
 
     # The loop
 
@@ -484,8 +555,11 @@ class OpenGuard:
         except OSError as exc:  # the listener closes with the thread: opens fail
             log.error("the open guard stopped (%s); the command's opens fail", exc)
         finally:
-            os.close(self._listener)
+            with self._lock:  # no waiting open is answering meanwhile, nor will
+                self._closing = True
+                os.close(self._listener)
             os.close(self._stop_r)
+            _unconfine_thread()
 
     def _loop(self) -> None:
         wake = ctypes.c_uint64(_FD_SYNC_WAKE_UP)
@@ -674,12 +748,7 @@ class OpenGuard:
                 self._made(made)
                 return _Reply(fd=made, cloexec=cloexec)
             if stat.S_ISFIFO(info.st_mode) and not flags & os.O_NONBLOCK:
-                # Opening a pipe waits for its other end: in a thread of its own.
-                fd, found.fd = found.fd, None
-                threading.Thread(
-                    target=self._open_pipe, args=(fd, wanted, cloexec, notif_id), daemon=True
-                ).start()
-                return None
+                return self._wait_for_pipe(found, wanted, cloexec, notif_id)
             # Open again what was found, by its descriptor: the same object,
             # whatever happened to its name meanwhile.
             again = os.open(f"/proc/self/fd/{found.fd}", wanted | os.O_CLOEXEC, mode)
@@ -687,15 +756,52 @@ class OpenGuard:
         finally:
             found.close()
 
-    def _open_pipe(self, fd: int, flags: int, cloexec: bool, notif_id: int) -> None:
+    def _wait_for_pipe(
+        self, found: _Found, flags: int, cloexec: bool, notif_id: int
+    ) -> _Reply | None:
+        """Open a pipe, which waits for its other end, in a thread of its own
+        (it has this one's rights); None once it is waiting."""
+        assert found.fd is not None
+        with self._lock:
+            if self._closing:
+                return _Reply(error=errno.ENOSYS)
+            wait = _PipeWait(found.fd, flags, cloexec, notif_id)
+            wait.thread = threading.Thread(
+                target=self._open_pipe, args=(wait,), name="open-guard-pipe", daemon=True
+            )
+            self._waits.append(wait)
+            try:
+                wait.thread.start()
+            except RuntimeError:  # no thread to be had
+                self._waits.remove(wait)
+                return _Reply(error=errno.EAGAIN)
+            found.fd = None  # the wait's now
+        return None
+
+    def _open_pipe(self, wait: _PipeWait) -> None:
+        opened, error = -1, 0
         try:
-            opened = os.open(f"/proc/self/fd/{fd}", flags | os.O_CLOEXEC)
+            with self._lock:
+                closing = self._closing
+            if not closing:
+                opened = os.open(f"/proc/self/fd/{wait.fifo}", wait.flags | os.O_CLOEXEC)
         except OSError as exc:
-            self._send(notif_id, _Reply(error=exc.errno or errno.EACCES))
-            return
+            error = exc.errno or errno.EACCES
         finally:
-            os.close(fd)
-        self._send(notif_id, _Reply(fd=opened, cloexec=cloexec))
+            with self._lock:
+                self._waits.remove(wait)
+                for fd in (wait.fifo, wait.release):
+                    if fd >= 0:
+                        os.close(fd)
+                if self._closing:
+                    # Nobody takes the answer now; the kernel gives the call ENOSYS.
+                    if opened >= 0:
+                        os.close(opened)
+                elif opened >= 0:
+                    self._send(wait.notif_id, _Reply(fd=opened, cloexec=wait.cloexec))
+                else:
+                    self._send(wait.notif_id, _Reply(error=error))
+            _unconfine_thread()
 
     def _create(
         self, view: _View, found: _Found, flags: int, mode: int, cloexec: bool
@@ -848,6 +954,34 @@ def _confine_thread() -> None:
     _check(_libc.syscall(numbers[1], ctypes.byref(header), data))
 
 
+def _unconfine_thread() -> None:
+    """Give a confined thread that is about to end its capabilities back,
+    so that a change of user id in the agent meanwhile does not abort it
+    (the C library changes every thread's, which needs them)."""
+    numbers = _SYS_CAPGET_CAPSET.get(_machine())
+    if numbers is None or os.geteuid() != 0:
+        return
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    if _libc.syscall(numbers[0], ctypes.byref(header), data) < 0:
+        return
+    for half in data:
+        half.effective = half.permitted
+    _libc.syscall(numbers[1], ctypes.byref(header), data)
+
+
+def _other_end(wait: _PipeWait) -> int:
+    """The guard's own open of a waited-for pipe, which ends the wait and
+    never waits itself: both ends at once, or (where the agent may not have
+    both) the end the waiter lacks."""
+    path = f"/proc/self/fd/{wait.fifo}"
+    try:
+        return os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    except PermissionError:
+        lacking = os.O_RDONLY if wait.flags & os.O_ACCMODE == os.O_WRONLY else os.O_WRONLY
+        return os.open(path, lacking | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
 def _filters_here() -> int:
     with open("/proc/thread-self/status", "rb") as status:
         for line in status:
@@ -876,6 +1010,11 @@ def _install(code: bytes) -> int:
     )
 
 
+def _forked() -> None:
+    """Nothing to do in the child: given as `preexec_fn`, it makes
+    `subprocess` fork rather than vfork (see `_VFORK_HOLDS_GIL`)."""
+
+
 def spawn(
     secrets: Secrets, argv: Sequence[str], **popen: Any
 ) -> tuple[subprocess.Popen, OpenGuard]:
@@ -884,6 +1023,8 @@ def spawn(
     thread carrying the guard's filter, its supervisor already listening.
     Blocks for the start only; the caller closes the guard after the command."""
     code = guard_program()
+    if _VFORK_HOLDS_GIL and popen.get("preexec_fn") is None:
+        popen = {**popen, "preexec_fn": _forked}  # any function makes it fork, not vfork
     handed: dict[str, Any] = {}
     listening = threading.Event()
     supervised = threading.Event()
@@ -898,6 +1039,8 @@ def spawn(
             return
         listening.set()
         supervised.wait()
+        if handed.get("abandoned"):
+            return
         try:
             handed["process"] = subprocess.Popen(argv, **popen)
         except BaseException as exc:
@@ -912,7 +1055,14 @@ def spawn(
     # Started from this (unfiltered) thread: the supervisor's own opens must
     # not be handed to itself.
     guard = OpenGuard(secrets, handed["listener"], handed["baseline"])
-    guard.start()
+    try:
+        guard.start()
+    except BaseException:
+        handed["abandoned"] = True  # the starter must not start the command unsupervised
+        supervised.set()
+        thread.join()
+        guard.close()
+        raise
     supervised.set()
     thread.join()
     if "error" in handed:
