@@ -34,6 +34,12 @@ person's could reach: with the network allowed, services on loopback or
 abstract sockets that trust the caller's uid see root.
 
 A person who is not root keeps bubblewrap's usual mapping: their own uid.
+
+Files come and go on a person's machine: one the sandbox was to mask can
+vanish between the scan and bubblewrap's mounts, which then fail. bubblewrap
+says on its status descriptor whether it started the command (it reports an
+exit code only for a command it started), so such a start is made again,
+from a fresh scan, a few times; a command that started is never run twice.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 import os
 import shutil
@@ -63,6 +70,7 @@ _MAYBE_LINKED = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _DRAIN_GRACE_S = 1.0
 _INSIDE_ID = 1000  # the uid and gid a root-started command has in its namespace
+_START_TRIES = 3  # bubblewrap runs that failed before starting the command, at most
 # /proc entries a process that owns root's kernel uid could write, then those
 # it could read, whatever their mode says (after bwrap and docker).
 _PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
@@ -71,6 +79,9 @@ _PROC_HIDDEN = (
     "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
     "latency_stats", "acpi", "scsi", "asound",
 )
+
+
+log = logging.getLogger(__name__)
 
 
 class SandboxUnavailable(Exception):
@@ -153,14 +164,18 @@ def bwrap_argv(
     *,
     tmp_mb: int | None = None,
     seccomp_fd: int | None = None,
+    status_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs `command` inside `layout`
     (`/tmp` and `/var/tmp` of `tmp_mb` MiB each when given), under the
     system-call filter bubblewrap reads from `seccomp_fd` when given (see
-    `seccomp.py`; the descriptor must be passed to bubblewrap)."""
+    `seccomp.py`), reporting on `status_fd` when given (see `_Started`); the
+    descriptors must be passed to bubblewrap."""
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if status_fd is not None:
+        argv += ["--json-status-fd", str(status_fd)]
     argv += ["--disable-userns"]  # no namespace of its own where it would hold capabilities
     if layout.network:
         argv.append("--share-net")
@@ -283,6 +298,12 @@ class Output:
     def omitted(self) -> int:
         return self.total - len(self.head) - len(self.tail)
 
+    def clear(self) -> None:
+        """Forget what was fed (a start that is made again)."""
+        self.head.clear()
+        self.tail.clear()
+        self.total = 0
+
     def render(self) -> str:
         text = self.head.decode("utf-8", "replace")
         if self.omitted:
@@ -300,6 +321,35 @@ class Finished:
     timed_out: bool
     seconds: float
     limit: str | None = None  # the resource limit that stopped it, said plainly
+
+
+class _Started:
+    """What bubblewrap reports on its status descriptor (`--json-status-fd`):
+    its lines are JSON objects, and one with "exit-code" comes only after a
+    command it started (it is told so just before the command's exec; the
+    command cannot write there). Read once bubblewrap has ended."""
+
+    def __init__(self) -> None:
+        self._read, self.fd = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(self._read, False)
+
+    def close(self) -> None:
+        for fd in (self.fd, self._read):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self._read = -1
+
+    def before_command(self, finished: Finished) -> bool:
+        """Whether bubblewrap failed before it started the command: it ended
+        of itself, with its own failure code (1), and reported no exit code.
+        Killed or timed out, it may have started it."""
+        report = bytearray()
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self._read, 65536):
+                report += chunk
+        if finished.timed_out or finished.exit_code != 1:
+            return False
+        return b'"exit-code"' not in report
 
 
 def _kill_group(process: asyncio.subprocess.Process | _Guarded) -> None:
@@ -486,6 +536,9 @@ class Sandbox:
         self._works = False
         self._limits_ready = False
         self._on_close: list[Callable[[], None]] = []
+        # Called with each bubblewrap command line just before it starts
+        # (tests change the file system at that moment through it).
+        self.before_start: Callable[[list[str]], None] | None = None
         if self.isolated and os.geteuid() == 0:
             prefetch(system_folders())  # the first command should not wait for the walk
 
@@ -521,22 +574,19 @@ class Sandbox:
         if os.geteuid() == 0:
             await asyncio.to_thread(root_only, system_folders())
         probe = Output(4000)
-        filter_fd = self._filter(layout)
         try:
-            result = await run_process(
-                bwrap_argv(
-                    program, layout, ["true"], tmp_mb=self.limits.memory_mb, seccomp_fd=filter_fd
+            result = await self._start(
+                layout,
+                lambda filter_fd, status_fd: bwrap_argv(
+                    program, layout, ["true"], tmp_mb=self.limits.memory_mb,
+                    seccomp_fd=filter_fd, status_fd=status_fd,
                 ),
-                cwd=layout.workdir,
                 env=sandbox_env(),
                 timeout_s=10,
                 output=probe,
-                pass_fds=(filter_fd,),
             )
         except OSError as exc:
             raise SandboxUnavailable(f"bubblewrap could not be started: {exc}") from exc
-        finally:
-            os.close(filter_fd)
         if "Unknown option" in result.output:
             raise SandboxUnavailable(
                 f"this bubblewrap is too old ({result.output.strip()}): version 0.8 or "
@@ -560,16 +610,69 @@ class Sandbox:
         inner: Sequence[str] = (),
         *,
         seccomp_fd: int | None = None,
+        status_fd: int | None = None,
     ) -> list[str]:
         """The command line of `command`; `inner` goes before the shell, inside
-        the sandbox, under the filter read from `seccomp_fd` (see `_filter`)."""
+        the sandbox, under the filter read from `seccomp_fd` (see `_filter`),
+        bubblewrap reporting on `status_fd` (see `_Started`)."""
         shell = ["/bin/sh", "-c", command]
         if not self.isolated:
             return shell
         return bwrap_argv(
             self._program(), layout, [*inner, *shell], tmp_mb=self.limits.memory_mb,
-            seccomp_fd=seccomp_fd,
+            seccomp_fd=seccomp_fd, status_fd=status_fd,
         )
+
+    async def _start(
+        self,
+        layout: Layout,
+        argv: Callable[[int, int], list[str]],
+        *,
+        env: dict[str, str],
+        timeout_s: float,
+        output: Output,
+        preexec: Callable[[], None] | None = None,
+        secrets: Secrets | None = None,
+    ) -> Finished:
+        """Run bubblewrap's command line `argv(filter_fd, status_fd)` (see
+        `run_process`). When bubblewrap failed before it started the command
+        (a file it was to mask vanished since the scan, say), the line is made
+        again, from a fresh scan, and run again: at most `_START_TRIES` runs,
+        each given the whole time limit (a failed one lasts milliseconds)."""
+        runs = 0
+        while True:
+            runs += 1
+            started = _Started()
+            filter_fd = -1
+            try:
+                filter_fd = self._filter(layout)
+                line = argv(filter_fd, started.fd)
+                if self.before_start is not None:
+                    self.before_start(line)
+                finished = await run_process(
+                    line,
+                    cwd=layout.workdir,
+                    env=env,
+                    timeout_s=timeout_s,
+                    output=output,
+                    preexec=preexec,
+                    pass_fds=(filter_fd, started.fd),
+                    secrets=secrets,
+                )
+                os.close(started.fd)  # bubblewrap has ended: nothing more is written
+                started.fd = -1
+                again = started.before_command(finished)
+            finally:
+                started.close()
+                if filter_fd >= 0:
+                    os.close(filter_fd)
+            if not again or runs == _START_TRIES:
+                return finished
+            log.info(
+                "bubblewrap failed before starting the command (%s); starting it again",
+                finished.output.strip()[:300],
+            )
+            output.clear()
 
     @staticmethod
     def _filter(layout: Layout) -> int:
@@ -600,21 +703,29 @@ class Sandbox:
             await asyncio.to_thread(cgroup_bases)  # found once; file system work
             self._limits_ready = True
         confinement = Confinement(self.limits, sandboxed=self.isolated)
-        filter_fd = self._filter(layout) if self.isolated else None
-        passed = () if filter_fd is None else (filter_fd,)
         try:
-            finished = await run_process(
-                confinement.outer(
-                    self.argv(layout, command, confinement.inner(), seccomp_fd=filter_fd)
-                ),
-                cwd=layout.workdir,
-                env=self.env(layout),
-                timeout_s=timeout_s,
-                output=output,
-                preexec=confinement.preexec(),
-                pass_fds=passed,
-                secrets=layout.secrets if self.isolated else None,
-            )
+            if self.isolated:
+                finished = await self._start(
+                    layout,
+                    lambda filter_fd, status_fd: confinement.outer(self.argv(
+                        layout, command, confinement.inner(),
+                        seccomp_fd=filter_fd, status_fd=status_fd,
+                    )),
+                    env=self.env(layout),
+                    timeout_s=timeout_s,
+                    output=output,
+                    preexec=confinement.preexec(),
+                    secrets=layout.secrets,
+                )
+            else:
+                finished = await run_process(
+                    confinement.outer(self.argv(layout, command)),
+                    cwd=layout.workdir,
+                    env=self.env(layout),
+                    timeout_s=timeout_s,
+                    output=output,
+                    preexec=confinement.preexec(),
+                )
         except GuardUnavailable as exc:
             confinement.release_soon()
             raise SandboxUnavailable(
@@ -623,9 +734,6 @@ class Sandbox:
         except BaseException:
             confinement.release_soon()  # cancellation must not wait for the kernel's clean-up
             raise
-        finally:
-            if filter_fd is not None:
-                os.close(filter_fd)
         limit = confinement.verdict(finished.exit_code)
         await confinement.release()
         return finished if limit is None else replace(finished, limit=limit)
