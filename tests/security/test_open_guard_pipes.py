@@ -1,13 +1,18 @@
-"""A command's open of a pipe that waits for its other end, under the open
-guard: the guard opens it in a thread of its own, which must end with the
-command whatever happens to the other end, leaving no descriptor behind and
-no thread without the agent's capabilities (the C library would abort the
-agent at its next change of user id)."""
+"""The open guard's threads live exactly as long as the command.
+
+A command's open of a pipe waits for its other end: the guard opens it in a
+thread of its own, which must end with the command whatever happens to the
+other end, leaving no descriptor behind and no thread without the agent's
+capabilities (the C library would abort the agent at its next change of
+user id). The thread that started the command, which the kernel counts as
+bubblewrap's parent, must live as long as the command."""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -16,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from noema.security.open_guard import Secrets
+from noema.security.open_guard import Secrets, spawn
 from noema.security.sandbox import Layout, Output, Sandbox
 from noema.security.settings import ShellSettings
 
@@ -169,3 +174,19 @@ def test_a_guarded_start_with_neighbouring_descriptors_does_not_hang(python):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "started 0"
+
+
+def _die_with_parent() -> None:
+    # What bubblewrap's --die-with-parent asks for (PR_SET_PDEATHSIG, SIGKILL).
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def test_a_command_bound_to_its_parent_lives_while_the_guard_is_open():
+    """The kernel's parent of a started process is the thread that forked
+    it: that thread ending early would kill bubblewrap, the command with it."""
+    process, guard = spawn(NOTHING_SECRET, ["/bin/sleep", "1"], preexec_fn=_die_with_parent)
+    try:
+        assert process.wait(timeout=30) == 0
+    finally:
+        guard.close()
+    assert not any(t.name.startswith("open-guard") for t in threading.enumerate())

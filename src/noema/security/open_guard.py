@@ -488,6 +488,8 @@ class OpenGuard:
         self._lock = threading.Lock()
         self._waits: list[_PipeWait] = []
         self._closing = False
+        self.ended = threading.Event()  # set when the guard closes
+        self.starter: threading.Thread | None = None  # the thread that started the command
 
     def start(self) -> None:
         self._thread.start()
@@ -506,6 +508,7 @@ class OpenGuard:
         with self._lock:
             self._closing = True
             waits = list(self._waits)
+        self.ended.set()
         with contextlib.suppress(OSError):
             os.write(self._stop_w, b"x")
         os.close(self._stop_w)
@@ -517,7 +520,10 @@ class OpenGuard:
         deadline = time.monotonic() + _CLOSE_WAIT_S
         for wait in waits:
             self._release(wait, deadline)
-        for thread in (self._thread, *(w.thread for w in waits if w.thread is not None)):
+        threads = [self._thread, *(w.thread for w in waits if w.thread is not None)]
+        if self.starter is not None and self.starter is not threading.current_thread():
+            threads.append(self.starter)
+        for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 log.warning("a thread of the open guard (%s) did not end", thread.name)
@@ -1021,13 +1027,18 @@ def spawn(
     """Start `argv` (which must start bubblewrap with its `--seccomp` filter)
     under the open guard: `subprocess.Popen(argv, **popen)` from a fresh
     thread carrying the guard's filter, its supervisor already listening.
-    Blocks for the start only; the caller closes the guard after the command."""
+    Blocks for the start only; the caller closes the guard after the command.
+
+    The starting thread lives until the guard closes: bubblewrap's
+    `--die-with-parent` asks the kernel to kill it when its parent ends, and
+    its parent is the thread that forked it, not the agent's process."""
     code = guard_program()
     if _VFORK_HOLDS_GIL and popen.get("preexec_fn") is None:
         popen = {**popen, "preexec_fn": _forked}  # any function makes it fork, not vfork
     handed: dict[str, Any] = {}
     listening = threading.Event()
     supervised = threading.Event()
+    launched = threading.Event()
 
     def starter() -> None:
         try:
@@ -1045,6 +1056,10 @@ def spawn(
             handed["process"] = subprocess.Popen(argv, **popen)
         except BaseException as exc:
             handed["error"] = exc
+            return
+        finally:
+            launched.set()
+        handed["guard"].ended.wait()
 
     thread = threading.Thread(target=starter, name="open-guard-start", daemon=True)
     thread.start()
@@ -1063,9 +1078,12 @@ def spawn(
         thread.join()
         guard.close()
         raise
+    handed["guard"] = guard
+    guard.starter = thread
     supervised.set()
-    thread.join()
+    launched.wait()
     if "error" in handed:
+        thread.join()
         guard.close()
         raise handed["error"]
     return handed["process"], guard
