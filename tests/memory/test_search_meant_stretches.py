@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from noema.memory.embeddings import EmbeddingError, Meaning, dot_products, unit
+from noema.memory.embeddings import EmbeddingError, Meaning, PackedVectors, dot_products, unit
 from noema.memory.embeddings_worker import backfill
 from noema.memory.search import HistorySearch, SearchTuning
 from noema.memory.turns import NewTurn, TurnKind
@@ -156,3 +156,24 @@ def test_dot_products_of_vectors_of_another_size_are_still_exact():
     query = array("b", [3, -4, 5])
     assert dot_products([array("b", [1, 1, 1]), array("b", [2, 2])], query) == [4, -2]
     assert dot_products([], query) == []
+
+
+def test_packed_vectors_refuse_a_query_of_another_size_and_score_again_the_same():
+    packed = PackedVectors([array("b", [1, -2, 3]), array("b", [-127, 127, 0])])
+    assert packed.dot(array("b", [2, 2, 2])) == [4, 0]
+    assert packed.dot(array("b", [-1, 0, 1])) == [2, 127]
+    with pytest.raises(ValueError, match="2 dimensions"):
+        packed.dot(array("b", [1, 1]))
+    with pytest.raises(ValueError, match="same size"):
+        PackedVectors([array("b", [1]), array("b", [1, 2])])
+
+
+def test_closest_kept_packed_sees_vectors_written_since(store):
+    ids = [add(store, text, minute=n).id for n, text in enumerate(["rent is due", "the river"])]
+    model = Concepts()
+    backfill(store, model)
+    meaning = Meaning(store, model)
+    assert meaning.closest("weather", ids, 2)[0] in ids
+    later = add(store, "freezing cold weather", minute=5).id
+    backfill(store, model)
+    assert meaning.closest("weather", [*ids, later], 1) == [later]

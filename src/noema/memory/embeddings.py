@@ -44,6 +44,7 @@ from .turns import Turn, TurnKind
 KEYWORD_WEIGHT = 0.7  # of the reranked score; the embedding's cosine has the rest
 RERANK_DEPTH = 100  # keyword candidates reordered by meaning
 EMBED_CHARS = 2_000  # of a turn's text, what the model reads (it keeps 256 tokens anyway)
+PACKED_KEPT = 5_000  # vectors `closest` keeps packed between searches (about 8 MB at 384 dimensions)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turn_embeddings (
@@ -90,36 +91,55 @@ _OFFSET = bytes(b ^ 0x80 for b in range(256))  # an int8's byte -> its value + 1
 _LANE_LIMIT = (1 << 32) // (255 * 255)  # dimensions whose offset products fit a 32-bit lane
 
 
-def dot_products(vectors: Sequence[array], query: array) -> list[int]:
-    """The exact dot product of each int8 vector with `query`, all at once.
+class PackedVectors:
+    """Int8 vectors of one size, scored against a query all at once.
 
     A dot product in Python costs a multiplication per dimension; over the
     few hundred turns of a person's conversations that is tens of
-    milliseconds. Here the vectors are read a dimension at a time instead,
-    each dimension of all of them packed into one integer, a 32-bit lane
-    per vector, so that one multiplication by the query's value adds to
-    every vector's sum at once (in C). Values are offset by 128 to be
-    unsigned, so no lane borrows from the next; the offsets are taken off
-    at the end.
+    milliseconds. Here each dimension of all the vectors is packed into one
+    integer, a 32-bit lane per vector, so that one multiplication by the
+    query's value adds to every vector's sum at once (in C). Values are
+    offset by 128 to be unsigned, so no lane borrows from the next; the
+    offsets are taken off at the end. Packing costs about what one scoring
+    does: kept packed, the same vectors score again several times faster.
     """
-    dims, count = len(query), len(vectors)
-    if not count:
-        return []
-    if any(len(v) != dims for v in vectors) or dims > _LANE_LIMIT:
-        return [sum(map(mul, v, query)) for v in vectors]  # vectors of another size: one at a time
-    joined = b"".join(vectors).translate(_OFFSET)
-    lane = bytearray(4 * count)
-    packed = 0
-    for at, value in enumerate(query):
-        lane[0::4] = joined[at::dims]
-        packed += (value + 128) * int.from_bytes(lane, "little")
-    sums = array("I")
-    sums.frombytes(packed.to_bytes(4 * count, "little"))
-    if sys.byteorder == "big":
-        sums.byteswap()
-    # sum((a + 128) * (q + 128)) = a.q + 128 * (sum(a) + sum(q)) + dims * 128 ** 2
-    shift = 128 * sum(query) + dims * 128 * 128
-    return [total - 128 * sum(v) - shift for total, v in zip(sums, vectors, strict=True)]
+
+    def __init__(self, vectors: Sequence[array]) -> None:
+        self.count = len(vectors)
+        self.dims = len(vectors[0]) if vectors else 0
+        if any(len(v) != self.dims for v in vectors) or self.dims > _LANE_LIMIT:
+            raise ValueError("packed vectors must all have the same size, at most "
+                             f"{_LANE_LIMIT} dimensions")
+        joined = b"".join(vectors).translate(_OFFSET)
+        lane = bytearray(4 * self.count)
+        self._columns = []
+        for at in range(self.dims):
+            lane[0::4] = joined[at :: self.dims]
+            self._columns.append(int.from_bytes(lane, "little"))
+        self._sums = [sum(v) for v in vectors]
+
+    def dot(self, query: array) -> list[int]:
+        """The exact dot product of each vector with `query`, in their order."""
+        if len(query) != self.dims:
+            raise ValueError(f"a query of {len(query)} dimensions against vectors of {self.dims}")
+        if not self.count:
+            return []
+        packed = sum(map(mul, map((128).__add__, query), self._columns))
+        lanes = array("I")
+        lanes.frombytes(packed.to_bytes(4 * self.count, "little"))
+        if sys.byteorder == "big":
+            lanes.byteswap()
+        # sum((a + 128) * (q + 128)) = a.q + 128 * (sum(a) + sum(q)) + dims * 128 ** 2
+        shift = 128 * sum(query) + self.dims * 128 * 128
+        return [total - 128 * own - shift for total, own in zip(lanes, self._sums, strict=True)]
+
+
+def dot_products(vectors: Sequence[array], query: array) -> list[int]:
+    """The exact dot product of each int8 vector with `query`: packed
+    (`PackedVectors`) when they all have its size, one at a time otherwise."""
+    if vectors and all(len(v) == len(query) for v in vectors) and len(query) <= _LANE_LIMIT:
+        return PackedVectors(vectors).dot(query)
+    return [sum(map(mul, v, query)) for v in vectors]
 
 
 def unit(vector: Vector) -> list[float]:
@@ -201,6 +221,7 @@ class Meaning:
         self.depth = depth
         self._lock = threading.Lock()
         self._asked: tuple[str, array, float] | None = None  # the last query's vector and scale
+        self._packed: tuple[tuple[int, ...], PackedVectors] | None = None  # the last turns `closest` scored
 
     def _query_vector(self, query: str) -> tuple[array, float]:
         """The query's int8 vector and scale, embedded once for the calls of one
@@ -225,8 +246,19 @@ class Meaning:
             wanted, scale = self._query_vector(query)
         except EmbeddingError:
             return []
-        ids = list(vectors)
-        dots = dot_products([vectors[i][1] for i in ids], wanted)
+        ids = tuple(vectors)
+        stored = [vectors[i][1] for i in ids]
+        kept = self._packed
+        if kept is not None and kept[0] == ids and kept[1].dims == len(wanted):
+            dots = kept[1].dot(wanted)
+        elif (len(ids) <= PACKED_KEPT and len(wanted) <= _LANE_LIMIT
+              and all(len(v) == len(wanted) for v in stored)):
+            # The people a person asks after recur, and so do their turns.
+            packed = PackedVectors(stored)
+            self._packed = (ids, packed)
+            dots = packed.dot(wanted)
+        else:
+            dots = dot_products(stored, wanted)
         cosine = {i: dot * vectors[i][0] for i, dot in zip(ids, dots, strict=True)}
         return sorted(cosine, key=lambda i: (-cosine[i], -i))[:count]
 

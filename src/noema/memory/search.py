@@ -777,8 +777,10 @@ class HistorySearch:
         places = min(self.tuning.meant_hits, limit)
         kept = list(order[: limit - places])
         taken = {turn_id for turn_id, _ in kept}
-        # A few more than the places: some may be of a kind not wanted.
-        closest = self.meaning.closest(query, [i for i in stretches if i not in taken], 4 * places)
+        # All the stretches' turns, the same from one search to the next (scored
+        # faster then); a few more than the places, some being of a kind not wanted.
+        closest = [i for i in self.meaning.closest(query, stretches, len(kept) + 4 * places)
+                   if i not in taken]
         meta = self._meta(closest)
         wanted = [i for i in closest if i in meta and not meta[i].recall
                   and (kinds is None or meta[i].kind in kinds)][:places]
