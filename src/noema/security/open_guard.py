@@ -488,8 +488,9 @@ class OpenGuard:
         self._lock = threading.Lock()
         self._waits: list[_PipeWait] = []
         self._closing = False
-        self.ended = threading.Event()  # set when the guard closes
-        self.starter: threading.Thread | None = None  # the thread that started the command
+        # The thread that started the command, and the command's process: it
+        # ends with that process.
+        self.starter: tuple[threading.Thread, int] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -508,7 +509,6 @@ class OpenGuard:
         with self._lock:
             self._closing = True
             waits = list(self._waits)
-        self.ended.set()
         with contextlib.suppress(OSError):
             os.write(self._stop_w, b"x")
         os.close(self._stop_w)
@@ -521,8 +521,8 @@ class OpenGuard:
         for wait in waits:
             self._release(wait, deadline)
         threads = [self._thread, *(w.thread for w in waits if w.thread is not None)]
-        if self.starter is not None and self.starter is not threading.current_thread():
-            threads.append(self.starter)
+        if self.starter is not None and _ended(self.starter[1]):
+            threads.append(self.starter[0])  # else it ends with the process
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
@@ -1016,6 +1016,14 @@ def _install(code: bytes) -> int:
     )
 
 
+def _ended(pid: int) -> bool:
+    """Whether the child `pid` has ended (reaped or not)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # reaped already
+
+
 def _forked() -> None:
     """Nothing to do in the child: given as `preexec_fn`, it makes
     `subprocess` fork rather than vfork (see `_VFORK_HOLDS_GIL`)."""
@@ -1029,7 +1037,7 @@ def spawn(
     thread carrying the guard's filter, its supervisor already listening.
     Blocks for the start only; the caller closes the guard after the command.
 
-    The starting thread lives until the guard closes: bubblewrap's
+    The starting thread lives until the process it started ends: bubblewrap's
     `--die-with-parent` asks the kernel to kill it when its parent ends, and
     its parent is the thread that forked it, not the agent's process."""
     code = guard_program()
@@ -1053,13 +1061,19 @@ def spawn(
         if handed.get("abandoned"):
             return
         try:
-            handed["process"] = subprocess.Popen(argv, **popen)
+            process = handed["process"] = subprocess.Popen(argv, **popen)
+            ended = os.pidfd_open(process.pid)  # not reaped before `launched`
         except BaseException as exc:
             handed["error"] = exc
             return
         finally:
             launched.set()
-        handed["guard"].ended.wait()
+        try:
+            waiting = select.poll()
+            waiting.register(ended, select.POLLIN)
+            waiting.poll()
+        finally:
+            os.close(ended)
 
     thread = threading.Thread(target=starter, name="open-guard-start", daemon=True)
     thread.start()
@@ -1078,14 +1092,16 @@ def spawn(
         thread.join()
         guard.close()
         raise
-    handed["guard"] = guard
-    guard.starter = thread
     supervised.set()
     launched.wait()
     if "error" in handed:
         thread.join()
+        if "process" in handed:  # started, but its end cannot be watched
+            handed["process"].kill()
+            handed["process"].wait()
         guard.close()
         raise handed["error"]
+    guard.starter = (thread, handed["process"].pid)
     return handed["process"], guard
 
 
