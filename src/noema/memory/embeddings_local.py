@@ -170,6 +170,7 @@ class ChildEmbedder:
             [sys.executable, "-m", "noema.memory.embeddings_local"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={**os.environ, "OMP_NUM_THREADS": str(THREADS)},
+            start_new_session=True,  # a Ctrl-C in the chat is not meant for it
         )
         return self._child
 

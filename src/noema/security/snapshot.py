@@ -92,6 +92,7 @@ async def record_at_start(specs: Sequence[StoreSpec]) -> list[Recording]:
         sys.executable, "-m", __name__,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # the person's Ctrl-C stops a reply, not the snapshot
     )
     try:
         out, err = await child.communicate(payload)
