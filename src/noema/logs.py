@@ -13,8 +13,10 @@ file and the terminal line still appears; logging's own "--- Logging error
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import TextIO
@@ -44,8 +46,36 @@ class OneLine(logging.Formatter):
 
 
 class _TerminalHandler(logging.StreamHandler):
+    show: Callable[[str], None] | None = None  # see `terminal_lines`
+
+    def emit(self, record: logging.LogRecord) -> None:
+        show = self.show
+        if show is None:
+            super().emit(record)
+            return
+        try:
+            show(self.format(record))
+        except Exception:  # noqa: BLE001  (the chat is closing: the file has it)
+            pass
+
     def handleError(self, record: logging.LogRecord) -> None:
         pass  # a closed terminal has nobody to tell
+
+
+@contextlib.contextmanager
+def terminal_lines(show: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, the terminal's log lines go to `show` instead of
+    straight to the stream: a chat shows them as its own notices, never in
+    the middle of an answer being written. `show` may be called from any
+    thread."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, _TerminalHandler)]
+    for handler in handlers:
+        handler.show = show
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.show = None
 
 
 class _FileHandler(RotatingFileHandler):

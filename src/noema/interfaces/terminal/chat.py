@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 
+from ... import logs
 from ...logs import SHOWN
 from ...memory.turns import Flag, Turn, TurnKind
 from ...orchestrator.agent import AgentListener
@@ -181,36 +182,39 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
         screen = RichScreen(console)
         client = ChatClient(connection, screen, client=CLIENT, bar=bar, extra_help=HELP_KEYS)
     pump = asyncio.create_task(client.pump(messages), name="chat:messages")
-    try:
-        view: StatusView | None = None
-        if isinstance(banner, str):
-            screen.line(banner)
-        else:
+    loop = asyncio.get_running_loop()
+    # Log lines reach the terminal as the chat's own notices, from any thread.
+    with logs.terminal_lines(lambda text: loop.call_soon_threadsafe(screen.aside, text)):
+        try:
+            view: StatusView | None = None
+            if isinstance(banner, str):
+                screen.line(banner)
+            else:
+                with contextlib.suppress(ConnectionError, TimeoutError):
+                    view = await client.ask_status()
+                screen.line(banner(view))
+            if starting is not None:
+                await starting()
             with contextlib.suppress(ConnectionError, TimeoutError):
                 view = await client.ask_status()
-            screen.line(banner(view))
-        if starting is not None:
-            await starting()
-        with contextlib.suppress(ConnectionError, TimeoutError):
-            view = await client.ask_status()
-        if view is not None:
-            bar.agent = view.agent
-        if terminal.plain:
-            if not client.busy and client.asking is None:
-                screen.ready()
-            await run_lines(client, terminal.stdin, hint=screen.line)
-        else:
-            assert isinstance(screen, RichScreen)
-            history = history_file(terminal.history) if terminal.history else None
-            session = make_session(client, screen, bar, history=history)
-            screen.on_change(lambda: session.app.invalidate() if session.app.is_running
-                             else None)
-            await run_prompt(client, session, bar)
-    finally:
-        await connection.aclose()
-        pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await pump
+            if view is not None:
+                bar.agent = view.agent
+            if terminal.plain:
+                if not client.busy and client.asking is None:
+                    screen.ready()
+                await run_lines(client, terminal.stdin, hint=screen.line)
+            else:
+                assert isinstance(screen, RichScreen)
+                history = history_file(terminal.history) if terminal.history else None
+                session = make_session(client, screen, bar, history=history)
+                screen.on_change(lambda: session.app.invalidate() if session.app.is_running
+                                 else None)
+                await run_prompt(client, session, bar)
+        finally:
+            await connection.aclose()
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
 
 
 def _console(stdout: TextIO) -> Console:

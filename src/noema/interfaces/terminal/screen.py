@@ -50,6 +50,10 @@ class Screen(Protocol):
     def line(self, text: str, kind: Kind = "info") -> None:
         """A line (or a few) that is not part of an answer."""
 
+    def aside(self, text: str) -> None:
+        """A notice of the program's own (a log line): shown without cutting
+        an answer being written."""
+
     def ready(self) -> None:
         """The agent is idle: invite the person to type."""
 
@@ -67,6 +71,7 @@ class PlainScreen:
         self.out = out
         self.streaming = False
         self.prompting = False  # the prompt is the last thing on the screen
+        self._asides: list[str] = []  # said while an answer streams: shown after it
 
     def _write(self, text: str) -> None:
         self.out.write(text)
@@ -83,6 +88,9 @@ class PlainScreen:
         if self.streaming:
             self._write("\n")
             self.streaming = False
+        asides, self._asides = self._asides, []
+        for text in asides:
+            self.line(text, "notice")
 
     def line(self, text: str, kind: Kind = "info") -> None:
         self.end_answer()
@@ -91,6 +99,12 @@ class PlainScreen:
         self._write(("\n" if waiting else "") + text + "\n")
         if waiting:
             self.ready()
+
+    def aside(self, text: str) -> None:
+        if self.streaming:
+            self._asides.append(text)  # a plain line cannot be written above the answer
+        else:
+            self.line(text, "notice")
 
     def ready(self) -> None:
         # Several paths end at idle at once (a stop, its repair, the command):
@@ -150,6 +164,12 @@ class RichScreen:
     def line(self, text: str, kind: Kind = "info") -> None:
         self.end_answer()
         self.console.print(Text(text, style=STYLES.get(kind, "")))
+
+    def aside(self, text: str) -> None:
+        # Printed above the prompt, where the block being written is shown
+        # live: the answer goes on below it, uncut.
+        self.console.print(Text(text, style=STYLES["notice"]))
+        self._changed()
 
     def ready(self) -> None:
         self._changed()
