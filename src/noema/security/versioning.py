@@ -56,6 +56,15 @@ def _exclude_lines(deny: Iterable[str], workdir: Path, private: Iterable[Path]) 
     return lines
 
 
+
+def _made(gitdir: Path) -> bool:
+    """Whether the history at `gitdir` was made whole: its work tree is set
+    last, so a repository half made (by a creator that stopped) says no."""
+    try:
+        return "worktree = " in (gitdir / "config").read_text(errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
 class VersionStore:
     """The repository of one workspace."""
 
@@ -110,14 +119,24 @@ class VersionStore:
         # and the lookups cost a third of a versioned write. (Process-wide;
         # nothing else in Noema writes git objects.)
         pygit2.settings.enable_strict_object_creation(False)
-        if not (gitdir / "HEAD").exists():
+        if not _made(gitdir):
             gitdir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # Created bare and then given a work tree: libgit2's own work-tree
-            # option would write a `.git` link file into the person's folder.
-            pygit2.init_repository(str(gitdir), bare=True, initial_head=_BRANCH)
-            config = pygit2.Repository(str(gitdir)).config
-            config["core.bare"] = False
-            config["core.worktree"] = str(workdir)
+            # The start snapshot (a child process) and the agent's first write
+            # may both make it: one at a time, the second finding it made.
+            lock = os.open(gitdir.parent / "creating.lock",
+                           os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not _made(gitdir):
+                    # Created bare and then given a work tree: libgit2's own work-tree
+                    # option would write a `.git` link file into the person's folder.
+                    if not (gitdir / "HEAD").exists():
+                        pygit2.init_repository(str(gitdir), bare=True, initial_head=_BRANCH)
+                    config = pygit2.Repository(str(gitdir)).config
+                    config["core.bare"] = False
+                    config["core.worktree"] = str(workdir)
+            finally:
+                os.close(lock)
         return pygit2.Repository(str(gitdir))
 
     # -- locking -------------------------------------------------------------
