@@ -196,3 +196,36 @@ def test_a_command_bound_to_its_parent_lives_while_the_guard_is_open():
     finally:
         guard.close()
     assert not any(t.name.startswith("open-guard") for t in threading.enumerate())
+
+
+async def test_the_event_loop_goes_on_while_a_guard_closes(tmp_path, monkeypatch):
+    """Closing waits for the guard's threads; a slow one must not stop the loop."""
+    from noema.security import open_guard
+
+    sandbox = Sandbox(ShellSettings())
+    await _settled(sandbox, tmp_path)
+    closing = threading.Event()
+    real_close = open_guard.OpenGuard.close
+
+    def slow_close(guard: open_guard.OpenGuard) -> None:
+        closing.set()
+        threading.Event().wait(0.5)  # a guard thread slow to end
+        real_close(guard)
+
+    monkeypatch.setattr(open_guard.OpenGuard, "close", slow_close)
+    ticks_while_closing = 0
+
+    async def tick() -> None:
+        nonlocal ticks_while_closing
+        while True:
+            await asyncio.sleep(0.01)
+            ticks_while_closing += closing.is_set()
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        finished = await sandbox.run(_layout(tmp_path), "true", 20, Output(1000))
+    finally:
+        ticker.cancel()
+    assert finished.exit_code == 0, finished.output
+    assert closing.is_set(), "the command ran without its guard"
+    assert ticks_while_closing >= 5

@@ -419,7 +419,7 @@ async def _start_guarded(
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(popen.pid, signal.SIGKILL)
                 await asyncio.to_thread(popen.wait)
-                guard.close()
+                await close_guard(guard)
             os.close(read_end)
             raise
         except BaseException:
@@ -438,8 +438,16 @@ async def _start_guarded(
     except BaseException:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(popen.pid, signal.SIGKILL)
-        guard.close()
+        await close_guard(guard)
         raise
+
+
+async def close_guard(guard: OpenGuard) -> None:
+    """Close `guard` in a thread: closing waits for its threads to end
+    (at once as a rule, up to two seconds for one that is slow to), and the
+    event loop must not wait with it. A cancellation while it closes goes on
+    to the caller; the close finishes all the same."""
+    await asyncio.shield(asyncio.ensure_future(asyncio.to_thread(guard.close)))
 
 
 async def run_process(
@@ -510,7 +518,7 @@ async def run_process(
         # Leftovers of the command (background jobs) go with it.
         _kill_group(process)
         if guard is not None:
-            guard.close()
+            await close_guard(guard)
     if timed_out:
         await process.wait()
     try:
