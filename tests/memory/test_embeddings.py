@@ -47,11 +47,13 @@ class Axes:
     def __init__(self, gate: threading.Event | None = None, fail: str | None = None) -> None:
         self.gate = gate
         self.fail = fail
-        self.calls = 0
+        self.calls = 0  # answers given (a call held at the gate is not one yet)
+        self.entered = threading.Event()  # a call has reached the gate
 
     def embed(self, texts):
+        self.entered.set()
         if self.gate is not None:
-            self.gate.wait(30)
+            self.gate.wait()  # no time-out: only the test opens it
         if self.fail:
             raise EmbeddingError(self.fail)
         self.calls += 1
@@ -157,15 +159,23 @@ def test_appends_never_wait_for_the_model_and_the_worker_catches_up(store):
     worker = EmbeddingWorker(store, model, poll_s=0.05, quiet_s=0.0)
     worker.start()
     try:
-        started = time.monotonic()
-        ids = [store.append(NewTurn(TurnKind.USER, f"the dog number {n}")).id for n in range(5)]
-        assert time.monotonic() - started < 25  # the model is blocked: appends did not wait for it
+        ids = [store.append(NewTurn(TurnKind.USER, "the dog number 0")).id]
+        assert model.entered.wait(30), "the worker never called the model"
+        # The model is now held at its gate, which only this test opens: appends
+        # that waited for it could not end while the gate is closed.
+        appender = threading.Thread(target=lambda: ids.extend(
+            store.append(NewTurn(TurnKind.USER, f"the dog number {n}")).id for n in range(1, 5)))
+        appender.start()
+        appender.join(60)
+        assert not appender.is_alive(), "the appends waited for the blocked model"
+        assert len(ids) == 5 and model.calls == 0 and not gate.is_set()
         assert EmbeddingTable(store, model.name).get(ids) == {}
         gate.set()
         deadline = time.monotonic() + 30
         while len(EmbeddingTable(store, model.name).get(ids)) < len(ids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert set(EmbeddingTable(store, model.name).get(ids)) == set(ids)
+        assert set(EmbeddingTable(store, model.name).get(ids)) == set(ids), \
+            "the worker did not catch up within 30 s of the model being freed"
     finally:
         gate.set()
         worker.stop()
