@@ -24,7 +24,7 @@ from noema.perception.hub import Emitter, SensorHub
 from noema.perception.packing import render_pool_event
 from noema.perception.pipeline import Pipeline
 from noema.perception.sensors import LogFileSensor, logfollow
-from noema.perception.sensors.logwatch import concerns
+from noema.perception.sensors.logwatch import LogWatch, concerns
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.catalog import build_provider
 from noema.providers.settings import ModelSettings
@@ -67,21 +67,48 @@ class Lines:
         return self.texts
 
 
-async def started(sensor: LogFileSensor, lines: Lines) -> SensorHub:
+class Watching:
+    """The change notifications started by sensors, so a test can wait until
+    its sensor watches: the sensor opens its file before it starts watching,
+    so a line appended from then on is new to it and reported by the kernel."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.watches: list[LogWatch] = []
+        real_start = LogWatch.start
+
+        def start(watch: LogWatch) -> None:
+            real_start(watch)
+            self.watches.append(watch)
+
+        monkeypatch.setattr(LogWatch, "start", start)
+
+    async def until(self) -> None:
+        try:
+            async with asyncio.timeout(20):
+                while not any(watch.active for watch in self.watches):
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            raise AssertionError("the sensor never started watching its file") from None
+
+
+@pytest.fixture
+def watching(monkeypatch) -> Watching:
+    return Watching(monkeypatch)
+
+
+async def started(sensor: LogFileSensor, lines: Lines, watching: Watching) -> SensorHub:
     hub = SensorHub(lines)
     hub.add(sensor)
     hub.start()
-    # The sensor has opened its file and watches it once it waits: let it get there.
-    for _ in range(50):
-        await asyncio.sleep(0.01)
+    await watching.until()
     return hub
 
 
-async def test_a_line_appended_by_another_process_is_read_without_polling(tmp_path):
+async def test_a_line_appended_by_another_process_is_read_without_polling(tmp_path, watching):
     log = tmp_path / "app.log"
     log.write_text("old line\n")
     lines = Lines()
-    hub = await started(LogFileSensor(log, channel="log.app", poll_interval=HOUR), lines)
+    hub = await started(LogFileSensor(log, channel="log.app", poll_interval=HOUR), lines, watching)
     try:
         run_elsewhere(APPEND, str(log), "disk full on /dev/sda1")
         assert await lines.until(1) == ["disk full on /dev/sda1"]
@@ -91,11 +118,11 @@ async def test_a_line_appended_by_another_process_is_read_without_polling(tmp_pa
         await hub.stop()
 
 
-async def test_a_rotation_by_another_process_is_followed_without_polling(tmp_path):
+async def test_a_rotation_by_another_process_is_followed_without_polling(tmp_path, watching):
     log = tmp_path / "app.log"
     log.write_text("")
     lines = Lines()
-    hub = await started(LogFileSensor(log, channel="log.app", poll_interval=HOUR), lines)
+    hub = await started(LogFileSensor(log, channel="log.app", poll_interval=HOUR), lines, watching)
     try:
         run_elsewhere(APPEND, str(log), "before the rotation")
         await lines.until(1)
@@ -108,11 +135,11 @@ async def test_a_rotation_by_another_process_is_followed_without_polling(tmp_pat
         await hub.stop()
 
 
-async def test_changes_to_other_files_of_the_folder_do_not_wake_it(tmp_path, monkeypatch):
+async def test_changes_to_other_files_of_the_folder_do_not_wake_it(tmp_path, monkeypatch, watching):
     log = tmp_path / "app.log"
     log.write_text("")
     lines = Lines()
-    hub = await started(LogFileSensor(log, channel="log.app", poll_interval=HOUR), lines)
+    hub = await started(LogFileSensor(log, channel="log.app", poll_interval=HOUR), lines, watching)
     reads: list[int] = []
     real_read = logfollow.LogFollower.read
 
@@ -172,7 +199,7 @@ def test_only_the_file_and_its_numbered_rotations_concern_it():
     assert not concerns(path, "app.log.") and not concerns(path, "app.logx")
 
 
-async def test_a_line_appended_by_another_process_reaches_the_model(tmp_path):
+async def test_a_line_appended_by_another_process_reaches_the_model(tmp_path, watching):
     """The real agent, idle, with the real log sensor under the hub and a real
     model client against the fake server: an urgent line wakes it, and the
     model's next request carries the line (the poll interval is an hour)."""
@@ -200,8 +227,7 @@ async def test_a_line_appended_by_another_process_reaches_the_model(tmp_path):
         hub.add(sensor)
         try:
             async with hub:
-                for _ in range(50):  # the sensor opens its file and watches it
-                    await asyncio.sleep(0.01)
+                await watching.until()
                 run_elsewhere(APPEND, str(log), "PANIC: ext4 journal aborted on sda1")
                 assert await server.wait_requests(1, timeout=20)
         finally:
