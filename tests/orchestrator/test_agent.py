@@ -14,11 +14,12 @@ from noema.orchestrator.decisions import (
     UnsafeCancel,
 )
 from noema.orchestrator.repair import CANCELLED_TOOL
+from noema.perception.clock import ManualClock
 from noema.perception.tools import pool_event_tool
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.tools.registry import ToolContext, tool
 
-from .conftest import event
+from .conftest import T0, event
 from .rig import (
     check_both_protocols,
     check_notices,
@@ -225,13 +226,18 @@ async def test_the_model_can_poll_its_events_and_gets_each_once(session):
 
 
 async def test_a_burst_wakes_an_idle_agent_once_after_a_quiet_window(session):
+    # The agent's clock moves only when told: a loop held up on a busy machine
+    # cannot close the window between the two events.
+    clock = ManualClock(T0)
     provider = ScriptedProvider([say("Two alerts; both look harmless.")])
-    agent, rec = make_agent(session, provider,
+    agent, rec = make_agent(session, provider, clock=clock,
                             reflexes={"idle_quiet_window_s": 0.05, "idle_max_wait_s": 1.0})
     agent.perceive(event("alerts", "evt-7", sender="a"))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # the agent's timer looks, and finds the window open
+    clock.advance(0.01)
     agent.perceive(event("alerts", "evt-8", sender="b"))
     assert not agent.busy  # the window is still open
+    clock.advance(0.1)  # quiet since evt-8 for longer than the window, within the longest wait
     await wait(rec.cycle_started)
     await agent.idle()
     assert sorted(event_ids(session.turns)) == ["evt-7", "evt-8"]
