@@ -19,6 +19,8 @@ from noema.security.away import Answer, AwayApprovals, AwayQuestion, Posted
 from noema.security.away_store import AwayStore
 from noema.tools.registry import ToolContext, ToolError, ToolResult
 
+from .conftest import until
+
 REQUEST = ApprovalRequest("shell_execute", "command: make deploy",
                           "the autonomy level of shell_execute is 'ask'", "call_4", 20)
 
@@ -129,8 +131,7 @@ async def test_an_unanswered_question_expires_and_its_channel_says_so(tmp_path):
     run = Runs()
     try:
         await away.post(REQUEST, context(), run)
-        while away.is_waiting(1):
-            await asyncio.sleep(0.02)
+        await until(lambda: not away.is_waiting(1), "the question to expire")
         await drained(away)
         assert run.count == 0
         assert "No answer came in time" in telegram.closed[0][1]
@@ -203,10 +204,7 @@ async def test_the_sensor_reports_each_outcome_once_in_order_from_its_bookmark(t
         away.answer(2, False, "chat")
         away.answer(1, True, "telegram")
         await drained(away)
-        for _ in range(200):
-            if len(sink.events) >= 2:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: len(sink.events) >= 2, "the outcomes of approvals 2 and 1")
         assert [e.payload["approval"] for e in sink.events] == [2, 1]
         assert sink.events[0].text.startswith("Approval 2") and "in the terminal" in \
             sink.events[0].text
@@ -217,10 +215,7 @@ async def test_the_sensor_reports_each_outcome_once_in_order_from_its_bookmark(t
         away.answer(3, False, "telegram")
         again = Sink()
         running = asyncio.create_task(sensor.run(Emitter("approvals", wall_clock, again)))
-        for _ in range(200):
-            if again.events:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(again.events), "the outcome of approval 3, after the restart")
         assert [e.payload["approval"] for e in again.events] == [3]
     finally:
         running.cancel()
@@ -242,10 +237,7 @@ async def test_an_outcome_holding_outside_words_is_reported_as_outside(tmp_path)
         await drained(away)
         running = asyncio.create_task(ApprovalSensor(away).run(
             Emitter("approvals", wall_clock, sink)))
-        for _ in range(200):
-            if sink.events:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(sink.events), "the outcome of approval 1")
         running.cancel()
         assert not sink.events[0].authorised
         assert store.reported() == 1  # without a bookmark the store keeps the place
