@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from noema.memory.session import Session
 from noema.memory.turns import Flag, Turn, TurnKind
@@ -103,6 +103,16 @@ def make_agent(
 
 async def wait(flag: asyncio.Event, timeout: float = 10.0) -> None:
     await asyncio.wait_for(flag.wait(), timeout)
+
+
+async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Wait until `condition()` holds, looking every 10 ms: generous, since on a
+    loaded machine background work (a compaction, a commit) gets little CPU."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"still waiting after {timeout:.0f} s for {what}")
+        await asyncio.sleep(0.01)
 
 
 # -- the checks ---------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from noema.perception.tools import pool_event_tool
 from noema.providers.scripted import ScriptedProvider, call, say
 
 from .conftest import CATALOGUE, T0, event, reflexes
-from .rig import DELIMITER, check_both_protocols, event_ids, make_agent, wait
+from .rig import DELIMITER, check_both_protocols, event_ids, make_agent, until, wait
 
 QUICK = {"idle_quiet_window_s": 0, "idle_max_wait_s": 0, "world_tokens_per_hour": None}
 
@@ -273,8 +273,7 @@ async def test_a_poll_discarded_by_a_safe_cancellation_is_delivered_once(tmp_pat
     life.agent.submit("anything?")
     life.agent.perceive(event("chat", "evt-1 polled", sender="ana"))
     await wait(life.rec.streaming)
-    while len(provider.requests) < 2:
-        await asyncio.sleep(0.005)
+    await until(lambda: len(provider.requests) >= 2, "the request after the poll")
     life.agent.perceive(event("alerts", "evt-2 prio"))  # cancels the safe thought
     await life.agent.idle()
     assert sorted(event_ids(life.session.turns)) == ["evt-1", "evt-2"]
@@ -292,10 +291,7 @@ async def test_an_event_is_acknowledged_within_the_commit_delay(tmp_path):
                 reflexes={**QUICK, "world_tokens_per_hour": 0})
     life.agent.perceive(event("alerts", "evt-1"))
     assert (life.archive.appended, life.archive.committed) == (1, 0)
-    for _ in range(200):
-        if life.archive.committed:
-            break
-        await asyncio.sleep(0.005)
+    await until(lambda: life.archive.committed, "the archive's group commit")
     assert life.archive.committed == 1 and not life.archive.staged
     await life.end()
 
