@@ -36,7 +36,7 @@ from noema.providers.scripted import ScriptedProvider, call, say
 from noema.tools.registry import ToolContext, ToolRegistry, tool
 
 from .conftest import event
-from .rig import Recorder, check_both_protocols, make_agent, wait
+from .rig import Recorder, check_both_protocols, make_agent, until, wait
 
 
 class Injected(RuntimeError):
@@ -319,10 +319,8 @@ async def test_the_wired_agent_with_a_non_utf8_identity_compacts_and_keeps_answe
             app.agent.submit(f"message {number}")
             await asyncio.wait_for(app.agent.idle(), 10)
             assert app.session.turns[-1].content == f"reply {number}"
-        for _ in range(200):  # the compaction runs in the background
-            if chronicler.requests and not app.memory.compactor.busy:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: chronicler.requests and not app.memory.compactor.busy,
+                    "a compaction to run and end (did the session grow long enough?)")
         assert chronicler.requests, "the session never grew long enough to compact"
         assert "You are \ufffd Ana." in app.agent.cycle.system_prompt()
         assert app.agent.status().context_tokens > 0  # what /status shows
