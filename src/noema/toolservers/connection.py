@@ -24,7 +24,7 @@ import mcp_types
 from mcp import ClientSession, MCPError
 
 from ..tools.errors import shorten
-from .launch import LaunchError, Surroundings, transport
+from .launch import LaunchError, SandboxSetupFailed, Surroundings, transport
 from .settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ _CLOSE_WAIT_S = 10.0  # the SDK's own stdio shutdown is bounded at a few seconds
 _PING_TIMEOUT_S = 10.0
 _STDERR_TAIL = 400
 _MAX_PAGES = 50  # a server that pages its tool list forever is cut off here
+_START_TRIES = 3  # starts of a sandboxed server whose bubblewrap failed before it, at most
 
 
 class ServerFailure(Exception):
@@ -46,6 +47,14 @@ class ServerFailure(Exception):
     def __init__(self, message: str, detail: str = "") -> None:
         super().__init__(message)
         self.detail = detail
+
+
+class _SetupFailure(ServerFailure):
+    """A start where bubblewrap failed before the server's program: `said` is its error."""
+
+    def __init__(self, message: str, detail: str, said: str) -> None:
+        super().__init__(message, detail)
+        self.said = said
 
 
 @dataclass(slots=True)
@@ -157,7 +166,7 @@ class ServerLink:
                     f"the next attempt is in {self._backoff.not_before - now:.0f} s"
                 )
             try:
-                live = await self._open()
+                live = await self._started()
             except ServerFailure as exc:
                 self._backoff.failed(self.clock(), str(exc))
                 raise
@@ -181,6 +190,25 @@ class ServerLink:
             log.info("MCP server %s no longer answers: %s", self.name, exc)
             return False
         return True
+
+    async def _started(self) -> _Live:
+        """`_open`, again from a fresh scan when bubblewrap failed before the
+        server's program (a file it was to mask vanished meanwhile): at most
+        `_START_TRIES` starts, each given the whole connect time (a failed
+        one lasts milliseconds). A program that started is never started
+        again here, whatever became of it."""
+        starts = 0
+        while True:
+            starts += 1
+            try:
+                return await self._open()
+            except _SetupFailure as exc:
+                if starts == _START_TRIES:
+                    raise ServerFailure(f"{exc} ({starts} starts)", exc.detail) from None
+                log.info(
+                    "MCP server %s: bubblewrap failed before starting the server (%s); "
+                    "starting it again", self.name, exc.said,
+                )
 
     async def _open(self) -> _Live:
         loop = asyncio.get_running_loop()
@@ -214,10 +242,11 @@ class ServerLink:
                 reason = f"it did not finish connecting within {self.settings.connect_timeout_s:g} s"
             else:
                 reason = _reason(exc)
-            raise ServerFailure(
-                f"the MCP server {self.name!r} could not be {_opened(self.settings)}: {reason}",
-                stderr,
-            ) from None
+            message = f"the MCP server {self.name!r} could not be {_opened(self.settings)}: {reason}"
+            setup = _innermost(exc)
+            if isinstance(setup, SandboxSetupFailed):
+                raise _SetupFailure(message, stderr, setup.said) from None
+            raise ServerFailure(message, stderr) from None
         live = _Live(session, tools, owner, stop, errlog)
         live.ended = owner.done()
         return live
@@ -280,10 +309,16 @@ def _opened(settings: ServerSettings) -> str:
     return "reached" if settings.transport == "http" else "started"
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost useful message of an error (task groups wrap them)."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The error inside the task groups that wrap it (the first one)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost useful message of an error (task groups wrap them)."""
+    exc = _innermost(exc)
     if isinstance(exc, (LaunchError, ServerFailure)):
         return str(exc)
     if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:

@@ -57,6 +57,44 @@ class LaunchError(Exception):
     """A server cannot be started as configured; the message says why and what to do."""
 
 
+class SandboxSetupFailed(LaunchError):
+    """bubblewrap failed before it started the server's program (a file it was
+    to mask vanished since the scan, say): a fresh start may well work.
+    `said` is bubblewrap's own error, for the log and the person."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__("bubblewrap failed to set up its sandbox, so the program was not started")
+        self.said = said
+
+
+class StartReport:
+    """Where bubblewrap reports one start of a sandboxed server
+    (`--json-status-fd`): an in-memory file of this process, opened by the
+    shell that starts bubblewrap through its /proc path (the SDK lets no
+    descriptor of ours through). Its first line comes as soon as bubblewrap
+    forked, before it set up the sandbox; a line with "exit-code" only after
+    a program it started has ended (see `security.sandbox._Started`)."""
+
+    def __init__(self) -> None:
+        self._fd = os.memfd_create("noema-bwrap-status", os.MFD_CLOEXEC)
+
+    @property
+    def path(self) -> str:
+        return f"/proc/{os.getpid()}/fd/{self._fd}"
+
+    def program_ended(self) -> bool:
+        """Whether bubblewrap said a program it had started ended (read once it has ended)."""
+        report = bytearray()
+        while chunk := os.pread(self._fd, 65536, len(report)):
+            report += chunk
+        return b'"exit-code"' in report
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 @dataclass(frozen=True, slots=True)
 class Surroundings:
     """What the agent lends its servers: secrets, and the folders a sandboxed one may see."""
@@ -98,8 +136,11 @@ def _filled(values: Mapping[str, str], around: Surroundings, where: str) -> dict
         raise LaunchError(exc.args[0]) from None
 
 
-async def stdio_parameters(server: ServerSettings, around: Surroundings) -> StdioServerParameters:
-    """The program the SDK starts for a stdio server: under bubblewrap when sandboxed."""
+async def stdio_parameters(
+    server: ServerSettings, around: Surroundings, report: StartReport | None = None
+) -> StdioServerParameters:
+    """The program the SDK starts for a stdio server: under bubblewrap when
+    sandboxed, bubblewrap reporting on `report` when given."""
     from mcp.client.stdio import StdioServerParameters  # the SDK is loaded only when a server is used
 
     assert server.command is not None  # the settings insist on it for stdio
@@ -123,7 +164,9 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
     program = shutil.which(shell.bwrap_path) or shell.bwrap_path
     argv = _filtered(server, bwrap_argv(program, layout,
                                         with_person_umask([command, *server.args]),
-                                        tmp_mb=shell.memory_mb, seccomp_fd=_FILTER_FD))
+                                        tmp_mb=shell.memory_mb, seccomp_fd=_FILTER_FD,
+                                        status_fd=None if report is None else _STATUS_FD),
+                     report)
     # The SDK merges its own defaults (HOME, PATH, USER...) under these; the
     # sandbox's values win, so nothing of the agent's home leaks in.
     return StdioServerParameters(
@@ -132,15 +175,17 @@ async def stdio_parameters(server: ServerSettings, around: Surroundings) -> Stdi
 
 
 _FILTER_FD = 3  # where bubblewrap reads the filter, in the shell that starts it
+_STATUS_FD = 4  # where it reports, there
 
 
-def _filtered(server: ServerSettings, argv: list[str]) -> list[str]:
-    """`argv` (bubblewrap reading its filter from descriptor 3) started by a
-    shell that opens the filter there. The same filter as a command's
-    (`security/seccomp.py`: no Unix sockets without the network, no setuid
-    files). The SDK starts servers with no descriptor of ours inherited, so
-    the filter is an in-memory file of this process that the shell opens by
-    its /proc path; it stays open while the server may start again."""
+def _filtered(server: ServerSettings, argv: list[str], report: StartReport | None) -> list[str]:
+    """`argv` (bubblewrap reading its filter from descriptor 3, reporting on
+    4 when given a report) started by a shell that opens them there. The same
+    filter as a command's (`security/seccomp.py`: no Unix sockets without the
+    network, no setuid files). The SDK starts servers with no descriptor of
+    ours inherited, so the filter is an in-memory file of this process that
+    the shell opens by its /proc path; it stays open while the server may
+    start again."""
     try:
         fd = program_fd(network=server.network)
     except FilterUnavailable as exc:
@@ -150,8 +195,12 @@ def _filtered(server: ServerSettings, argv: list[str]) -> list[str]:
     if old is not None:
         os.close(old)
     _FILTERS[server.name] = fd
-    opener = 'filter="$1"; shift; exec "$@" 3<"$filter"'
-    return ["/bin/sh", "-c", opener, "sh", f"/proc/{os.getpid()}/fd/{fd}", *argv]
+    filter_path = f"/proc/{os.getpid()}/fd/{fd}"
+    if report is None:
+        opener = 'filter="$1"; shift; exec "$@" 3<"$filter"'
+        return ["/bin/sh", "-c", opener, "sh", filter_path, *argv]
+    opener = 'filter="$1"; status="$2"; shift 2; exec "$@" 3<"$filter" 4>"$status"'
+    return ["/bin/sh", "-c", opener, "sh", filter_path, report.path, *argv]
 
 
 def _found_program(command: str) -> str:
@@ -290,12 +339,54 @@ def transport(
 async def _stdio(server: ServerSettings, around: Surroundings, errlog: IO[str]) -> AsyncIterator[Streams]:
     from mcp.client.stdio import stdio_client  # the SDK is loaded only when a server is used
 
-    parameters = await stdio_parameters(server, around)
+    report = StartReport() if server.sandboxed else None
     try:
-        async with stdio_client(parameters, errlog=errlog) as streams:
-            yield streams
-    except FileNotFoundError as exc:
-        raise LaunchError(f"the program {exc.filename or server.command!r} was not found") from None
+        parameters = await stdio_parameters(server, around, report)
+        try:
+            async with stdio_client(parameters, errlog=errlog) as streams:
+                yield streams
+        except FileNotFoundError as exc:
+            raise LaunchError(
+                f"the program {exc.filename or server.command!r} was not found"
+            ) from None
+        except Exception as exc:
+            # The server is gone by now (the SDK waited for it or killed it).
+            said = None if report is None else _setup_failure(exc, report, errlog)
+            if said is None:
+                raise
+            raise SandboxSetupFailed(said) from exc
+    finally:
+        if report is not None:
+            report.close()
+
+
+def _setup_failure(exc: BaseException, report: StartReport, errlog: IO[str]) -> str | None:
+    """bubblewrap's own error when it failed before starting the program
+    (None otherwise). Three signs, all needed: the connection closed before
+    it was ready, which with bubblewrap holding the server's output open
+    means bubblewrap ended of itself (never stopped by us); its status
+    report has no "exit-code", so no program it started ended (the one sign
+    a program cannot forge: it cannot write there); and it wrote an error
+    of its own (`bwrap: ...`), which alone a server could imitate. The
+    sandbox's fourth sign, bubblewrap's exit code, is out of reach: the SDK
+    keeps the process to itself."""
+    from mcp import MCPError  # the SDK is loaded only when a server is used
+    from mcp_types import CONNECTION_CLOSED
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if not (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED):
+        return None
+    if report.program_ended():
+        return None
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        text = errlog.read()
+    except (OSError, ValueError):
+        return None
+    said = [line.strip() for line in text.splitlines() if line.startswith("bwrap: ")]
+    return " ".join(said)[:300] or None
 
 
 @asynccontextmanager
