@@ -287,7 +287,16 @@ to -0.4); the query's vector moved towards its best hits' (one to five
 hits, at 0.3 to 1.0) -0.5 to 0.0; 20 to 70 candidates reranked rather than
 100, -0.4 to 0.0; a share for time words in the answers to "when" and for
 numbers in those to "how many" -0.1 to +0.2; the last one to three places
-given to the named person's turns closest in meaning -0.2 to -1.4.
+given to the named person's turns closest in meaning -0.2 to -1.4. Fusion:
+the 5 to 100 turns closest in meaning of the whole store reranked with the
+keyword candidates (their keyword score their own, or the pool's lowest)
+-0.1 to 0.0 at 0.7, +0.3 (-0.4 to +1.0) at 0.6; the keyword share lowered
+to 0.3, 0.5 or 0.6 for a question whose candidates' keyword scores are
+nearly flat +0.2 to -0.1; a logistic ranker over eight features of both
+signals (normalised and raw scores, ranks, rank in the whole store, their
+product), fitted on four conversations and measured on the fifth, -0.3
+(-1.0 to +0.4). The rerank's fusion is at its ceiling for this model;
+what the misses need is a signal neither ranking carries.
 """
 
 from __future__ import annotations
