@@ -55,11 +55,13 @@ def test_upkeep_merges_the_index_while_writes_are_quiet(store):
     store.start_upkeep(quiet_s=0.05, merge_pages=16)
     for n in range(120):  # one transaction each: one small index segment each
         store.append(NewTurn(TurnKind.USER, f"turn {n} about merging segments"))
-    piled = segments()
-    deadline = time.monotonic() + 10
-    while segments() >= piled and time.monotonic() < deadline:
+    # Appends alone (automatic merging off, crisis merges of 16) leave 8 + 7
+    # segments: three or fewer is the upkeep's work, whether it merged after
+    # the burst or in a pause a loaded machine made during it.
+    deadline = time.monotonic() + 30
+    while segments() > 3 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert segments() < piled
+    assert segments() <= 3, f"{segments()} index segments left unmerged after 30 s"
     assert len(store.search('"merging"', limit=200)) == 120
     ours = [t for t in threading.enumerate() if t.name == "turn-store-upkeep"
             and t not in before]  # other tests' stores may still be open
