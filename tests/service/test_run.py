@@ -175,9 +175,10 @@ async def test_a_restart_answers_the_question_a_stop_cut_short(tmp_path, server)
     server.script(FakeReply(text="Here is the whole story, from the start."))
     async with running(tmp_path) as run:
         answered = await server.wait_requests(2, WAIT)
-        for _ in range(200):  # the answer is stored once its stream ends
-            if not answered or "Here is the whole story" in _answers(paths):
-                break
+        # The answer is stored once its stream ends, by the agent's own process.
+        deadline = time.monotonic() + WAIT
+        while answered and "Here is the whole story" not in _answers(paths) \
+                and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         code, _ = await run.stop()
     assert code == 0
