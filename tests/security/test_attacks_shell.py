@@ -225,9 +225,10 @@ async def test_cancellation_kills_the_command(world: World):
     command = "i=0; while true; do i=$((i+1)); echo tick $i; echo $i > ticks.txt; sleep 0.05; done"
     task = asyncio.create_task(world.call("shell_execute", command=command))
     ticks = world.ws / "ticks.txt"
-    for _ in range(200):
-        if ticks.exists() and ticks.read_text().strip() not in ("", "1"):
-            break
+    deadline = time.monotonic() + 30  # the sandbox starts slowly on a busy machine
+    while not (ticks.exists() and ticks.read_text().strip() not in ("", "1")):
+        assert time.monotonic() < deadline, "the command never ticked twice"
+        assert not task.done(), task.result().content
         await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
