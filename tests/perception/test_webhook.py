@@ -448,12 +448,14 @@ def test_an_alert_posted_to_noema_chat_reaches_the_model(tmp_path):
         secrets = f"AM_TOKEN = '{OUTSIDE}'\n"
         with chat_with(tmp_path, config, **{"secrets.toml": secrets}) as chat:
             chat.expect("you> ")
-            for _ in range(100):  # the intake starts with the agent
+            deadline = time.monotonic() + 30  # the intake starts with the agent
+            while True:
                 try:
                     response = httpx.post(f"http://127.0.0.1:{port}/alertmanager",
                                           json=alert("firing"), headers=bearer(OUTSIDE))
                     break
                 except httpx.ConnectError:
+                    assert time.monotonic() < deadline, "the intake never listened"
                     time.sleep(0.1)
             assert response.status_code == 202
             chat.expect("Disk alert on db1 noted")
