@@ -359,7 +359,9 @@ async def test_a_new_repository_is_read_only_in_the_next_command(world: World):
 async def test_timed_out_command_is_checked(world: World, tmp_path: Path):
     marker = tmp_path / "MARKER"
     command = (PRELUDE + ATTACKS["pre-commit-hook"] + " && sleep 30").format(m=marker)
-    result = await world.call("shell_execute", command=command, timeout=1.5)
+    # Long enough for the sandbox and six small programs to plant the hook on a
+    # loaded machine: a time-out before that would leave nothing to neutralise.
+    result = await world.call("shell_execute", command=command, timeout=6)
     assert "timed out" in result.content and "neutralised" in result.content
     person_runs_git_everywhere(world.ws, tmp_path)
     assert not marker.exists()
