@@ -316,10 +316,15 @@ def evaluate(
         if not evidence or main_only and int(item.get("category", 0)) not in MAIN_CATEGORIES:
             continue
         for name, search in searches.items():
+            meaning = getattr(search, "meaning", None)
+            embedder = getattr(meaning, "_embedder", None)
+            # The query is embedded in a thread of its own, while the words are searched.
+            elsewhere = embedder.query_cpu if embedder is not None else 0.0
             started, cpu = time.perf_counter(), time.thread_time()
             result = search.search(item["question"], limit=10)
             wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
-            meaning = getattr(search, "meaning", None)
+            if embedder is not None:
+                cpu += embedder.query_cpu - elsewhere
             if meaning is not None and hasattr(meaning, "excluded"):  # embedding its candidates
                 wall, cpu = wall - meaning.excluded[0], cpu - meaning.excluded[1]
                 meaning.excluded = (0.0, 0.0)

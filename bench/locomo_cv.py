@@ -249,12 +249,19 @@ class CachedEmbedder:
         self._model = OnnxEmbedder()
         self._kept: dict[str, list[float]] = {}
         self.seconds = 0.0  # spent embedding
+        self.query_cpu = 0.0  # CPU seconds spent embedding queries outside the main thread
 
     def embed(self, texts):
         import time
 
         if len(texts) == 1:  # a query: embedded every time, as the search would, and timed with it
-            return self._model.embed(texts)
+            import threading
+
+            started = time.thread_time()
+            vectors = self._model.embed(texts)
+            if threading.current_thread() is not threading.main_thread():
+                self.query_cpu += time.thread_time() - started
+            return vectors
         todo = [t for t in dict.fromkeys(texts) if t not in self._kept]
         if todo:
             started = time.process_time()
@@ -296,6 +303,9 @@ class OnDemandMeaning:
         self._inner = Meaning(store, embedder, weight=weight)
         self.depth = self._inner.depth
         self.excluded = (0.0, 0.0)  # (wall, CPU) seconds the last rerank spent embedding candidates
+
+    def expect(self, query):
+        self._inner.expect(query)
 
     def rerank(self, query, candidates):
         import time

@@ -706,6 +706,8 @@ class HistorySearch:
         """
         kinds = _kinds_for(roles)
         with self._lock:
+            if self.meaning is not None:
+                self.meaning.expect(query)  # embedded while the words are searched
             self._choose_index()
             terms, dropped = self._read_query(query)
             absent = tuple(t.text for t in terms if t.postings == 0)
