@@ -153,9 +153,10 @@ words does not. Each choice, and why:
   words cannot choose: each of the person's turns holds the name, most
   hold nothing else of the question, and they weigh alike; the rerank
   reorders only the hundred best by words, which such a turn rarely is.
-  The few hundred stored vectors are scored at once, kept packed between
-  searches (`PackedVectors`), with the query's embedding the rerank made:
-  at a million turns, CPU p50 and p95 +0.6 and +1.2 ms. (LoCoMo's five
+  The few hundred stored vectors are scored at once, with the query's
+  embedding the rerank made; they are read once and kept packed
+  (`PackedVectors`) for the next questions about the same people: at a
+  million turns, about a millisecond a query. (LoCoMo's five
   development conversations after 1M turns, with the rerank at 0.7:
   recall@10, categories 1-4, 69.6 to 71.5 %, +2.0, interval +0.8 to +3.2;
   the two conversations whose names are common in the history from 63.4
