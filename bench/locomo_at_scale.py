@@ -453,8 +453,8 @@ def run(
               f"{paired_bootstrap(pooled(results[THIS_PLAN]), pooled(results[baseline]))} points")
     if meaning:
         print("\nThe meaning signal (all-MiniLM-L6-v2 int8) reranking the keyword top 100, turns"
-              " embedded when first a candidate (query times include that embedding: see the CPU"
-              " time of the plan alone for the search itself)")
+              " embedded when first a candidate (query times leave that embedding out, as a store"
+              " embedded in the background would; the query's own embedding is in them)")
         print(conversation_table(results, [THIS_PLAN, *(n for n in results if n.startswith("meaning="))]))
         if not shipped:
             print(meaning_study(results, THIS_PLAN))
