@@ -32,6 +32,7 @@ pytestmark = [
 ]
 # What bubblewrap says when a line asks for an impossible mount; a server may say it too.
 LOOKALIKE = "bwrap: Can't find source path /nowhere/at/all: No such file or directory"
+EXITS_LIKE_BWRAP = f"import sys; sys.exit({LOOKALIKE!r})"  # a server program that says it and ends
 
 
 def _world(tmp_path: Path) -> tuple[Surroundings, Path]:
@@ -67,6 +68,16 @@ def _watched(monkeypatch, change=None) -> list[list[str]]:
 
     monkeypatch.setattr(launch, "bwrap_argv", built)
     return starts
+
+
+async def _failure(link: ServerLink) -> ServerFailure:
+    """How asking `link` for its tools fails, the link closed after."""
+    try:
+        with pytest.raises(ServerFailure) as failed:
+            await link.tools()
+    finally:
+        await link.aclose()
+    return failed.value
 
 
 def _impossible(line: list[str]) -> None:
@@ -129,16 +140,11 @@ async def test_a_server_program_that_started_and_exited_is_started_once(tmp_path
     around, _ = _world(tmp_path)
     starts = _watched(monkeypatch)
     # It fails the way bubblewrap does, but bubblewrap started it.
-    script = f"import sys; sys.exit({LOOKALIKE!r})"
-    link = ServerLink(_server(args=("-c", script)), around)
-    try:
-        with pytest.raises(ServerFailure) as failed:
-            await link.tools()
-    finally:
-        await link.aclose()
+    link = ServerLink(_server(args=("-c", EXITS_LIKE_BWRAP)), around)
+    failed = await _failure(link)
     assert len(starts) == 1
-    assert "could not be started: it closed the connection" in str(failed.value)
-    assert LOOKALIKE in failed.value.detail
+    assert "could not be started: it closed the connection" in str(failed)
+    assert LOOKALIKE in failed.detail
     assert link.retry_in() > 0
 
 
@@ -154,12 +160,7 @@ async def test_an_unsandboxed_server_that_fails_in_bubblewraps_words_is_started_
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(launch, "stdio_parameters", counted)
-    script = f"import sys; sys.exit({LOOKALIKE!r})"
-    link = ServerLink(_server(args=("-c", script), sandbox=False), around)
-    try:
-        with pytest.raises(ServerFailure) as failed:
-            await link.tools()
-    finally:
-        await link.aclose()
+    link = ServerLink(_server(args=("-c", EXITS_LIKE_BWRAP), sandbox=False), around)
+    failed = await _failure(link)
     assert len(starts) == 1
-    assert LOOKALIKE in failed.value.detail
+    assert LOOKALIKE in failed.detail
