@@ -374,3 +374,58 @@ async def test_a_count_waits_for_the_answer_being_streamed(openai_rig: Rig) -> N
         assert await counting == [1]
     assert rest[-1] == Finish("stop")
     assert seen_after == [1]  # the stream had completed when the count arrived
+
+
+# -- a chat template that escapes what the model reads --------------------------
+
+
+def _counted(text: str) -> int:
+    return len(text)  # this fake's tokenizer: a token a character
+
+
+def _escaping_check_replies(escaping: bool) -> list[FakeReply]:
+    """The two one-token answers of the check: prompts as the server counts
+    them, a template of 20 tokens around the text, escaped or as it is."""
+    from noema.providers.entities import escape
+    from noema.providers.openai_compat import _MARKED_SAMPLE, _PLAIN_SAMPLE
+
+    seen = escape if escaping else (lambda text: text)
+    return [FakeReply(text="ok", input_tokens=20 + _counted(seen(sample)))
+            for sample in (_PLAIN_SAMPLE, _MARKED_SAMPLE)]
+
+
+@pytest.mark.parametrize("escaping", [True, False])
+async def test_a_server_whose_model_reads_escaped_text_is_answered_in_real_text(
+    openai_rig: Rig, escaping: bool,
+) -> None:
+    count = {"/extras/tokenize/count": lambda body: {"count": _counted(body["input"])}}
+    with LlamaServerShapes(count) as server:
+        server.script(*_escaping_check_replies(escaping), FakeReply(
+            text="She said &#34;hi&#34; &amp; left",
+            tool_calls=(FakeToolCall("file_write", json.dumps(
+                {"path": "a.html", "content": "&lt;b&gt;&#34;x&#34; &amp;amp;&lt;/b&gt;"})),),
+        ))
+        provider = openai_rig.make(provider="llamacpp", base_url=server.base_url,
+                                   model=a_model(), context_window=8192)
+        events = await events_of(provider, simple_request(tools=(WRITE,)))
+        assert await provider.reads_escaped() is escaping
+        checks = [r for r in server.requests if r.path.endswith("/chat/completions")][:2]
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    arguments = json.loads("".join(e.arguments for e in events if isinstance(e, ToolCallDelta)))
+    assert [c.body["max_tokens"] for c in checks] == [1, 1]
+    if escaping:
+        assert text == 'She said "hi" & left'
+        assert arguments["content"] == '<b>"x" &amp;</b>'
+    else:  # a server that escapes nothing: the model's entities are its own
+        assert text == "She said &#34;hi&#34; &amp; left"
+        assert arguments["content"] == "&lt;b&gt;&#34;x&#34; &amp;amp;&lt;/b&gt;"
+
+
+async def test_only_a_provider_that_may_meet_an_escaping_server_checks(openai_rig: Rig) -> None:
+    count = {"/extras/tokenize/count": lambda body: {"count": _counted(body["input"])}}
+    with LlamaServerShapes(count) as server:
+        server.script(FakeReply(text="A &#34;quote&#34;."))
+        provider = openai_rig.make(base_url=server.base_url, model=a_model())
+        events = await events_of(provider, simple_request())
+        assert len(server.requests) == 1  # the answer alone: nothing counted, nothing checked
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "A &#34;quote&#34;."

@@ -215,6 +215,30 @@ async def test_token_counts_come_from_the_servers_tokenizer(llama_server: LlamaS
     print(f"estimate {estimate_tokens(texts[1])} against {counts[1]} counted")
 
 
+async def test_the_model_reads_escaped_text_and_its_answers_come_back_real(
+    llama_server: LlamaServer,
+) -> None:
+    # Its chat format for tools renders every message through an escaping
+    # template: the model reads `&#34;` for a quote and writes it back.
+    line = 'Repeat this line exactly: say "hi" <b>bold</b> & more'
+    async with httpx2.AsyncClient(timeout=120) as client:
+        raw = await client.post(f"{llama_server.base_url}/chat/completions", json={
+            "model": llama_server.model, "messages": [{"role": "user", "content": line}],
+            "max_tokens": 40, "temperature": 0})
+    written = raw.json()["choices"][0]["message"]["content"]
+    provider = provider_for(llama_server)
+    try:
+        assert await provider.reads_escaped()
+        request = ModelRequest(messages=(Message(MessageRole.USER, line),), max_tokens=40)
+        events = [event async for event in provider.stream(request)]
+    finally:
+        await provider.aclose()
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    print(f"\nthe model wrote {written!r}; shown as {text!r}")
+    assert "&#34;" in written  # what the model read, copied
+    assert not any(entity in text for entity in ("&#34;", "&lt;", "&gt;", "&amp;", "&#39;"))
+
+
 async def test_the_window_the_server_serves(llama_server: LlamaServer) -> None:
     async with ServerProbe("llamacpp", llama_server.base_url) as probe:
         assert llama_server.model in await probe.models()

@@ -47,6 +47,7 @@ class ProviderSpec:
     context_window: int | None  # None: DEFAULT_CONTEXT_WINDOW
     max_tokens_field: str = "max_tokens"  # OpenAI renamed it; most servers kept the old name
     counts_tokens: bool = False  # its server tokenizes on request (the estimates are calibrated)
+    may_escape: bool = False  # its server may HTML-escape what the model reads (`entities.py`)
 
     def __post_init__(self) -> None:
         if self.key_required and not self.key_env:
@@ -63,7 +64,8 @@ _SPECS = (
     ProviderSpec("ollama", "Ollama", ProviderKind.OPENAI_COMPATIBLE, "http://localhost:11434/v1",
                  None, False, 8_192),
     ProviderSpec("llamacpp", "llama.cpp server", ProviderKind.OPENAI_COMPATIBLE,
-                 "http://localhost:8080/v1", None, False, None, counts_tokens=True),
+                 "http://localhost:8080/v1", None, False, None, counts_tokens=True,
+                 may_escape=True),
     ProviderSpec("vllm", "vLLM", ProviderKind.OPENAI_COMPATIBLE, "http://localhost:8000/v1",
                  None, False, None),
     ProviderSpec("lmstudio", "LM Studio", ProviderKind.OPENAI_COMPATIBLE,
@@ -131,6 +133,7 @@ def _openai_compatible(
         temperature=settings.temperature,
         policy=policy,
         max_tokens_field=spec.max_tokens_field,
+        may_escape=spec.may_escape,
     )
 
 

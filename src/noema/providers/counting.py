@@ -69,12 +69,14 @@ def _tokens_field(answer: Any) -> int | None:
     return len(tokens) if isinstance(tokens, list) else None
 
 
+# llama.cpp's Python server counts without sending the tokens back.
+PYTHON_SERVER_ROUTE = TokenizerRoute(
+    "/extras/tokenize/count", lambda text, model: {"input": text, "model": model}, _count_field)
+
 TOKENIZER_ROUTES = (
     # llama.cpp's server: the text alone, without the special tokens a chat adds.
     TokenizerRoute("/tokenize", lambda text, model: {"content": text}, _tokens_field),
-    # llama.cpp's Python server counts without sending the tokens back.
-    TokenizerRoute("/extras/tokenize/count", lambda text, model: {"input": text, "model": model},
-                   _count_field),
+    PYTHON_SERVER_ROUTE,
 )
 
 

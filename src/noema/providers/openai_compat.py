@@ -7,6 +7,7 @@ take the same request; they differ in what they send back at the edges
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -24,14 +25,16 @@ from .base import (
     ModelNotFound,
     ModelRequest,
     ProtocolViolation,
+    ProviderError,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
     ToolSpec,
     Usage,
 )
-from .counting import TOKENIZER_ROUTES, TokenizerRoute, Traffic, server_root
+from .counting import PYTHON_SERVER_ROUTE, TOKENIZER_ROUTES, TokenizerRoute, Traffic, server_root
 from .endpoint import Endpoint
+from .entities import escape, unescaped
 from .failures import (
     Failure,
     FailureKind,
@@ -261,6 +264,15 @@ def _broke_after_headers(exc: BaseException) -> bool:
 # life of the process; their tool-bearing requests are then sent whole.
 _WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
 
+# Endpoints (base URL, model) found to HTML-escape what their model reads
+# (True) or not (False), for the life of the process: see `entities.py`.
+_ESCAPING: dict[tuple[str, str], bool] = {}
+
+# Two texts the escaping check has the server count, in a chat and alone:
+# escaped, the second grows by dozens of tokens more than as it is.
+_PLAIN_SAMPLE = "Say it."
+_MARKED_SAMPLE = "Say it." + ' "<&>" \'it\'' * 8
+
 
 class _NothingSaid(Exception):
     """An answer that ended without words or a call (`finish`: its reason)."""
@@ -318,6 +330,7 @@ class OpenAICompatProvider:
         temperature: float | None = None,
         policy: RetryPolicy | None = None,
         max_tokens_field: str = "max_tokens",
+        may_escape: bool = False,
     ) -> None:
         self.name = endpoint.provider
         self.model = endpoint.model
@@ -336,6 +349,8 @@ class OpenAICompatProvider:
         self._tokenizer: TokenizerRoute | None = None
         self._tokenizer_probed = False
         self._traffic = Traffic()
+        self._may_escape = may_escape  # its server might escape what the model reads
+        self._checking = asyncio.Lock()
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -376,8 +391,10 @@ class OpenAICompatProvider:
         )
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+        escaping = await self.reads_escaped()
         async with self._traffic.answering():
-            async for event in self._attempt_unguarded(request):
+            events = self._attempt_unguarded(request)
+            async for event in unescaped(events) if escaping else events:
                 yield event
 
     async def _attempt_unguarded(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
@@ -465,6 +482,58 @@ class OpenAICompatProvider:
         return completion_events(completion)
 
     # -- what the server can tell ------------------------------------------
+
+    async def reads_escaped(self) -> bool:
+        """Whether the server hands its model HTML-escaped text (llama.cpp's
+        Python server does, for the chat format that shows tools): the
+        model's answers are then unescaped (`entities.py`).
+
+        Found out once per endpoint, for a provider that may meet such a
+        server, with no guess from its name: the server counts two texts
+        alone, as they are and escaped, and in two chat requests of one
+        output token; the growth of the chat's prompt says which of the two
+        the model read. Only llama.cpp's Python server is asked: the
+        check needs its tokenizer route, and no other server is known to
+        escape. A server that fails to answer is asked again next time.
+        """
+        if not self._may_escape:
+            return False
+        async with self._checking:
+            if self._key not in _ESCAPING:
+                try:
+                    _ESCAPING[self._key] = await self._check_escaping()
+                except (ProviderError, openai.OpenAIError) as exc:
+                    log.info("%s: could not tell whether its model reads escaped text (%s)",
+                             self.endpoint.where, exc)
+                    return False
+                if _ESCAPING[self._key]:
+                    log.info("%s hands its model HTML-escaped text; its answers are unescaped",
+                             self.endpoint.where)
+            return _ESCAPING[self._key]
+
+    async def _check_escaping(self) -> bool:
+        samples = (_PLAIN_SAMPLE, _MARKED_SAMPLE)
+        counts = await self.count_tokens([*samples, *map(escape, samples)])
+        if counts is None or self._tokenizer is not PYTHON_SERVER_ROUTE:
+            return False
+        plain, marked, plain_escaped, marked_escaped = counts
+        read = [await self._prompt_tokens(text) for text in samples]
+        if None in read:
+            return False
+        grew = read[1] - read[0]
+        return abs(grew - (marked_escaped - plain_escaped)) < abs(grew - (marked - plain))
+
+    async def _prompt_tokens(self, text: str) -> int | None:
+        """The prompt tokens the server counts for a chat of `text` alone."""
+        body = {"model": self.model, "messages": [{"role": "user", "content": text}],
+                "stream": False, self._max_tokens_field: 1}
+        async with self._traffic.answering():
+            completion = await self._client.post(
+                _CHAT_PATH, body=body, cast_to=ChatCompletion,
+                options={"security": {"bearer_auth": True}},
+            )
+        usage = getattr(completion, "usage", None)
+        return getattr(usage, "prompt_tokens", None) if usage is not None else None
 
     async def count_tokens(self, texts: list[str]) -> list[int] | None:
         """Token counts of `texts` by the server's own tokenizer, or None when
