@@ -166,3 +166,30 @@ async def test_a_chat_whose_agent_stops_says_so_and_ends(tmp_path: Path, keyboar
     finally:
         if not stopped:
             await shut(served)
+
+
+async def test_lines_from_a_script_are_answered_one_after_the_other(tmp_path: Path,
+                                                                    keyboard: Keyboard):
+    # `printf 'a\nb\n' | noema chat`: both lines are in the pipe before the
+    # first answer starts. A person's second message would cut the first
+    # answer short; a script's waits for it, and the end of the input waits
+    # for the last answer.
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    slow = " ".join(f"word{i}" for i in range(40))
+    model = ScriptedProvider([say(f"First: {slow}."), say(f"Second: {slow}.")],
+                             token_delay_s=0.01)
+    keyboard.type("the first question")
+    keyboard.type("the second question")
+    keyboard.close()
+    screen = Screen()
+    chatting = asyncio.create_task(open_chat(
+        paths, build=lambda host: build_app(paths, Config(), provider=model, listener=host),
+        banner=banner, terminal=Terminal(keyboard.stdin, screen, plain=True, scripted=True)))
+    await asyncio.wait_for(chatting, WAIT)
+
+    shown = screen.text
+    assert f"you> the first question\nnoema> First: {slow}.\n" in shown
+    assert f"you> the second question\nnoema> Second: {slow}.\n" in shown
+    assert "interrupted" not in shown and "Traceback" not in shown
+    assert not socket_path(paths).exists()  # it left by itself, the agent stopped
+    AgentLock(paths).release()

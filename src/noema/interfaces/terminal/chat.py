@@ -10,7 +10,10 @@ agent stops it cleanly.
 
 At a terminal the chat is a prompt_toolkit prompt with rich output
 (`input`, `screen`); through a pipe or on a dumb terminal
-it reads and writes plain lines. `/stop` (or Ctrl-C) stops a reply,
+it reads and writes plain lines; lines from a pipe or a file are answered
+one after the other, the chat leaving once the last is answered (a person's
+new message cuts a reply short, a script's next line waits for it). `/stop`
+(or Ctrl-C) stops a reply,
 `/status` shows the agent's state, `/help` lists the commands, `/quit` (or
 Ctrl-D) leaves. Errors are shown as messages, never as tracebacks.
 """
@@ -140,18 +143,28 @@ class TerminalListener(AgentListener):
 @dataclass(frozen=True, slots=True)
 class Terminal:
     """Where the person is: the streams, whether they are a real terminal,
-    and the history file (at a terminal)."""
+    the history file (at a terminal), and whether the lines come from a
+    file or a program rather than from someone typing (`scripted`)."""
 
     stdin: TextIO
     stdout: TextIO
     plain: bool
     history: Path | None = None
+    scripted: bool = False
 
     @classmethod
     def detect(cls, paths: AgentPaths, stdin: TextIO = sys.stdin,
                stdout: TextIO = sys.stdout) -> Terminal:
         """The process's own terminal; plain when it is a pipe or a dumb terminal."""
-        return cls(stdin, stdout, plain_terminal(stdin, stdout), paths.root / HISTORY_FILE)
+        return cls(stdin, stdout, plain_terminal(stdin, stdout), paths.root / HISTORY_FILE,
+                   scripted=not _is_terminal(stdin))
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
 
 
 async def handshake(connection: Connection, client: str = CLIENT, since: int | None = None
@@ -175,7 +188,7 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
     starts an agent run here, whose first notices must be shown)."""
     bar = StatusBar(agent="")
     if terminal.plain:
-        screen: PlainScreen | RichScreen = PlainScreen(terminal.stdout)
+        screen: PlainScreen | RichScreen = PlainScreen(terminal.stdout, echo=terminal.scripted)
         client = ChatClient(connection, screen, client=CLIENT)
     else:
         console = _console(terminal.stdout)
@@ -202,7 +215,8 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
             if terminal.plain:
                 if not client.busy and client.asking is None:
                     screen.ready()
-                await run_lines(client, terminal.stdin, hint=screen.line)
+                await run_lines(client, terminal.stdin, hint=screen.line,
+                                one_at_a_time=terminal.scripted)
             else:
                 assert isinstance(screen, RichScreen)
                 history = history_file(terminal.history) if terminal.history else None

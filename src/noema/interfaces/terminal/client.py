@@ -143,6 +143,7 @@ class ChatClient:
         self.extra_help = extra_help
         self.busy = False
         self.closed = asyncio.Event()  # the connection ended (the agent left or we did)
+        self._stirred = asyncio.Event()  # a message came, or the connection ended
         self.goodbye: str | None = None
         self.approvals: deque[ApprovalAsked] = deque()
         self._requests = 0
@@ -174,6 +175,7 @@ class ChatClient:
                     log.exception("the chat could not show a %s", type(message).__name__)
         finally:
             self.closed.set()
+            self._stirred.set()
             for future in self._waiting.values():
                 if not future.done():
                     future.set_exception(AgentGone("the agent is gone"))
@@ -186,6 +188,15 @@ class ChatClient:
             handler(message)
         if self.bar is not None:
             self.bar.changed()
+        self._stirred.set()
+
+    async def settled(self) -> None:
+        """Until the agent has nothing in hand: idle, asking a question the
+        next line answers, or gone. Lines from a script wait for it, so that
+        each is answered instead of cutting short the answer before it."""
+        while self.busy and not self.approvals and not self.closed.is_set():
+            self._stirred.clear()
+            await self._stirred.wait()
 
     def _text(self, message: TextDelta) -> None:
         self._streamed = True
@@ -345,7 +356,7 @@ class ChatClient:
 
     async def take_line(self, text: str) -> bool:
         """One typed line: an answer, a command or a message. False means leave."""
-        self.screen.line_read()
+        self.screen.line_read(text)
         if self.asking is not None:
             await self._answer(text)
             return True

@@ -281,11 +281,16 @@ def _start_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | No
 
 
 async def run_lines(client: ChatClient, source: TextIO = sys.stdin, *,
-                    hint: Callable[[str], None], catch_interrupt: bool = True) -> None:
+                    hint: Callable[[str], None], catch_interrupt: bool = True,
+                    one_at_a_time: bool = False) -> None:
     """Read plain lines until end of input, `/quit`, or the agent goes.
 
     Ctrl-C (SIGINT) stops the reply while the agent works; at an idle
-    prompt, twice within two seconds leaves.
+    prompt, twice within two seconds leaves. With `one_at_a_time` (lines
+    from a file or a script, not a person typing), each line waits until
+    the agent has answered the one before, and the end of input until the
+    last answer is given: a person's new message interrupts a reply, a
+    script's next line should not.
     """
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
@@ -308,6 +313,10 @@ async def run_lines(client: ChatClient, source: TextIO = sys.stdin, *,
     closed = asyncio.create_task(client.closed.wait())
     try:
         while True:
+            if one_at_a_time:
+                await client.settled()
+                if client.closed.is_set():
+                    return
             getting = asyncio.create_task(lines.get())
             await asyncio.wait({getting, closed}, return_when=asyncio.FIRST_COMPLETED)
             if not getting.done():

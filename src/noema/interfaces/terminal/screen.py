@@ -60,15 +60,20 @@ class Screen(Protocol):
     def ask(self) -> None:
         """An approval question was just shown: invite the answer."""
 
-    def line_read(self) -> None:
-        """The person entered a line."""
+    def line_read(self, text: str) -> None:
+        """The person entered `text`."""
 
 
 class PlainScreen:
-    """Plain text on a stream, with its own prompt: what scripts and tests read."""
+    """Plain text on a stream, with its own prompt: what scripts and tests read.
 
-    def __init__(self, out: TextIO) -> None:
+    With `echo`, each line read is written after the prompt: lines from a
+    pipe are not shown by a terminal, and the transcript should say what
+    each answer answers."""
+
+    def __init__(self, out: TextIO, *, echo: bool = False) -> None:
         self.out = out
+        self.echo = echo
         self.streaming = False
         self.prompting = False  # the prompt is the last thing on the screen
         self._asides: list[str] = []  # said while an answer streams: shown after it
@@ -117,7 +122,9 @@ class PlainScreen:
         self._write(QUESTION)
         self.prompting = True
 
-    def line_read(self) -> None:
+    def line_read(self, text: str) -> None:
+        if self.echo and self.prompting:
+            self._write(text + "\n")
         self.prompting = False
 
 
@@ -177,5 +184,5 @@ class RichScreen:
     def ask(self) -> None:
         self._changed()
 
-    def line_read(self) -> None:
+    def line_read(self, text: str) -> None:
         pass
