@@ -108,6 +108,41 @@ async def test_the_number_of_steps_is_bounded(session):
     valid(session)
 
 
+async def test_a_call_repeated_with_the_same_result_is_refused_then_the_cycle_stops(session):
+    log.clear()
+    # A small model stuck on one call: the same arguments (spelt two ways)
+    # and the same result, over and over.
+    same = [say("", call("remember", thing="milk")) for _ in range(7)]
+    provider = ScriptedProvider([*same[:3], say("", call("remember", '{ "thing" : "milk" }')),
+                                 *same[4:]])
+    agent, rec = make_agent(session, provider)
+    agent.submit("remember milk")
+    await agent.idle()
+    assert log == ["milk", "milk"]  # run twice, as asked; the third and fourth were not run
+    results = [t for t in session.turns if t.kind is TurnKind.TOOL_RESULT]
+    assert [r.has(Flag.ERROR) for r in results] == [False, False, True, True]
+    assert "Not run: remember was just called 2 times in a row" in results[2].content
+    assert len(provider.requests) == 4  # not the 24 steps the cycle allows
+    assert "kept calling remember with the same arguments" in session.turns[-1].content
+    assert ("end", "repeating", None) in rec.events
+    valid(session)
+
+
+async def test_a_repeated_call_that_follows_another_or_gives_another_result_runs(session):
+    log.clear()
+    provider = ScriptedProvider([
+        say("", call("remember", thing="a")), say("", call("remember", thing="a")),
+        say("", call("remember", thing="b")),  # another call between
+        say("", call("remember", thing="a")), say("", call("remember", thing="a")),
+        say("Done."),
+    ])
+    agent, rec = make_agent(session, provider)
+    agent.submit("go")
+    await agent.idle()
+    assert log == ["a", "a", "b", "a", "a"]
+    assert ("end", "answered", None) in rec.events
+
+
 async def test_repeated_call_ids_from_a_server_are_made_unique(session):
     class SameIds(ScriptedProvider):
         async def stream(self, request):

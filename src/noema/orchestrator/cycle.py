@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +37,15 @@ from .context import BuiltContext, ContextLimits, ContextTooSmall, RequestShape,
 class CycleEnd(enum.StrEnum):
     ANSWERED = "answered"  # the model replied with no tool call
     STEP_LIMIT = "step_limit"  # bounded: the model kept calling tools
+    REPEATING = "repeating"  # stopped: the model kept making a call it was told changes nothing
+
+
+# The same call (tool and arguments) that gave the same result this many
+# times in a row is not run again in the cycle: the model is told so. A
+# small local model can make one call over and over until the step bound,
+# each one a model request of seconds to minutes; a call worth repeating
+# (a check after a change) gives another result, or follows another call.
+REPEATS_RUN = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,9 @@ class CycleProgress:
     last_confirmed_action: str | None = None
     usage: Usage | None = None
     tokens: int = 0  # input and output over all the cycle's model calls
+    last_seen: tuple[str, str, str] | None = None  # tool, arguments and result of the last call
+    same_in_a_row: int = 0  # calls in a row that gave `last_seen`
+    refused_repeats: int = 0  # calls not run for being such a repeat
 
 
 class ReasoningCycle:
@@ -142,20 +155,27 @@ class ReasoningCycle:
             calls = await self._think(progress, listener)
             if not calls:
                 return CycleEnd.ANSWERED
+            refused_before = progress.refused_repeats
             for call in calls:
                 await self._act(call, progress, listener)
+            if refused_before and progress.refused_repeats > refused_before:
+                # Told once that the call changes nothing, the model made it again.
+                self._note(progress, listener,
+                           f"This cycle was stopped: the model kept calling {call.tool_name} "
+                           "with the same arguments after it was told the result would not "
+                           "change; tell the person what is done and what is left.")
+                return CycleEnd.REPEATING
+        self._note(progress, listener,
+                   f"This cycle reached its bound of {self.settings.max_steps} model calls and "
+                   "was stopped there; tell the person what is done and what is left.")
+        return CycleEnd.STEP_LIMIT
+
+    def _note(self, progress: CycleProgress, listener: CycleListener, text: str) -> None:
         note = self.session.append(
-            NewTurn(
-                TurnKind.NOTE,
-                f"This cycle reached its bound of {self.settings.max_steps} model calls and "
-                "was stopped there; tell the person what is done and what is left.",
-                cycle_id=progress.cycle_id,
-                flags=Flag.SYNTHETIC,
-            )
+            NewTurn(TurnKind.NOTE, text, cycle_id=progress.cycle_id, flags=Flag.SYNTHETIC)
         )
         progress.stored.append(note.id)
         listener.on_turn(note)
-        return CycleEnd.STEP_LIMIT
 
     async def _think(self, progress: CycleProgress, listener: CycleListener) -> list[Turn]:
         """One model call; stores its text and tool calls, returns the calls."""
@@ -214,6 +234,16 @@ class ReasoningCycle:
         """Run one stored call and store its result."""
         ctx = ToolContext(call.call_id or "", call.id, progress.cycle_id,
                           outside=outside_words(self.session.turns))
+        made = _call_key(call)
+        if progress.same_in_a_row >= REPEATS_RUN and progress.last_seen is not None \
+                and progress.last_seen[:2] == made:
+            progress.refused_repeats += 1
+            self._store_result(call, ToolResult(
+                f"Not run: {made[0]} was just called {progress.same_in_a_row} times in a row "
+                "with these same arguments and gave the same result each time; it would give "
+                "it again. Use that result, do something else, or answer.", is_error=True,
+            ), progress, listener)
+            return
         checked = self.tools.check(ToolCall(ctx.call_id, call.tool_name or "", call.arguments or ""))
         if isinstance(checked, ToolResult):
             result = checked
@@ -240,6 +270,9 @@ class ReasoningCycle:
             finally:
                 progress.running_job = None
         self._store_result(call, result, progress, listener)
+        seen = (*made, result.content)
+        progress.same_in_a_row = progress.same_in_a_row + 1 if seen == progress.last_seen else 1
+        progress.last_seen = seen
         # A tool that finished despite a cancellation (an atomic write does) has
         # its true result stored above; the cancellation still stands.
         task = asyncio.current_task()
@@ -278,6 +311,17 @@ def result_turn(call: Turn, result: ToolResult, cycle_id: int | None) -> NewTurn
         | (Flag.OUTSIDE if result.outside else Flag.NONE)
         | (Flag.WAITING if result.waiting else Flag.NONE),
     )
+
+
+def _call_key(call: Turn) -> tuple[str, str]:
+    """A call's tool and arguments, the arguments in one spelling when they
+    are JSON (`{"a": 1}` and `{ "a":1 }` are the same call)."""
+    arguments = call.arguments or ""
+    try:
+        arguments = json.dumps(json.loads(arguments or "{}"), sort_keys=True)
+    except (ValueError, RecursionError):  # not JSON: the check below says so to the model
+        pass
+    return call.tool_name or "", arguments
 
 
 def _unique_call_id(call: ToolCall, taken: set[str | None], progress: CycleProgress, index: int) -> str:

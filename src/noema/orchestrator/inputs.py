@@ -35,6 +35,7 @@ class Outcome(enum.StrEnum):
 
     ANSWERED = "answered"
     STEP_LIMIT = "step_limit"
+    REPEATING = "repeating"  # stopped: the model kept making the same call
     FAILED = "failed"  # the provider failed or a bug of ours: nothing follows on its own
 
 

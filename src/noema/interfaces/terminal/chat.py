@@ -124,6 +124,8 @@ class TerminalListener(AgentListener):
             self.write("(stopped)\n")
         elif outcome == "step_limit":
             self.write("(the agent reached its step limit for one cycle)\n")
+        elif outcome == "repeating":
+            self.write("(stopped: the model kept making the same call)\n")
 
     def on_notice(self, text: str) -> None:
         self._end_stream()

@@ -610,6 +610,7 @@ const chat = {
       cancelled_unsafe: "Cancelled after something ran: what ran is kept, and the model was told it was cut short.",
       failed: `The cycle failed${message.error ? ": " + message.error : ""}.`,
       step_limit: "The cycle reached its step limit.",
+      repeating: "Stopped: the model kept making the same call.",
     };
     if (message.outcome === "cancelled_safe") {
       if (kept) kept.classList.add("discarded");
