@@ -190,6 +190,7 @@ async def test_lines_from_a_script_are_answered_one_after_the_other(tmp_path: Pa
     shown = screen.text
     assert f"you> the first question\nnoema> First: {slow}.\n" in shown
     assert f"you> the second question\nnoema> Second: {slow}.\n" in shown
+    assert shown.endswith("you> \n")  # the last prompt, ended for the shell that follows
     assert "interrupted" not in shown and "Traceback" not in shown
     assert not socket_path(paths).exists()  # it left by itself, the agent stopped
     AgentLock(paths).release()

@@ -219,6 +219,8 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
                     screen.ready()
                 await run_lines(client, terminal.stdin, hint=screen.line,
                                 one_at_a_time=terminal.scripted)
+                if isinstance(screen, PlainScreen):
+                    screen.close()
             else:
                 assert isinstance(screen, RichScreen)
                 history = history_file(terminal.history) if terminal.history else None

@@ -127,6 +127,12 @@ class PlainScreen:
             self._write(text + "\n")
         self.prompting = False
 
+    def close(self) -> None:
+        """The chat ends: a prompt no line will follow gets its line end, so
+        that what runs next starts on a line of its own."""
+        if self.prompting:
+            self._write("\n")
+
 
 class RichScreen:
     """Colours and Markdown through rich; prompt_toolkit owns the prompt.
