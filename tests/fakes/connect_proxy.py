@@ -11,6 +11,7 @@ public address while everything stays on this machine. An address not in
 from __future__ import annotations
 
 import ipaddress
+import selectors
 import socket
 import socketserver
 import ssl
@@ -150,6 +151,10 @@ def _exactly(sock: socket.socket, count: int) -> bytes:
 
 
 def _pump(a: socket.socket, b: socket.socket) -> None:
+    if isinstance(a, ssl.SSLSocket):
+        _pump_in_one_thread(a, b)
+        return
+
     def copy(src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
@@ -167,3 +172,35 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
     other.start()
     copy(a, b)
     other.join(10)
+
+
+def _pump_in_one_thread(a: ssl.SSLSocket, b: socket.socket) -> None:
+    """Both directions from one thread: an SSL socket read in one thread while
+    another writes to it breaks its records now and then (a ReadError at the
+    client). Quiet for 10 s, the tunnel ends."""
+    peers: dict[socket.socket, socket.socket] = {a: b, b: a}
+    with selectors.DefaultSelector() as selector:
+        for sock in peers:
+            selector.register(sock, selectors.EVENT_READ)
+        try:
+            while True:
+                # Records already decrypted wait in the SSL object, unseen by select.
+                ready = [a] if a.pending() else [k.fileobj for k, _ in selector.select(10)]
+                if not ready:
+                    return
+                for src in ready:
+                    try:
+                        data = src.recv(65536)
+                    except ssl.SSLWantReadError:
+                        continue  # part of a record: the rest comes with the next read
+                    if not data:
+                        return
+                    peers[src].sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in peers:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
