@@ -43,6 +43,7 @@ from ..host.protocol import Connection, Hello, ServerMessage, StatusView, Welcom
 from .client import HELP, HELP_KEYS, ChatClient, one_line, result_text
 from .input import (
     history_file,
+    is_terminal,
     make_session,
     plain_terminal,
     run_lines,
@@ -159,14 +160,7 @@ class Terminal:
                stdout: TextIO = sys.stdout) -> Terminal:
         """The process's own terminal; plain when it is a pipe or a dumb terminal."""
         return cls(stdin, stdout, plain_terminal(stdin, stdout), paths.root / HISTORY_FILE,
-                   scripted=not _is_terminal(stdin))
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # a closed or unusual stream
-        return False
+                   scripted=not is_terminal(stdin))
 
 
 async def handshake(connection: Connection, client: str = CLIENT, since: int | None = None

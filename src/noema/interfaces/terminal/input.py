@@ -51,10 +51,15 @@ def plain_terminal(stdin: TextIO, stdout: TextIO, environ: dict[str, str] | None
     term = environ.get("TERM", "")
     if term.lower() in {"", "dumb", "unknown"}:
         return True
+    return not (is_terminal(stdin) and is_terminal(stdout))
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether `stream` is a terminal (a closed or unusual stream is not)."""
     try:
-        return not (stdin.isatty() and stdout.isatty())
-    except (AttributeError, ValueError):  # a closed or unusual stream
-        return True
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def history_file(path: Path) -> FileHistory:
