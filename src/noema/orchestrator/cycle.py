@@ -158,10 +158,11 @@ class ReasoningCycle:
             refused_before = progress.refused_repeats
             for call in calls:
                 await self._act(call, progress, listener)
-            if refused_before and progress.refused_repeats > refused_before:
+            if refused_before and progress.refused_repeats > refused_before \
+                    and progress.last_seen is not None:
                 # Told once that the call changes nothing, the model made it again.
                 self._note(progress, listener,
-                           f"This cycle was stopped: the model kept calling {call.tool_name} "
+                           f"This cycle was stopped: the model kept calling {progress.last_seen[0]} "
                            "with the same arguments after it was told the result would not "
                            "change; tell the person what is done and what is left.")
                 return CycleEnd.REPEATING
