@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-from noema.memory.turns import TurnKind
+from noema.memory.turns import Flag, TurnKind
 from noema.providers.scripted import call, say
 
 from .conftest import screenshot
@@ -53,6 +53,21 @@ def test_stop_mid_stream_cancels_and_the_history_stays_valid(page, live):
     assert stored and "long1999" not in stored[-1].content  # what was said is kept, not more
     assert turns[-1].content == "Fine, stopping there."
     screenshot(page, "chat-stopped")
+
+
+def test_a_model_repeating_one_call_is_stopped_and_the_page_says_why(page, live):
+    (live.workspace / "same.txt").write_text("the same line\n")
+    same = say("", call("file_read", path="same.txt"))
+    live.script(same, same, same, same)
+    _send(page, "Loop, please.")
+    outcome = page.locator(".line.outcome.repeating")
+    expect(outcome).to_have_text("Stopped: the model kept making the same call.")
+    live.idle()
+    results = [t for t in live.app.store.range(1, live.app.store.last_id())
+               if t.kind is TurnKind.TOOL_RESULT]
+    assert [r.content.startswith("Not run:") for r in results][-4:] == [False, False, True, True]
+    assert [r.has(Flag.ERROR) for r in results][-4:] == [False, False, True, True]
+    screenshot(page, "chat-repeating", full_page=False)
 
 
 def test_an_approval_granted_runs_the_tool(page, live):
