@@ -227,3 +227,66 @@ def test_the_core_keeps_its_policy_and_delivers_every_event_once(plan, quiet):
     assert shell.core.phase is Phase.IDLE
     assert shell.core.status().waiting.events == 0
     assert shell.delivered + shell.handed == shell.accepted
+
+
+# -- arrival order around the person's messages ----------------------------------------
+
+
+def _shown_ids(item) -> list[str]:
+    for name in ("events", "messages"):
+        if hasattr(item, name):
+            return [e.id for e in getattr(item, name)]
+    if hasattr(item, "first"):
+        return [item.first.id, item.latest.id]
+    return [item.value.id]
+
+
+@dataclass
+class OrderShell(Shell):
+    """The shell above, also keeping when each message and event arrived."""
+
+    arrivals: int = 0
+    arrived: dict[str, int] = field(default_factory=dict)  # event ID → arrival
+    waiting: dict[int, int] = field(default_factory=dict)  # the person's turn → arrival
+
+    def perceive(self, channel: str, urgency: Urgency, key: str) -> None:
+        self.arrivals += 1
+        self.accepted += 1
+        e = event(channel, f"{channel} {key}", at=self.now, sender=f"{channel}-{key}", key=key)
+        self.arrived[e.id] = self.arrivals
+        self.feed(Perceived(e, urgency, self.now), urgency)
+
+    def message(self) -> None:
+        self.arrivals += 1
+        self.turns += 1
+        self.waiting[self.turns] = self.arrivals
+        self.feed(PersonMessage(self.turns, self.now), self.core._busy_urgency())
+
+    def apply(self, d, trigger: Urgency | None) -> None:
+        entries = []
+        if isinstance(d, Deliver):
+            entries = list(d.package.entries)
+        elif isinstance(d, HandOver):
+            entries = [type("E", (), {"item": i})() for i in d.items]
+        for entry in entries:
+            turn = getattr(entry, "turn_id", None)
+            if turn is not None:
+                self.waiting.pop(turn, None)
+                continue
+            latest = max(self.arrived.get(i, 0) for i in _shown_ids(entry.item))
+            overtaken = [t for t, at in self.waiting.items() if at < latest]
+            assert not overtaken, (f"an event that arrived after the person's message(s) "
+                                   f"{overtaken} was delivered before them")
+        super().apply(d, trigger)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=actions, busy=st.sampled_from(["queue", "priority", "urgent"]))
+def test_no_event_is_delivered_ahead_of_a_message_of_the_person_it_came_after(plan, busy):
+    """Whatever `message_while_busy` says, a message of the person is never
+    delivered after outside words that arrived after it: it would seem to
+    answer words the person never saw."""
+    shell = OrderShell(reflexes(progress=GUARD, message_while_busy=busy))
+    shell.play(plan)
+    shell.drain()
+    assert shell.delivered + shell.handed == shell.accepted

@@ -49,37 +49,50 @@ def item_time(item: Item) -> float:
     raise TypeError(f"not a perception item: {type(item).__name__}")
 
 
+# A package is ordered by arrival around the person's messages first: an
+# entry's `epoch` counts the person's messages that arrived before it (for an
+# event item, before its newest event), so no event that came after a message
+# of the person is delivered ahead of it, whatever its urgency; between two
+# messages, urgent > priority > normal, then time. A message of the person is
+# never made to look as if it answered words that came after it.
+SortKey = tuple[int, int, int, float, int]
+
+
 @dataclass(frozen=True, slots=True)
 class PersonEntry:
-    """A message of the person, stored and staged as turn `turn_id`."""
+    """A message of the person, stored and staged as turn `turn_id`; `epoch`
+    is how many messages of the person arrived before it."""
 
     turn_id: int
     urgency: Urgency
     at: float
     seq: int
+    epoch: int = 0
 
     @property
-    def sort_key(self) -> tuple[int, float, int]:
-        return (-self.urgency.rank, self.at, self.seq)
+    def sort_key(self) -> SortKey:
+        return (self.epoch, 1, -self.urgency.rank, self.at, self.seq)
 
 
 @dataclass(frozen=True, slots=True)
 class WorldEntry:
     """A package of treated events (one item) with its urgency class and the
-    archive offsets of every raw event it stands for."""
+    archive offsets of every raw event it stands for; `epoch` is how many
+    messages of the person arrived before its newest event."""
 
     item: Item
     urgency: Urgency
     seq: int
     held: tuple[Run, ...] = ()
+    epoch: int = 0
 
     @property
     def at(self) -> float:
         return item_time(self.item)
 
     @property
-    def sort_key(self) -> tuple[int, float, int]:
-        return (-self.urgency.rank, self.at, self.seq)
+    def sort_key(self) -> SortKey:
+        return (self.epoch, 0, -self.urgency.rank, self.at, self.seq)
 
 
 Entry = PersonEntry | WorldEntry
@@ -87,8 +100,9 @@ Entry = PersonEntry | WorldEntry
 
 @dataclass(frozen=True, slots=True)
 class Package:
-    """What is delivered to the model at once: urgent first, then priority, then
-    normal; in time order within a class."""
+    """What is delivered to the model at once: in the order of arrival around
+    the person's messages; between two of them, urgent first, then priority,
+    then normal, in time order within a class."""
 
     entries: tuple[Entry, ...]
 
@@ -97,7 +111,8 @@ class Package:
             raise ValueError("a package carries at least one entry")
         keys = [e.sort_key for e in self.entries]
         if keys != sorted(keys):
-            raise ValueError("a package is ordered by urgency class, then time")
+            raise ValueError("a package is ordered by arrival around the person's messages, "
+                             "then by urgency class, then time")
 
     @property
     def person_turns(self) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..perception.events import Event, SensorInfo, Urgency
+from ..perception.items import Aggregate, Discrete, Item, StateValue, Utterance
 from ..perception.pipeline import Holdings
 from ..perception.treatments import Treatments
 from .decisions import Entry, Package, PersonEntry, WorldEntry
@@ -46,6 +47,8 @@ class PendingQueue:
         self._holdings = {u: Holdings() for u in Urgency}
         self._ready: list[Entry] = []
         self._seq = itertools.count(1)
+        self._persons = 0  # the person's messages accepted so far
+        self._epoch_of: dict[str, int] = {}  # event ID → messages accepted before it
 
     def knows(self, channel: str) -> bool:
         return channel in self._catalogue
@@ -53,7 +56,8 @@ class PendingQueue:
     # -- in -------------------------------------------------------------------
 
     def add_person(self, turn_id: int, urgency: Urgency, at: float) -> PersonEntry:
-        entry = PersonEntry(turn_id, urgency, at, next(self._seq))
+        entry = PersonEntry(turn_id, urgency, at, next(self._seq), self._persons)
+        self._persons += 1
         self._ready.append(entry)
         return entry
 
@@ -61,6 +65,7 @@ class PendingQueue:
         """Into the treatment of its class (UnknownChannel if no sensor declares it)."""
         self._treatments[urgency].add(event, now)
         self._holdings[urgency].add(event, self._catalogue[event.channel].nature)
+        self._epoch_of[event.id] = self._persons
 
     def put_back(self, entries: Iterable[Entry]) -> None:
         """Entries handed over in a cycle that was then discarded: they wait again."""
@@ -106,12 +111,20 @@ class PendingQueue:
 
     # -- out ------------------------------------------------------------------
 
+    def _epoch(self, item: Item) -> int:
+        """Messages of the person that arrived before the newest event of `item`
+        (the events it only counts went in before those it shows)."""
+        epochs = [self._epoch_of.pop(e.id, 0) for e in _shown(item)]
+        return max(epochs, default=self._persons)
+
     def _ripen(self, now: float, force_all: bool) -> None:
         for urgency, treatments in self._treatments.items():
             holdings = self._holdings[urgency]
             for item in treatments.drain(now, force=force_all or _FORCED[urgency]):
-                self._ready.append(
-                    WorldEntry(item, urgency, next(self._seq), holdings.take(item)))
+                self._ready.append(WorldEntry(item, urgency, next(self._seq),
+                                              holdings.take(item), self._epoch(item)))
+        if not any(t.pending() for t in self._treatments.values()):
+            self._epoch_of.clear()  # what an aggregate counted and never showed
 
     def take(self, now: float) -> Package | None:
         """Everything deliverable now, as one ordered package (None if nothing)."""
@@ -122,9 +135,28 @@ class PendingQueue:
         return Package(tuple(sorted(entries, key=lambda e: e.sort_key)))
 
     def take_world(self, now: float) -> tuple[WorldEntry, ...]:
-        """Every event waiting, ripe or not, for the model's own pool_event() call;
-        the person's messages stay (they are admitted as the person's turns)."""
+        """Every event waiting, ripe or not, for the model's own pool_event() call,
+        but those that arrived after a message of the person that still waits:
+        they come after it. The person's messages stay (they are admitted as
+        the person's turns)."""
         self._ripen(now, force_all=True)
-        world = [e for e in self._ready if isinstance(e, WorldEntry)]
-        self._ready = [e for e in self._ready if isinstance(e, PersonEntry)]
+        waiting = [e.epoch for e in self._ready if isinstance(e, PersonEntry)]
+        before = min(waiting, default=None)
+        world = [e for e in self._ready if isinstance(e, WorldEntry)
+                 and (before is None or e.epoch <= before)]
+        taken = {id(e) for e in world}
+        self._ready = [e for e in self._ready if id(e) not in taken]
         return tuple(sorted(world, key=lambda e: e.sort_key))
+
+
+def _shown(item: Item) -> tuple[Event, ...]:
+    """The events an item carries whole."""
+    if isinstance(item, Discrete):
+        return item.events
+    if isinstance(item, Utterance):
+        return item.messages
+    if isinstance(item, Aggregate):
+        return (item.first, item.latest)
+    if isinstance(item, StateValue):
+        return (item.value,)
+    raise TypeError(f"not a perception item: {type(item).__name__}")
