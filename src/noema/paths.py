@@ -82,6 +82,11 @@ class AgentPaths:
         return self.root / "approvals.db"
 
     @property
+    def file_marks_db(self) -> Path:
+        """Which file contents hold outside words (kept here, where no command reaches)."""
+        return self.root / "file_marks.db"
+
+    @property
     def docs_db(self) -> Path:
         """The document library's index (rebuilt from the files when lost)."""
         return self.root / "docs.db"

@@ -103,11 +103,13 @@ class World:
         self.hands = build_hands(self.settings(**kwargs), self.paths, approver)
         return self.hands
 
-    async def call(self, name: str, **arguments) -> ToolResult:
+    async def call(self, name: str, _lead: tuple = (), **arguments) -> ToolResult:
+        """Call a tool as the model would; `_lead`: the sources of the outside
+        words that lead the conversation at the call."""
         hands = self.hands or self.build()
         number = next(self._ids)
         registry = ToolRegistry(hands.tools)
-        ctx = ToolContext(f"call-{number}", 500 + number, 1)
+        ctx = ToolContext(f"call-{number}", 500 + number, 1, lead=_lead)
         self.contexts.append(ctx)
         return await registry.call(ToolCall(ctx.call_id, name, json.dumps(arguments)), ctx)
 

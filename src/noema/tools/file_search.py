@@ -174,15 +174,16 @@ def _visible_link(policy: AccessPolicy, link: Path) -> bool:
     return policy.denial(Path(os.path.realpath(link)), Access.READ, link) is None
 
 
-def find(policy: AccessPolicy, pattern: str, stop: threading.Event) -> str:
+def find(policy: AccessPolicy, pattern: str, stop: threading.Event,
+         listed: list[str] | None = None) -> str:
+    """The paths matching a glob; `listed` collects the paths shown."""
     kind, regex = matcher(pattern)
     budget = Budget(stop)
     skipped = Skipped()
-    hits = [
-        policy.display(f.path) + ("/" if f.is_dir else "")
-        for f in walk(policy, stop, skipped)
-        if _matches(kind, regex, f, budget)
-    ]
+    found = [f for f in walk(policy, stop, skipped) if _matches(kind, regex, f, budget)]
+    if listed is not None:
+        listed.extend(str(f.path) for f in found[:MAX_LISTED])
+    hits = [policy.display(f.path) + ("/" if f.is_dir else "") for f in found]
     if not hits:
         return f"No files or folders match {pattern!r}. {policy.summary()}" + skipped.note()
     shown = hits[:MAX_LISTED]
@@ -210,15 +211,19 @@ def decode_text(target: Target, data: bytes) -> str:
         ) from None
 
 
-def read_text(files: FilesSettings, target: Target) -> str:
-    """A checked target's text."""
+def read_text(files: FilesSettings, target: Target, read: list[bytes] | None = None) -> str:
+    """A checked target's text; `read` collects the bytes read (whose marks
+    are then judged by what was read, not by what the name holds later)."""
     data = fsafe.read_file(
         target.root.path,
         target.relative,
         max_bytes=files.max_read_bytes,
         allow_hard_links=files.allow_hard_links,
     )
-    return decode_text(target, data)
+    text = decode_text(target, data)
+    if read is not None:
+        read.append(data)
+    return text
 
 
 def grep(
@@ -227,7 +232,10 @@ def grep(
     query: str,
     file_pattern: str | None,
     stop: threading.Event,
+    read: list[bytes] | None = None,
 ) -> str:
+    """Matching lines of the text files; `read` collects the bytes of each
+    file that had a line shown."""
     regex = compile_query(query)
     selector = matcher(file_pattern) if file_pattern else None
     budget = Budget(stop)
@@ -237,9 +245,10 @@ def grep(
     for found in walk(policy, stop, skipped):
         if found.is_dir or (selector and not _matches(*selector, found, budget)):
             continue
+        this: list[bytes] = []
         try:
             target = policy.check(str(found.path), Access.READ)
-            text = read_text(files, target)
+            text = read_text(files, target, this)
         except (ToolError, OSError):
             skipped.unreadable += 1  # binary, too large, hard-linked, vanished, a socket
             continue
@@ -248,6 +257,8 @@ def grep(
             total += 1
             if len(lines) < MAX_MATCHES:
                 lines.append(f"{shown}:{number}: {line[:300]}")
+                if read is not None and this:
+                    read.append(this.pop())
     if not lines:
         where = f" in files matching {file_pattern!r}" if file_pattern else ""
         return f"No line matches {query!r}{where}." + skipped.note()
@@ -256,14 +267,15 @@ def grep(
 
 
 def read_page(
-    policy: AccessPolicy, files: FilesSettings, path: str, offset: int, limit: int
+    policy: AccessPolicy, files: FilesSettings, path: str, offset: int, limit: int,
+    read: list[bytes] | None = None,
 ) -> str:
     if offset < 1:
         raise ToolError(f"offset is a line number and starts at 1, not {offset}")
     if limit < 1:
         raise ToolError(f"limit must be at least 1 line, not {limit}")
     target = policy.check(path, Access.READ)
-    text = read_text(files, target)
+    text = read_text(files, target, read)
     lines = text.splitlines()
     shown = policy.display(target)
     if not lines:

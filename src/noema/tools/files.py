@@ -8,6 +8,11 @@ before the call starts (nothing happened) or after it ends (its result is
 delivered), so the orchestrator always knows whether the effect happened.
 Each write is atomic and versioned: the person's edits first, then the
 agent's write with the turn ID and the tool.
+
+Whose words a file holds is kept in `FileMarks`, by content: a read says
+whose outside words the bytes it read hold, and a write marks what it wrote
+with the outside words that led, those its arguments carried and those of
+the content it was made from (a replacement or a patch of marked text).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from dataclasses import replace
 from ..security import fsafe
 from ..security.history import ChangeNote, Recorded, Skipped, Version, left_out_text
 from ..security.policy import Access, AccessPolicy, Target
-from ..security.provenance import mark_outside, marked_outside
+from ..memory.turns import Source, sources_union
+from ..security.file_marks import FileMarks
 from ..security.settings import FilesSettings
 from ..security.versions import Versions
 from . import file_search, unidiff
@@ -55,11 +61,24 @@ def _left_out(skipped: tuple[Skipped, ...]) -> str:
     return f" {text}" if text else ""
 
 
-def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -> list[Tool]:
-    """The file tools, bound to a policy, the workspaces' histories and the limits."""
+def _carried(ctx: ToolContext, **values: str) -> tuple[Source, ...]:
+    """Whose outside words the given arguments repeat (see security.provenance)."""
+    found = ctx.words.carried(values) if ctx.words is not None else None
+    return found.sources if found is not None else ()
+
+
+def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings,
+               marks: FileMarks | None = None) -> list[Tool]:
+    """The file tools, bound to a policy, the workspaces' histories, the limits
+    and the marks of files that hold outside words."""
+    marks = marks if marks is not None else FileMarks()
+
+    def read_marks(read: list[bytes], shown: str = "") -> tuple[Source, ...]:
+        return sources_union(*(marks.of_content(data, shown) for data in read))
 
     def write(
-        ctx: ToolContext, target: Target, data: bytes, tool_name: str, summary: str
+        ctx: ToolContext, target: Target, data: bytes, tool_name: str, summary: str,
+        derived: tuple[Source, ...] = (),
     ) -> Recorded:
         if len(data) > files.max_write_bytes:
             raise ToolError(
@@ -72,8 +91,11 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             fsafe.atomic_write(
                 target.root.path, target.relative, data, allow_hard_links=files.allow_hard_links
             )
-        if ctx.outside:  # written while outside words led: reading it later is reading them
-            mark_outside(target.path)
+        # What it holds may be a stranger's: the words that led, those its
+        # content repeats, those of what it was made from.
+        text = data.decode("utf-8", "replace")
+        marks.mark(data, sources_union(ctx.lead, derived, _carried(ctx, content=text)),
+                   str(target.path))
         return recorded
 
     def writable(path: str) -> Target:
@@ -82,8 +104,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             raise ToolError(f"{path} is a root folder, not a file")
         return target
 
-    @tool(side_effects=False)
-    async def file_find(ctx: ToolContext, pattern: str) -> str:
+    @tool(side_effects=False, own_words=True)
+    async def file_find(ctx: ToolContext, pattern: str) -> ToolResult:
         """List files and folders whose path matches a glob pattern.
 
         A pattern without '/' matches names anywhere ('*.md'); with '/' it matches the
@@ -92,10 +114,13 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         Args:
             pattern: The glob, e.g. '*.py', 'notes/*.md' or 'docs/**/*.txt'.
         """
-        return await _off_loop(lambda stop: file_search.find(policy, pattern, stop))
+        listed: list[str] = []
+        text = await _off_loop(lambda stop: file_search.find(policy, pattern, stop, listed))
+        return ToolResult(text, sources=marks.of_paths(listed))  # names a stranger may have chosen
 
-    @tool(side_effects=False)
-    async def file_grep(ctx: ToolContext, query: str, file_pattern: str | None = None) -> str:
+    @tool(side_effects=False, own_words=True)
+    async def file_grep(ctx: ToolContext, query: str,
+                        file_pattern: str | None = None) -> ToolResult:
         """Search the text files for lines matching a regular expression. A search is
         stopped after 20 s in all or 1 s on one line; sockets, pipes and devices are
         skipped.
@@ -105,11 +130,13 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
                 ( [ . * to match them literally.
             file_pattern: Only search files matching this glob, e.g. '*.py'.
         """
-        return await _off_loop(
-            lambda stop: file_search.grep(policy, files, query, file_pattern, stop)
+        read: list[bytes] = []
+        text = await _off_loop(
+            lambda stop: file_search.grep(policy, files, query, file_pattern, stop, read)
         )
+        return ToolResult(text, sources=read_marks(read))
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     async def file_read(ctx: ToolContext, path: str, offset: int = 1,
                         limit: int = 500) -> ToolResult:
         """Read a text file, a page of lines at a time.
@@ -119,13 +146,14 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             offset: The first line to show (1 is the first line).
             limit: How many lines to show at most.
         """
+        read: list[bytes] = []
         text = await _off_loop(
-            lambda _stop: file_search.read_page(policy, files, path, offset, limit)
+            lambda _stop: file_search.read_page(policy, files, path, offset, limit, read)
         )
-        # A file the agent wrote while outside words led still holds them.
-        return ToolResult(text, outside=marked_outside(policy.check(path, Access.READ).path))
+        # Judged by the bytes read: a rename in between cannot unmark them.
+        return ToolResult(text, sources=read_marks(read, path))
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def file_write(ctx: ToolContext, path: str, content: str) -> str:
         """Create or replace a whole text file (missing folders are created).
 
@@ -143,7 +171,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             f"{_lines(len(content.splitlines()))}); {_outcome(recorded)}"
         )
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def file_search_and_replace(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
         """Replace one exact piece of text in a file. old_text must occur exactly once:
         include enough surrounding lines to make it unique.
@@ -156,7 +184,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         if not old_text:
             raise ToolError("old_text is empty; give the exact text to replace")
         target = writable(path)
-        text = file_search.read_text(files, target)
+        before: list[bytes] = []
+        text = file_search.read_text(files, target, before)
         count = text.count(old_text)
         shown = policy.display(target)
         if count == 0:
@@ -184,10 +213,11 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             updated.encode("utf-8"),
             "file_search_and_replace",
             f"file_search_and_replace {target.relative} (line {line})",
+            read_marks(before),
         )
         return f"Replaced the text at line {line} of {shown}; {_outcome(recorded)}"
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def file_patch(ctx: ToolContext, path: str, unified_diff: str) -> str:
         """Apply a unified diff to one file. Hunks are placed by their context lines,
         so slightly wrong line numbers are tolerated; if any hunk does not fit, nothing
@@ -199,10 +229,12 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
                 start with ' ' (context), '-' (removed) or '+' (added).
         """
         target = writable(path)
-        text = file_search.read_text(files, target) if target.path.exists() else ""
+        before: list[bytes] = []
+        text = file_search.read_text(files, target, before) if target.path.exists() else ""
         updated = unidiff.apply(text, unified_diff)
         recorded = write(
-            ctx, target, updated.encode("utf-8"), "file_patch", f"file_patch {target.relative}"
+            ctx, target, updated.encode("utf-8"), "file_patch", f"file_patch {target.relative}",
+            sources_union(read_marks(before), _carried(ctx, unified_diff=unified_diff)),
         )
         before, after = text.count("\n"), updated.count("\n")
         return (
@@ -210,7 +242,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             f"{_outcome(recorded)}"
         )
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def file_mkdir(ctx: ToolContext, path: str) -> str:
         """Create a folder (and its missing parents).
 
@@ -223,7 +255,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         fsafe.make_dirs(target.root.path, target.relative)
         return f"Created the folder {policy.display(target)}."
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def file_history(ctx: ToolContext, path: str, limit: int = 20) -> str:
         """List the recorded versions of a file (or folder), newest first: version ID,
         time, who made it (person or agent), the agent's turn, and what was done.
@@ -252,7 +284,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
         tail = f"\n{left_out.lstrip()}" if left_out else ""
         return f"Versions of {shown}, newest first:\n{listing}{tail}"
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def file_restore(ctx: ToolContext, path: str, version: str) -> str:
         """Put back the content a file had in an earlier version (see file_history).
         The current content is recorded first, so this can be undone too.
@@ -270,6 +302,11 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings) -
             "agent", f"file_restore {rel} to {version.strip()[:12]}", ctx.turn_id, "file_restore"
         )
         made = undo.restore(store, rel, version, note)
+        if ctx.lead:  # a restore a stranger's words led to: what it put back is theirs too
+            restored = fsafe.read_file(target.root.path, target.relative,
+                                       max_bytes=files.max_read_bytes,
+                                       allow_hard_links=files.allow_hard_links)
+            marks.mark(restored, ctx.lead, str(target.path))
         left_out = _left_out(store.skipped)
         if made is None:
             return (

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..paths import AgentPaths
 from ..security.approvals import ApprovalGate, Approver
+from ..security.file_marks import FileMarks
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Sandbox
 from ..security.settings import HandsSettings
@@ -30,6 +31,7 @@ class Hands:
     versions: Versions
     sandbox: Sandbox
     gate: ApprovalGate  # attach the interface's Approver here
+    marks: FileMarks  # which file contents hold outside words
 
     async def prepare(self) -> None:
         """Record the workspaces' current state as the person's: on a large
@@ -54,6 +56,7 @@ class Hands:
     def close(self) -> None:
         self.versions.close()
         self.sandbox.close()
+        self.marks.close()
 
 
 def build_hands(
@@ -73,7 +76,8 @@ def build_hands(
     )
     sandbox = Sandbox(settings.shell)
     gate = ApprovalGate(settings.autonomy, approver)
-    raw = file_tools(policy, versions, settings.files) + shell_tools(
-        sandbox, policy, versions, paths.agents_dir
+    marks = FileMarks(paths.file_marks_db)
+    raw = file_tools(policy, versions, settings.files, marks) + shell_tools(
+        sandbox, policy, versions, paths.agents_dir, marks
     )
-    return Hands(tuple(gate.wrap_all(raw)), policy, versions, sandbox, gate)
+    return Hands(tuple(gate.wrap_all(raw)), policy, versions, sandbox, gate, marks)

@@ -19,10 +19,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
+from ..memory.turns import Source, sources_union
 from ..privacy import shell_with_person_umask
+from ..security import fsafe
+from ..security.file_marks import FileMarks
 from ..security.gitguard import GitGuard, Included, Neutralised
 from ..security.history import ChangeNote, Skipped, Version, left_out_text
 from ..security.masks import Masker, Scan
@@ -32,9 +35,12 @@ from ..security.policy import AccessPolicy
 from ..security.sandbox import Finished, Layout, Output, Sandbox, SandboxUnavailable
 from ..security.settings import ShellSettings
 from ..security.versions import Versions
-from .registry import Tool, ToolContext, ToolError, tool
+from .registry import Tool, ToolContext, ToolError, ToolResult, tool
 
 _T = TypeVar("_T")
+# Files a command changed are read back to be marked up to this size; past it,
+# the file tools refuse to read them anyway.
+MARKED_READ_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +131,12 @@ def shell_tools(
     policy: AccessPolicy,
     versions: Versions,
     agent_data: Path,
+    marks: FileMarks | None = None,
 ) -> list[Tool]:
-    """`shell_execute`, bound to its sandbox and the workspaces' histories."""
+    """`shell_execute`, bound to its sandbox, the workspaces' histories and
+    the marks of files that hold outside words."""
     settings = sandbox.settings
+    marks = marks if marks is not None else FileMarks()
     masker = Masker(policy, agent_data)
     guard = GitGuard(policy, agent_data)
     ownership = OwnershipGuard((r.path for r in policy.writable_roots), (agent_data,))
@@ -181,8 +190,34 @@ def shell_tools(
             skipped += store.skipped
         return made, skipped
 
-    @tool(side_effects=True)
-    async def shell_execute(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
+    def whose(ctx: ToolContext, command: str, finished: Finished | None) -> tuple[Source, ...]:
+        """The outside words a command's output and files hold."""
+        found = ctx.words.carried({"command": command}) if ctx.words is not None else None
+        opened = getattr(finished, "opened", None)
+        if opened is None:  # no view of its opens: every marked file may have been read
+            read = marks.all_sources()
+        else:
+            read = marks.of_paths_content(o.path for o in opened)
+        return sources_union(ctx.lead, found.sources if found else (), read)
+
+    def mark_changed(made: list[Version], sources: tuple[Source, ...]) -> None:
+        """Mark what the command's versions hold now with its sources."""
+        if not sources:
+            return
+        for version in made:
+            for rel in version.paths:
+                for root in policy.writable_roots:
+                    try:
+                        data = fsafe.read_file(root.path, PurePosixPath(rel),
+                                               max_bytes=MARKED_READ_BYTES,
+                                               allow_hard_links=True)
+                    except (ToolError, OSError):
+                        continue  # removed, or not in this root
+                    marks.mark(data, sources, str(root.path / rel))
+
+    @tool(side_effects=True, own_words=True)
+    async def shell_execute(ctx: ToolContext, command: str,
+                            timeout: float | None = None) -> ToolResult:
         """Run a shell command (sh -c) in the workspace, inside a sandbox: the system is
         read-only, only the workspace is writable (git folders at any depth are not),
         files the file tools refuse (secrets) are hidden, there is no network unless the
@@ -212,9 +247,12 @@ def shell_tools(
         try:
             finished = await sandbox.run(layout, shell_with_person_umask(command), limit, output)
         except asyncio.CancelledError:
-            work = asyncio.ensure_future(
-                asyncio.to_thread(aftermath, ctx, command, before, included, " (cancelled)")
-            )
+            def cut_short() -> tuple[str, list[Version], tuple[Skipped, ...]]:
+                done = aftermath(ctx, command, before, included, " (cancelled)")
+                mark_changed(done[1], whose(ctx, command, None))
+                return done
+
+            work = asyncio.ensure_future(asyncio.to_thread(cut_short))
             note, made, skipped = await _despite_cancellation(work)
             if skipped:
                 note = f" {left_out_text(skipped)}{note}"
@@ -224,8 +262,15 @@ def shell_tools(
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
-        note, made, skipped = await asyncio.to_thread(aftermath, ctx, command, before, included)
-        return _result(limit, finished, made, skipped) + note
+
+        def after() -> tuple[str, list[Version], tuple[Skipped, ...], tuple[Source, ...]]:
+            done = aftermath(ctx, command, before, included)
+            sources = whose(ctx, command, finished)
+            mark_changed(done[1], sources)
+            return (*done, sources)
+
+        note, made, skipped, sources = await asyncio.to_thread(after)
+        return ToolResult(_result(limit, finished, made, skipped) + note, sources=sources)
 
     return [shell_execute]
 

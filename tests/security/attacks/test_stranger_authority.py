@@ -86,8 +86,9 @@ async def test_a_strangers_event_makes_a_write_ask_and_a_refusal_leaves_no_file(
         event = next(t for t in app.session.turns if t.kind is TurnKind.EVENT)
         assert event.has(Flag.OUTSIDE)
         assert person.asked and {r.tool for r in person.asked} == {"file_write"}
-        assert "words from outside" in person.asked[0].reason
-        assert f"turn {event.id}" in person.asked[0].reason
+        # The question says whose words: the watched folder the note came from.
+        assert "a change in a watched folder" in person.asked[0].reason
+        assert str(inbox) in person.asked[0].reason
         assert not (tmp_path / "ws" / "planted.txt").exists()
     finally:
         await app.aclose()
@@ -176,21 +177,12 @@ async def test_a_note_pinned_while_a_stranger_leads_reaches_the_prompt_as_data(t
 async def test_a_file_written_on_outside_words_is_outside_words_when_read_again(tmp_path):
     """Laundering through a file: what the agent wrote while a stranger led
     (the person said yes to the write) is still the stranger's words when a
-    later cycle of the person's own reads it, after a restart too."""
+    later cycle of the person's own reads it, after a restart too. The mark
+    is the agent's, not the file's: nothing on the file says it."""
     import os
-
-    from noema.security.provenance import mark_outside
 
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    probe = tmp_path / "ws"
-    probe.mkdir()
-    (probe / "probe").write_text("x")
-    if not mark_outside(probe / "probe"):
-        import pytest
-
-        pytest.skip("this file system keeps no extended attributes")
-    os.unlink(probe / "probe")
     model = ScriptedProvider([say("", call("file_write", path="planted.txt", content="x")),
                               say("Written.")] * 5)
     person = Person(True)
@@ -203,6 +195,7 @@ async def test_a_file_written_on_outside_words_is_outside_words_when_read_again(
         await wait_for(lambda: (tmp_path / "ws" / "planted.txt").exists())
     finally:
         await app.aclose()
+    assert os.listxattr(tmp_path / "ws" / "planted.txt") == []
     reader = ScriptedProvider([say("", call("file_read", path="planted.txt")),
                                say("", call("file_write", path="copy.txt", content="x")),
                                say("Done.")])

@@ -1,0 +1,162 @@
+"""Which files hold outside words, kept by the agent where no command reaches.
+
+A file the agent wrote while a stranger's words led (with the person's yes,
+since such a write asks), an attachment saved from a stranger's mail, a
+copy a command made of such a file: reading any of them later is reading
+the stranger's words again. The mark is kept in the agent's own folder
+(`file_marks.db`, private to the person), never on the file, so a command
+can neither remove it nor set it on the person's files.
+
+Marks follow **content**: each is kept under the id git gives the bytes (a
+blob id), so a version of the history, a restore of that version and any
+copy of the same bytes are marked alike, whatever their name, and a reader
+that hashes what it read gets content and mark from one read (no window
+between the two for a rename to slip through). Each mark also remembers the
+path it was written to, so a listing of names (which a stranger may have
+chosen) is marked too. An edit the agent makes of marked content (a
+replacement, a patch) derives from it and keeps its sources; the person's
+own edits are the person's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..health import check_file, opening, private_file
+from ..memory.turns import Source, SourceKind, sources_from_text, sources_to_text, sources_union
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS contents (
+    blob    TEXT PRIMARY KEY,   -- git's id of the bytes
+    sources TEXT NOT NULL,      -- whose outside words: JSON [[kind, who], ...]
+    path    TEXT NOT NULL,      -- where it was first written, as the person reads it
+    marked  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS paths (
+    path    TEXT PRIMARY KEY,
+    sources TEXT NOT NULL
+);
+"""
+
+
+# How much a command's reads are judged by content before all marks are assumed.
+READ_FILES = 2_000
+READ_BYTES = 64 * 1024 * 1024
+
+
+def content_id(data: bytes) -> str:
+    """The id git gives these bytes as a blob (the history's own id for them)."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+class FileMarks:
+    """The marks of one agent's files; `None` as the path keeps them in memory."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        if path is not None:
+            with opening(path):
+                path.parent.mkdir(parents=True, exist_ok=True)
+            check_file(path)
+            private_file(path)
+        self._db = sqlite3.connect(str(path) if path else ":memory:", isolation_level=None,
+                                   check_same_thread=False, timeout=30)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+
+    def mark(self, data: bytes | str, sources: Iterable[Source], path: str) -> None:
+        """Mark content (bytes, or their blob id) written to `path` as holding
+        outside words; marks only grow (new sources join the old)."""
+        sources = tuple(sources)
+        if not sources:
+            return
+        blob = data if isinstance(data, str) else content_id(data)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                before = self._db.execute("SELECT sources FROM contents WHERE blob = ?",
+                                          (blob,)).fetchone()
+                joined = sources_union(sources, sources_from_text(before[0]) if before else ())
+                self._db.execute(
+                    "INSERT INTO contents (blob, sources, path, marked) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT(blob) DO UPDATE SET sources = excluded.sources",
+                    (blob, sources_to_text(joined), path, time.time()))
+                row = self._db.execute("SELECT sources FROM paths WHERE path = ?",
+                                       (path,)).fetchone()
+                at_path = sources_union(sources, sources_from_text(row[0]) if row else ())
+                self._db.execute(
+                    "INSERT INTO paths (path, sources) VALUES (?, ?) ON CONFLICT(path)"
+                    " DO UPDATE SET sources = excluded.sources", (path, sources_to_text(at_path)))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def of_content(self, data: bytes | str, shown: str = "") -> tuple[Source, ...]:
+        """Whose outside words these bytes (or this blob id) hold; with
+        `shown`, the file they were read from is named among the sources."""
+        blob = data if isinstance(data, str) else content_id(data)
+        with self._lock:
+            row = self._db.execute("SELECT sources, path FROM contents WHERE blob = ?",
+                                   (blob,)).fetchone()
+        if row is None:
+            return ()
+        return sources_union(sources_from_text(row[0]),
+                             (Source(SourceKind.FILE, shown or row[1]),))
+
+    def of_paths(self, paths: Iterable[str]) -> tuple[Source, ...]:
+        """Whose outside words were ever written under these names."""
+        wanted = list(dict.fromkeys(paths))
+        found: list[Source] = []
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for path, sources in self._db.execute(
+                        f"SELECT path, sources FROM paths WHERE path IN ({marks})", chunk):
+                    found.extend(sources_from_text(sources))
+                    found.append(Source(SourceKind.FILE, path))
+        return sources_union(found)
+
+    def of_paths_content(self, paths: Iterable[str]) -> tuple[Source, ...]:
+        """Whose outside words the files at these paths hold now, judged by
+        their content (a copy of marked bytes under any name counts). Past
+        `READ_FILES` files or `READ_BYTES` bytes, every source any marked
+        content holds is assumed (the reader cannot be cleared cheaply)."""
+        if not self.any_marked():
+            return ()
+        found: list[Source] = []
+        files = read = 0
+        for path in dict.fromkeys(paths):
+            files += 1
+            try:
+                with open(path, "rb") as file:
+                    data = file.read(READ_BYTES - read + 1)
+            except OSError:  # gone since, or never a file: what was at the name counts
+                found.extend(self.of_paths([path]))
+                continue
+            read += len(data)
+            if files > READ_FILES or read > READ_BYTES:
+                return self.all_sources()
+            found.extend(self.of_content(data, path))
+        return sources_union(found)
+
+    def all_sources(self) -> tuple[Source, ...]:
+        """Every source any marked content holds (what a reader with no view
+        of what it read must assume it read)."""
+        with self._lock:
+            rows = self._db.execute("SELECT sources FROM contents").fetchall()
+        return sources_union(*(sources_from_text(r[0]) for r in rows))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
