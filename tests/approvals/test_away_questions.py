@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from noema.memory.turns import Source, SourceKind
 from noema.perception.clock import wall_clock
 from noema.perception.events import Event
 from noema.perception.hub import Emitter, MemoryBookmark
@@ -229,7 +230,7 @@ async def test_an_outcome_holding_outside_words_is_reported_as_outside(tmp_path)
     sink = Sink()
 
     async def fetch() -> ToolResult:
-        return ToolResult("<page text>", outside=True)
+        return ToolResult("<page text>", sources=(Source(SourceKind.WEB, "https://a.example/"),))
 
     try:
         await away.post(REQUEST, context(), fetch)
@@ -241,6 +242,37 @@ async def test_an_outcome_holding_outside_words_is_reported_as_outside(tmp_path)
         running.cancel()
         assert not sink.events[0].authorised
         assert store.reported() == 1  # without a bookmark the store keeps the place
+    finally:
+        await away.aclose()
+        store.close()
+
+
+@pytest.mark.parametrize("settle", ["expired", "refused"])
+async def test_the_outcome_of_a_call_outside_words_led_to_is_theirs_whatever_became_of_it(
+        tmp_path, settle):
+    """An outcome repeats the call's arguments (a stranger's order, say): an
+    expiry or a refusal reported as the person's own words would hand the
+    order back to the model with the person's authority."""
+    mallory = Source(SourceKind.MAIL, "mallory@example.net")
+    request = ApprovalRequest("file_write", "path: planted.txt\ncontent: pwned",
+                              "because it follows a stranger's mail", "call_4", 20,
+                              sources=(mallory,))
+    store = AwayStore(tmp_path / "approvals.db")
+    away = away_over(store, Channel("telegram"), timeout=0.2 if settle == "expired" else 60)
+    sink = Sink()
+    try:
+        await away.post(request, context(), Runs())
+        if settle == "refused":
+            away.answer(1, False, "telegram")
+        await until(lambda: not away.is_waiting(1), "the question to be settled")
+        await drained(away)
+        running = asyncio.create_task(ApprovalSensor(away).run(
+            Emitter("approvals", wall_clock, sink)))
+        await until(lambda: bool(sink.events), "the outcome of approval 1")
+        running.cancel()
+        (event,) = sink.events
+        assert "planted.txt" in event.text and not event.authorised
+        assert [list(p) for p in event.payload["sources"]] == [["mail", "mallory@example.net"]]
     finally:
         await away.aclose()
         store.close()

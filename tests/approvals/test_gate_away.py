@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from noema.memory.turns import Source, SourceKind
 from noema.security.approvals import (ApprovalGate, ApprovalRequest, AskAway, AwayTicket,
                                       RunApproved)
 from noema.security.settings import AutonomySettings
@@ -33,7 +34,8 @@ class Away:
 
 
 def ctx(outside: str = "") -> ToolContext:
-    return ToolContext(call_id="call_9", turn_id=12, cycle_id=3, outside=outside)
+    lead = (Source(SourceKind.MAIL, outside),) if outside else ()
+    return ToolContext(call_id="call_9", turn_id=12, cycle_id=3, lead=lead)
 
 
 def write_tool(ran: list[tuple[ToolContext, dict[str, Any]]], gate: ApprovalGate | None = None,
@@ -59,7 +61,7 @@ async def test_the_call_returns_at_once_as_waiting_and_runs_on_the_yes_with_its_
     gate = ApprovalGate(AutonomySettings(tools={"note_write": "ask"}), away.approver, away)
     ran: list = []
     registry = ToolRegistry([gate.wrap(write_tool(ran))])
-    context = ctx(outside="a mail from bob@example.org")
+    context = ctx(outside="bob@example.org")
     result = await registry.run(registry.get("note_write"), {"path": "a.txt", "text": "milk"},
                                 context)
     assert not result.is_error and ran == []
@@ -69,7 +71,7 @@ async def test_the_call_returns_at_once_as_waiting_and_runs_on_the_yes_with_its_
     assert request.tool == "note_write" and "milk" in request.arguments
     assert posted_ctx is context
     outcome = await run()
-    assert outcome == ToolResult("wrote 4 characters to a.txt")
+    assert outcome.content == "wrote 4 characters to a.txt" and not outcome.is_error
     # The very call: its arguments, its context (provenance kept), asked once.
     assert ran == [(context, {"path": "a.txt", "text": "milk"})]
     assert away.approver_calls == 1

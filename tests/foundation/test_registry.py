@@ -57,8 +57,35 @@ def test_the_schema_comes_from_the_signature_and_docstring():
 
 def test_a_good_call_runs():
     result = run("write_note", json.dumps({"title": "groceries", "lines": 3}))
-    assert result == ToolResult("wrote groceries (3 lines, tags=None)")
+    assert result.content == "wrote groceries (3 lines, tags=None)" and not result.is_error
     assert run("peek", "").content == "call c1"  # empty arguments mean {}
+
+
+def test_a_result_is_outside_words_unless_its_tool_vouches_for_them():
+    # Fail closed: a tool that says nothing of its words (a tool server's, a
+    # new one) returns outside words, named by the tool; one that vouches
+    # returns the agent's own, unless a result names its sources.
+    from noema.memory.turns import Source, SourceKind
+
+    assert run("write_note", json.dumps({"title": "x"})).sources == (
+        Source(SourceKind.TOOL, "write_note"),)
+
+    @tool(side_effects=False, own_words=True)
+    def clock(ctx: ToolContext) -> str:
+        """The time."""
+        return "noon"
+
+    @tool(side_effects=False, own_words=True)
+    def reader(ctx: ToolContext) -> ToolResult:
+        """A page."""
+        return ToolResult("page", sources=(Source(SourceKind.WEB, "https://a.example/"),))
+
+    registry = ToolRegistry([clock, reader])
+    ran = [asyncio.run(registry.call(ToolCall("c", n, "{}"), CTX)) for n in ("clock", "reader")]
+    assert ran[0].sources == () and not ran[0].outside
+    assert ran[1].sources == (Source(SourceKind.WEB, "https://a.example/"),) and ran[1].outside
+    # The registry's own errors are its own words.
+    assert asyncio.run(registry.call(ToolCall("c", "nope", "{}"), CTX)).sources == ()
 
 
 @pytest.mark.parametrize("name, arguments, expected", [

@@ -101,3 +101,33 @@ def test_whatever_is_appended_reads_back_identically(tmp_path_factory, items):
     assert store.get_many(t.id for t in appended) == appended
     assert [t.id for t in appended] == sorted({t.id for t in appended})
     store.close()
+
+
+def test_a_store_from_before_sources_gains_the_column_and_keeps_it_immutable(tmp_path):
+    """Schema 3: whose outside words a turn holds is a column of its own,
+    written once like the rest; older turns read as holding none."""
+    import sqlite3
+
+    from noema.memory.turns import Source, SourceKind
+
+    path = tmp_path / "turns.db"
+    store = TurnStore(path)
+    old = store.append(NewTurn(TurnKind.USER, "from before"))
+    store.close()
+    with sqlite3.connect(path) as db:  # make it a store of schema 2
+        db.execute("DROP TRIGGER turns_never_edited")
+        db.execute("ALTER TABLE turns DROP COLUMN sources")
+        db.execute("PRAGMA user_version=2")
+    store = TurnStore(path)
+    try:
+        assert store.get(old.id).sources == ()
+        mallory = (Source(SourceKind.MAIL, "mallory@example.net"),)
+        new = store.append(NewTurn(TurnKind.TOOL_RESULT, "x", tool_name="t", call_id="c",
+                                   sources=mallory))
+        assert store.get(new.id).sources == mallory
+        with pytest.raises(sqlite3.DatabaseError, match="immutable"):
+            store.conn.execute("UPDATE turns SET sources = NULL WHERE id = ?", (new.id,))
+        with pytest.raises(sqlite3.DatabaseError, match="immutable"):
+            store.conn.execute("UPDATE turns SET content = 'y' WHERE id = ?", (old.id,))
+    finally:
+        store.close()

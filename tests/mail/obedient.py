@@ -55,3 +55,39 @@ class ObedientProvider(ScriptedProvider):
         self.responses.append(ScriptedResponse("" if calls else self.answer, tuple(calls)))
         async for event in super().stream(request):
             yield event
+
+
+@dataclass
+class ReadingProvider(ScriptedProvider):
+    """Obeys every `DO tool {...}` in what it reads anew: the messages since its
+    own last one (the person's message, an event, a tool's result), every time
+    it reads them, and each order of the system prompt once (a pinned note,
+    the chronicle). A stranger's order that comes back by any path (a lookup,
+    a search, a file, a command's output) is obeyed again, as a model that
+    reads it again would."""
+
+    responses: list[ScriptedResponse] = field(default_factory=list)
+    answer: str = "Done as asked."
+    obeyed: list[tuple[str, str]] = field(default_factory=list)
+    _from_prompt: set[tuple[str, str]] = field(default_factory=set)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        fresh = []
+        for message in reversed(request.messages):
+            if message.role == "assistant":
+                break
+            fresh.append(message)
+        found: list[tuple[str, str]] = []
+        for message in request.messages:
+            if message.role == "system":
+                for order in orders(message.content.replace(DEFAULT_MARKER, " ")):
+                    if order not in self._from_prompt:
+                        self._from_prompt.add(order)
+                        found.append(order)
+        for message in reversed(fresh):
+            found += orders((message.content or "").replace(DEFAULT_MARKER, " "))
+        calls = tuple(ScriptedCall(name, arguments) for name, arguments in dict.fromkeys(found))
+        self.obeyed += [(c.name, c.arguments) for c in calls]
+        self.responses.append(ScriptedResponse("" if calls else self.answer, calls))
+        async for event in super().stream(request):
+            yield event

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from ..providers.base import Provider
 from ..tools.registry import Tool
-from .chronicle import chronicle_text
+from .chronicle import OutsideText, chronicle_text, outside_context
 from .chronicler import Chronicler
 from .compaction import CompactionListener, Compactor
 from .recall_tools import memory_tools
@@ -38,6 +38,10 @@ class Memory:
         return chronicle_text(
             self.session, pinned_limit=self.settings.pinned_observations, language=self.language
         )
+
+    def outside(self) -> list[OutsideText]:
+        """The outside words of `chronicle()`, for the gate (see `security.provenance`)."""
+        return outside_context(self.session, pinned_limit=self.settings.pinned_observations)
 
     async def close(self) -> None:
         """Stop a running compaction (nothing of it is written) and free the search."""

@@ -1,13 +1,28 @@
-"""The memory text the system prompt carries: the current save point and the pinned notes."""
+"""The memory text the system prompt carries: the current save point and the
+pinned notes; and which of its words are outside words, for the gate."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from . import savepoints
 from .observations import pinned
 from .session import Session
 from .store import TurnStore
-from .turns import Flag
+from .turns import Flag, Source, SourceKind, sources_union
 from .validator import cited_ids
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideText:
+    """Outside words the context carries beyond the session's turns (a pinned
+    note, a sentence of the save point): when the words it rests on were
+    written, the text, and whose they are."""
+
+    ts: float
+    text: str
+    sources: tuple[Source, ...]
 
 _CITED_OUTSIDE = {
     "en": "Sentences citing turns {ids} rest on words from outside (a stranger's message, "
@@ -60,4 +75,34 @@ def _outside_citations(store: TurnStore, text: str) -> list[int]:
         turn = store.get(turn_id)
         if turn is not None and turn.has(Flag.OUTSIDE):
             found.append(turn_id)
+    return found
+
+
+# A sentence ends at . ! ? … followed by a space or the end, or at a line end.
+_SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+(?=\s|$)|(?=\n)|$)")
+
+
+def outside_context(session: Session, *, pinned_limit: int = 20) -> list[OutsideText]:
+    """The outside words of `chronicle_text`: each sentence of the current save
+    point that cites a turn holding outside words (dated by the newest such
+    turn), and each pinned note written while outside words led."""
+    found: list[OutsideText] = []
+    store = session.store
+    if session.save_point_id is not None:
+        current = savepoints.get(store, session.save_point_id)
+        if current is not None and current.accepted:
+            for match in _SENTENCE.finditer(current.text):
+                sentence = match.group(0)
+                cited = [store.get(i) for i in sorted(cited_ids(sentence))]
+                outside = [t for t in cited if t is not None and t.has(Flag.OUTSIDE)]
+                if outside:
+                    found.append(OutsideText(
+                        max(t.ts for t in outside), sentence.strip(),
+                        sources_union(*(t.sources or (Source(SourceKind.EVENT, f"turn {t.id}"),)
+                                        for t in outside))))
+    for note in pinned(store, pinned_limit):
+        if note.outside:
+            call = store.get(note.turn_id)
+            found.append(OutsideText(call.ts if call else note.created, note.note,
+                                     note.sources or (Source(SourceKind.TOOL, note.source),)))
     return found

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from .store import TurnStore
-from .turns import Flag
+from .turns import Flag, Source, sources_from_text
 
 MAX_SOURCE_CHARS = 200
 MAX_NOTE_CHARS = 2000
@@ -32,6 +32,7 @@ class Observation:
     source: str
     note: str
     outside: bool = False  # pinned while words from outside led the conversation
+    sources: tuple[Source, ...] = ()  # whose, when known
 
 
 def pin(store: TurnStore, turn_id: int, source: str, note: str) -> Observation:
@@ -59,12 +60,17 @@ def pinned(store: TurnStore, limit: int) -> list[Observation]:
     """The newest `limit` notes still standing, oldest first."""
     if limit <= 0:
         return []
+    # The note's outside mark is its call's result's: the tool writes it with
+    # the sources of the outside words that led when the note was pinned.
     rows = store.conn.execute(
         "SELECT o.id, o.created, o.turn_id, o.source, o.note,"
-        " EXISTS (SELECT 1 FROM turns r WHERE r.call_id = t.call_id AND r.id > t.id"
-        "         AND r.kind = 'tool_result' AND (r.flags & ?) != 0)"
+        " (SELECT r.flags & ? FROM turns r WHERE r.call_id = t.call_id AND r.id > t.id"
+        "  AND r.kind = 'tool_result' ORDER BY r.id LIMIT 1),"
+        " (SELECT r.sources FROM turns r WHERE r.call_id = t.call_id AND r.id > t.id"
+        "  AND r.kind = 'tool_result' ORDER BY r.id LIMIT 1)"
         " FROM observations o JOIN turns t ON t.id = o.turn_id WHERE (t.flags & ?) = 0"
         " ORDER BY o.id DESC LIMIT ?",
         (int(Flag.OUTSIDE), int(Flag.DISCARDED), limit),
     ).fetchall()
-    return [Observation(*r[:5], outside=bool(r[5])) for r in reversed(rows)]
+    return [Observation(*r[:5], outside=bool(r[5]), sources=sources_from_text(r[6]))
+            for r in reversed(rows)]

@@ -11,7 +11,7 @@ from .recall import turn_body, turn_header, when
 from .render import cut
 from .search import ROLE_KINDS, Found, HistorySearch, SearchResult
 from .store import StoreError, TurnStore
-from .turns import Turn
+from .turns import Turn, sources_of, sources_union
 
 MAX_CONTEXT_WINDOW = 5
 TURN_CHARS = 12_000  # one page of a long turn, unless the caller asks for another size
@@ -30,10 +30,10 @@ def memory_tools(
 ) -> list[Tool]:
     """The three memory tools bound to one store."""
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def lookup_turn(
         ctx: ToolContext, id: int, context_window: int = 0, offset: int = 0, limit: int = TURN_CHARS
-    ) -> str:
+    ) -> ToolResult:
         """Read an original turn of the conversation by its ID, for example one that the
         chronicle cites as {cite:ID}, one found with search_full_history, or one shown
         cut because it was too long for the context.
@@ -60,7 +60,8 @@ def memory_tools(
                 parts.append(_page(turn, offset, limit))
             else:
                 parts.append(f"{turn_header(turn, zone)}\n{cut(turn_body(turn), NEIGHBOUR_CHARS, turn.id)}")
-        return "\n\n".join(parts)
+        # The words shown are whoever's they were: a stranger's stay a stranger's.
+        return ToolResult("\n\n".join(parts), sources=sources_union(*map(sources_of, around)))
 
     def _page(turn: Turn, offset: int, limit: int) -> str:
         """The requested turn from `offset`, at most `limit` characters, saying how to go on."""
@@ -80,7 +81,7 @@ def memory_tools(
             shown += f"\n[characters {offset:,}-{end:,} of {len(body):,}: the end of turn {turn.id}]"
         return shown
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def search_full_history(
         ctx: ToolContext,
         query: str,
@@ -88,7 +89,7 @@ def memory_tools(
         roles: list[str] | None = None,
         since: str | None = None,
         until: str | None = None,
-    ) -> str:
+    ) -> ToolResult:
         """Search every turn of the conversation ever kept, including those no longer in
         your context, and get the best matches with a snippet each. Write the query as
         words that the turns you look for would contain; names and dates help.
@@ -128,9 +129,10 @@ def memory_tools(
         if found.hits:
             lines.extend(_follow_up(found))
             lines.append("\nRead a whole turn with lookup_turn(id); context_window shows its neighbours.")
-        return "\n".join(lines)
+        return ToolResult("\n".join(lines),
+                          sources=sources_union(*(sources_of(h.turn) for h in found.hits)))
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def annotate_observation(ctx: ToolContext, source: str, note: str) -> ToolResult:
         """Pin a short note distilled from something bulky (a long tool result, a document,
         a page) so it stays in view after that turn is pruned or compacted.
@@ -143,11 +145,14 @@ def memory_tools(
             pinned = observations.pin(store, ctx.turn_id, source, note)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        # Pinned while outside words lead: the result's mark travels with the
-        # note, which the prompt then shows as data.
+        # Pinned while outside words lead, or repeating them: the result's
+        # sources travel with the note, which the prompt shows as data and
+        # the gate counts (see chronicle.outside_context).
+        carried = ctx.words.carried({"note": note}) if ctx.words is not None else None
         return ToolResult(
             f"Pinned observation {pinned.id}. It stays in your system prompt among the "
-            f"{pinned_limit} newest pinned notes.", outside=bool(ctx.outside))
+            f"{pinned_limit} newest pinned notes.",
+            sources=sources_union(ctx.lead, carried.sources if carried else ()))
 
     return [lookup_turn, search_full_history, annotate_observation]
 

@@ -26,17 +26,26 @@ from ..health import check_file, check_open, opening, private_file
 from ..perception.untrusted import DEFAULT_MARKER, OPEN, plain_words
 from .stemming import INDEX_TABLES, STEMMED_TOKENIZER, WordStemmer, stemmer_for
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
-from .turns import Flag, NewTurn, Role, Turn, TurnKind
+from .turns import Flag, NewTurn, Role, Turn, TurnKind, sources_from_text, sources_to_text
 from .upkeep import IndexUpkeep, configure
 
-SCHEMA_VERSION = 2  # 2: outside text indexed without its datamarks
+SCHEMA_VERSION = 3  # 2: outside text indexed without its datamarks; 3: the `sources` column
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
 BACKFILL_BATCH = 500  # turns indexed per transaction when a language's index is built (appends wait that long)
 
 _IMMUTABLE_COLUMNS = (
     "id", "ts", "kind", "role", "content", "content_z", "tool_name", "call_id",
-    "arguments", "channel", "sender", "tokens", "cycle_id",
+    "arguments", "channel", "sender", "tokens", "cycle_id", "sources",
 )
+
+_IMMUTABLE_TRIGGER = f"""
+CREATE TRIGGER IF NOT EXISTS turns_never_edited BEFORE UPDATE ON turns
+WHEN {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _IMMUTABLE_COLUMNS)}
+     OR (NEW.flags & OLD.flags) <> OLD.flags
+BEGIN
+    SELECT RAISE(ABORT, 'turns are immutable: only new status flags may be added');
+END;
+"""
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS turns (
@@ -54,6 +63,7 @@ CREATE TABLE IF NOT EXISTS turns (
     tokens    INTEGER NOT NULL DEFAULT 0,
     cycle_id  INTEGER,
     flags     INTEGER NOT NULL DEFAULT 0,
+    sources   TEXT,                     -- whose outside words: JSON [[kind, who], ...]
     CHECK ((content IS NULL) <> (content_z IS NULL))
 );
 CREATE INDEX IF NOT EXISTS turns_ts ON turns(ts);
@@ -64,12 +74,7 @@ BEGIN
     SELECT RAISE(ABORT, 'turns are immutable: a turn can never be deleted');
 END;
 
-CREATE TRIGGER IF NOT EXISTS turns_never_edited BEFORE UPDATE ON turns
-WHEN {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _IMMUTABLE_COLUMNS)}
-     OR (NEW.flags & OLD.flags) <> OLD.flags
-BEGIN
-    SELECT RAISE(ABORT, 'turns are immutable: only new status flags may be added');
-END;
+{_IMMUTABLE_TRIGGER}
 
 CREATE VIRTUAL TABLE IF NOT EXISTS turns_fts USING fts5(
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
@@ -144,7 +149,7 @@ CREATE TABLE IF NOT EXISTS observations (
 
 TURN_COLUMNS = (
     "id, ts, kind, role, content, content_z, tool_name, call_id, arguments, "
-    "channel, sender, tokens, cycle_id, flags"
+    "channel, sender, tokens, cycle_id, flags, sources"
 )
 
 PREFIXED_COLUMNS = ", ".join(f"t.{c.strip()}" for c in TURN_COLUMNS.split(","))
@@ -243,6 +248,8 @@ class TurnStore:
         # executescript commits on its own, so the schema carries its own
         # transaction: a crash mid-creation leaves no half-made database.
         found = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if 0 < found < 3:  # before the schema below names the column
+            _add_sources_column(self.conn)
         self.conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
         if found < SCHEMA_VERSION:
             with self.transaction() as db:
@@ -442,12 +449,12 @@ class TurnStore:
                     )
             cursor = db.execute(
                 "INSERT INTO turns (ts, kind, role, content, content_z, tool_name, call_id,"
-                " arguments, channel, sender, tokens, cycle_id, flags)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " arguments, channel, sender, tokens, cycle_id, flags, sources)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     ts, new.kind.value, new.role.value, content, packed, new.tool_name,
                     new.call_id, new.arguments, new.channel, new.sender, tokens,
-                    new.cycle_id, int(new.flags),
+                    new.cycle_id, int(new.flags), sources_to_text(new.sources),
                 ),
             )
             turn_id = cursor.lastrowid
@@ -463,7 +470,7 @@ class TurnStore:
             id=turn_id, ts=ts, kind=new.kind, role=new.role, content=new.content,
             tool_name=new.tool_name, call_id=new.call_id, arguments=new.arguments,
             channel=new.channel, sender=new.sender, tokens=tokens, cycle_id=new.cycle_id,
-            flags=Flag(new.flags),
+            flags=Flag(new.flags), sources=new.sources,
         )
 
     def get(self, turn_id: int) -> Turn | None:
@@ -623,14 +630,32 @@ def _index_outside_words(db: sqlite3.Connection) -> None:
 
 def row_to_turn(row: Sequence) -> Turn:
     (tid, ts, kind, role, content, packed, tool_name, call_id, arguments, channel,
-     sender, tokens, cycle_id, flags) = row
+     sender, tokens, cycle_id, flags, sources) = row
     if content is None:
         content = zlib.decompress(packed).decode()
     return Turn(
         id=tid, ts=ts, kind=TurnKind(kind), role=Role(role), content=content,
         tool_name=tool_name, call_id=call_id, arguments=arguments, channel=channel,
         sender=sender, tokens=tokens, cycle_id=cycle_id, flags=Flag(flags),
+        sources=sources_from_text(sources),
     )
+
+
+def _add_sources_column(conn: sqlite3.Connection) -> None:
+    """Schema 3 for an older store: the `sources` column, and the trigger that
+    keeps it immutable like the rest, in one transaction. Older turns have
+    none: a turn marked `OUTSIDE` without sources names no one."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(turns)")}
+        if "sources" not in columns:
+            conn.execute("ALTER TABLE turns ADD COLUMN sources TEXT")
+        conn.execute("DROP TRIGGER IF EXISTS turns_never_edited")
+        conn.execute(_IMMUTABLE_TRIGGER)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 INLINE_BACKFILL = 5_000  # turns: fewer than this are indexed before the agent starts

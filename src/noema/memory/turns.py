@@ -7,6 +7,8 @@ afterwards is its set of status flags, and flags can only be gained.
 from __future__ import annotations
 
 import enum
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -49,6 +51,56 @@ class Flag(enum.IntFlag):
     EXPIRED = 1024
 
 
+class SourceKind(enum.StrEnum):
+    """Where outside words came from."""
+
+    MAIL = "mail"  # a mail from someone who is not the person
+    TELEGRAM = "telegram"  # a Telegram message from someone else (a forward, another chat)
+    WEB = "web"  # a web page or a search backend's results
+    WEBHOOK = "webhook"  # a webhook call without the person's token
+    LOG = "log"  # a line of a log file (anyone who can write to it wrote it)
+    FOLDER = "folder"  # a watched folder's change
+    EVENT = "event"  # another sensor's event from a sender who is not the person
+    SERVER = "server"  # a tool server's (MCP) answer
+    TOOL = "tool"  # what a tool returned that does not vouch for its words
+    FILE = "file"  # a file whose content came from outside words
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Source:
+    """Whose outside words a thing holds: the kind of source and who it is
+    (an address, a URL, a server's or a tool's name, a path)."""
+
+    kind: SourceKind
+    who: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, SourceKind):
+            object.__setattr__(self, "kind", SourceKind(self.kind))
+
+
+def sources_union(*groups: Iterable[Source]) -> tuple[Source, ...]:
+    """The sources of several things together: each once, in a stable order."""
+    return tuple(sorted({s for group in groups for s in group}))
+
+
+def sources_to_text(sources: Iterable[Source]) -> str | None:
+    """The column form of sources (None for none): a JSON list of [kind, who]."""
+    listed = [[s.kind.value, s.who] for s in sources_union(sources)]
+    return json.dumps(listed, ensure_ascii=False) if listed else None
+
+
+def sources_from_text(text: str | None) -> tuple[Source, ...]:
+    """Sources read back from their column; a value that is not readable is an
+    unknown outside source, never none (what held outside words still does)."""
+    if not text:
+        return ()
+    try:
+        return sources_union(Source(SourceKind(k), str(w)) for k, w in json.loads(text))
+    except (ValueError, TypeError):
+        return (Source(SourceKind.TOOL, "unknown"),)
+
+
 # The kind decides the role; keeping it in one table avoids a turn whose
 # kind and role disagree.
 ROLE_OF_KIND: dict[TurnKind, Role] = {
@@ -78,10 +130,14 @@ class NewTurn:
     cycle_id: int | None = None
     flags: Flag = Flag.NONE
     tokens: int | None = None  # estimated by the store when left out
+    # Whose outside words the turn holds or rests on (empty: the person's or
+    # the agent's own). A result or an event with sources is also `OUTSIDE`.
+    sources: tuple[Source, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, TurnKind):
             object.__setattr__(self, "kind", TurnKind(self.kind))
+        object.__setattr__(self, "sources", sources_union(self.sources))
         needs_call = self.kind in CALL_KINDS or self.kind in RESULT_KINDS
         if needs_call and not (self.call_id and self.tool_name):
             raise ValueError(f"a {self.kind} turn needs a call_id and a tool_name")
@@ -110,6 +166,7 @@ class Turn:
     tokens: int = 0
     cycle_id: int | None = None
     flags: Flag = field(default=Flag.NONE)
+    sources: tuple[Source, ...] = ()
 
     def has(self, flag: Flag) -> bool:
         return bool(self.flags & flag)
@@ -121,3 +178,15 @@ class Turn:
     @property
     def is_result(self) -> bool:
         return self.kind in RESULT_KINDS
+
+
+def sources_of(turn: Turn) -> tuple[Source, ...]:
+    """Whose outside words a turn holds or rests on; a turn marked outside
+    before sources were recorded names what it was (never nobody)."""
+    if turn.sources:
+        return turn.sources
+    if not turn.has(Flag.OUTSIDE):
+        return ()
+    if turn.kind is TurnKind.EVENT:
+        return (Source(SourceKind.EVENT, turn.sender or ""),)
+    return (Source(SourceKind.TOOL, turn.tool_name or ""),)

@@ -38,7 +38,7 @@ from typing import Any
 from ..logs import SHOWN
 from ..memory.session import Session, StorageFull, disk_full
 from ..memory.tokens import estimate_tokens
-from ..memory.turns import Flag, NewTurn, Turn, TurnKind
+from ..memory.turns import Flag, NewTurn, SourceKind, Turn, TurnKind, sources_union
 from ..perception.clock import Clock, wall_clock
 from ..perception.events import Event, Urgency
 from ..perception.pipeline import Pipeline
@@ -62,7 +62,8 @@ from .decisions import (
     UnsafeCancel,
     WakeAt,
 )
-from .delivery import Render, from_outside, plan_package, write_package
+from ..perception.whose import item_sources, words_of_catalogue
+from .delivery import Render, plan_package, write_package
 from .inputs import (
     CycleAborted,
     CycleEnded,
@@ -403,12 +404,10 @@ class Agent:
                     and event.batch_id is not None and self._ledger is not None):
                 self._ledger.refuse(event, now)
 
-    def _own_words(self, channel: str) -> bool:
-        """Whether a channel's sensor speaks only its own words (no outsider's)."""
-        if self.senses is None:
-            return False
-        info = self.senses.pipeline.catalogue.get(channel)
-        return info is not None and not info.outside_words
+    def _words_of(self, channel: str) -> SourceKind | None:
+        """What a channel's unauthorised senders' words are; None for a sensor
+        that speaks only its own words."""
+        return words_of_catalogue(self.senses.pipeline.catalogue if self.senses else {})(channel)
 
     def pending_events(self) -> ToolResult:
         """What the model's own pool_event() call returns: every waiting event,
@@ -420,8 +419,8 @@ class Agent:
         for decision in self._feed(Polled(run, now)):
             if isinstance(decision, HandOver):
                 return ToolResult(self.senses.render(decision.items, now),
-                                  outside=any(from_outside(i, self._own_words)
-                                              for i in decision.items))
+                                  sources=sources_union(*(item_sources(i, self._words_of)
+                                                          for i in decision.items)))
         raise OrchestratorBug("the core answered a poll without a HandOver")
 
     # -- feeding the core and performing its decisions ------------------------------
@@ -455,7 +454,7 @@ class Agent:
                 written = write_package(
                     self.session, steps, notice=d.notice, staged=self._staged,
                     render=self.senses.render if self.senses else None, now=now,
-                    own_words=self._own_words,
+                    words_of=self._words_of,
                 )
         except Exception as exc:
             # Nothing of the package was written (one transaction). The core

@@ -16,9 +16,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..memory.chronicle import OutsideText
 from ..memory.session import Session
 from ..memory.tokens import estimate_tokens
-from ..memory.turns import Flag, NewTurn, Turn, TurnKind
+from ..memory.turns import Flag, NewTurn, Source, SourceKind, Turn, TurnKind
 from ..providers.base import (
     ModelRequest,
     Provider,
@@ -29,7 +30,7 @@ from ..providers.base import (
     ToolSpec,
     Usage,
 )
-from ..security.provenance import outside_words
+from ..security.provenance import ArgumentCheck, OutsideItem, leading
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
 from .context import BuiltContext, ContextLimits, ContextTooSmall, RequestShape, build_context
 
@@ -99,13 +100,32 @@ class ReasoningCycle:
         tools: ToolRegistry,
         system_prompt: Callable[[], str],
         settings: CycleSettings = CycleSettings(),
+        outside_context: Callable[[], list[OutsideText]] = list,
     ) -> None:
         self.session = session
         self.provider = provider
         self.tools = tools
         self.system_prompt = system_prompt
         self.settings = settings
+        self.outside_context = outside_context
         self._specs: tuple[tuple[str, ...], tuple[ToolSpec, ...]] | None = None
+        self._texts: dict = {}  # a turn's words, read once (turns never change)
+
+    def lead(self) -> tuple[Source, ...]:
+        """The sources of the outside words that lead the context now."""
+        extra = [OutsideItem(o.ts, o.sources) for o in self.outside_context()]
+        return leading(self.session.turns, extra)
+
+    def _argument_check(self) -> ArgumentCheck:
+        """What only outside words in the context said, read when first asked."""
+        if len(self._texts) > 20_000:  # a long-lived agent: keep the recent turns' words
+            self._texts.clear()
+        extra = [(o.text, o.sources) for o in self.outside_context()]
+        return ArgumentCheck(self.session.turns, extra, reads=self._reads, cache=self._texts)
+
+    def _reads(self, name: str) -> bool:
+        found = self.tools.get(name)
+        return found is not None and not found.side_effects
 
     @property
     def limits(self) -> ContextLimits:
@@ -210,8 +230,12 @@ class ReasoningCycle:
         progress.usage = response.usage or progress.usage
 
         news: list[NewTurn] = []
+        # What the model writes while outside words lead may repeat them: read
+        # back later (a lookup, a search), it is theirs as much as its own.
+        lead = self.lead()
         if response.text.strip():
-            news.append(NewTurn(TurnKind.ASSISTANT, response.text, cycle_id=progress.cycle_id))
+            news.append(NewTurn(TurnKind.ASSISTANT, response.text, cycle_id=progress.cycle_id,
+                                sources=lead))
         taken = {t.call_id for t in self.session.turns if t.is_call}
         for index, call in enumerate(response.tool_calls):
             news.append(
@@ -221,6 +245,7 @@ class ReasoningCycle:
                     call_id=_unique_call_id(call, taken, progress, index),
                     arguments=call.arguments,
                     cycle_id=progress.cycle_id,
+                    sources=lead,
                 )
             )
         stored = self.session.append_all(news)
@@ -234,7 +259,7 @@ class ReasoningCycle:
     async def _act(self, call: Turn, progress: CycleProgress, listener: CycleListener) -> None:
         """Run one stored call and store its result."""
         ctx = ToolContext(call.call_id or "", call.id, progress.cycle_id,
-                          outside=outside_words(self.session.turns))
+                          lead=self.lead(), words=self._argument_check())
         made = _call_key(call)
         if progress.same_in_a_row >= REPEATS_RUN and progress.last_seen is not None \
                 and progress.last_seen[:2] == made:
@@ -243,6 +268,7 @@ class ReasoningCycle:
                 f"Not run: {made[0]} was just called {progress.same_in_a_row} times in a row "
                 "with these same arguments and gave the same result each time; it would give "
                 "it again. Use that result, do something else, or answer.", is_error=True,
+                sources=(),
             ), progress, listener)
             return
         checked = self.tools.check(ToolCall(ctx.call_id, call.tool_name or "", call.arguments or ""))
@@ -301,7 +327,11 @@ class ReasoningCycle:
 
 
 def result_turn(call: Turn, result: ToolResult, cycle_id: int | None) -> NewTurn:
-    """The turn that answers a stored call."""
+    """The turn that answers a stored call. A result whose tool declared
+    nothing (a path that did not go through the registry) is outside words."""
+    sources = result.sources
+    if sources is None:
+        sources = (Source(SourceKind.TOOL, call.tool_name or ""),)
     return NewTurn(
         TurnKind.TOOL_RESULT,
         result.content,
@@ -309,8 +339,9 @@ def result_turn(call: Turn, result: ToolResult, cycle_id: int | None) -> NewTurn
         call_id=call.call_id,
         cycle_id=cycle_id,
         flags=(Flag.ERROR if result.is_error else Flag.NONE)
-        | (Flag.OUTSIDE if result.outside else Flag.NONE)
+        | (Flag.OUTSIDE if sources else Flag.NONE)
         | (Flag.WAITING if result.waiting else Flag.NONE),
+        sources=sources,
     )
 
 

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..memory.session import Session
-from ..memory.turns import Flag, NewTurn, Turn, TurnKind
-from ..perception.items import Item, StateValue
+from ..memory.turns import Flag, NewTurn, Source, Turn, TurnKind, sources_union
+from ..perception.items import Item
+from ..perception.whose import WordsOf, item_sources
 from ..perception.pipeline import Parcel
 from .decisions import Package, PersonEntry, WorldEntry
 from .repair import cancellation_notice
@@ -38,25 +39,19 @@ def synthetic_call_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
-def pool_event_turns(text: str, call_id: str, *, outside: bool = False) -> list[NewTurn]:
+def pool_event_turns(text: str, call_id: str, *,
+                     sources: tuple[Source, ...] = ()) -> list[NewTurn]:
     """The synthetic pool_event() call and its result carrying packed events;
-    `outside` marks a result that holds words of a sender who is not the person."""
-    flags = Flag.SYNTHETIC | (Flag.OUTSIDE if outside else Flag.NONE)
+    `sources` names the senders who are not the person, whose words it holds."""
+    flags = Flag.SYNTHETIC | (Flag.OUTSIDE if sources else Flag.NONE)
     return [
         NewTurn(
             TurnKind.TOOL_CALL, tool_name=POOL_EVENT, call_id=call_id, arguments="{}",
             flags=Flag.SYNTHETIC,
         ),
-        NewTurn(TurnKind.EVENT, text, tool_name=POOL_EVENT, call_id=call_id, flags=flags),
+        NewTurn(TurnKind.EVENT, text, tool_name=POOL_EVENT, call_id=call_id, flags=flags,
+                sources=sources),
     ]
-
-
-def from_outside(item: Item, own_words: Callable[[str], bool] | None = None) -> bool:
-    """Whether an item carries words of a sender the person did not authorise;
-    `own_words(channel)` tells a channel whose sensor speaks only its own words."""
-    if own_words is not None and own_words(item.channel):
-        return False
-    return not (item.value.authorised if isinstance(item, StateValue) else item.authorised)
 
 
 def groups(package: Package) -> Iterator[tuple[PersonEntry, ...] | tuple[WorldEntry, ...]]:
@@ -106,7 +101,7 @@ def write_package(
     staged: Mapping[int, Turn],
     render: Render | None,
     now: float,
-    own_words: Callable[[str], bool] | None = None,
+    words_of: WordsOf | None = None,
 ) -> list[Turn]:
     """Append a package, or its plan, (after the cancellation notice, if asked)
     in one transaction; returns the turns now at the end of the session."""
@@ -122,9 +117,9 @@ def write_package(
             if render is None:
                 raise ValueError("events cannot be delivered without a renderer")
             items = [e.item for e in step.entries]
-            session.append_all(pool_event_turns(render(items, now), step.call_id,
-                                                outside=any(from_outside(i, own_words)
-                                                            for i in items)))
+            session.append_all(pool_event_turns(
+                render(items, now), step.call_id,
+                sources=sources_union(*(item_sources(i, words_of) for i in items))))
     return list(session.turns[before:])
 
 

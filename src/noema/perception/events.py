@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..memory.turns import SourceKind
+
 CHANNEL_PATTERN = re.compile(r"^[a-z][a-z0-9_.:-]{0,63}$")
 MAX_KEY = 512
 MAX_SENDER = 512
@@ -265,6 +267,9 @@ class SensorInfo:
     # a file's name, a log line); False for a sensor that speaks only its own
     # words, like a count of unread mail.
     outside_words: bool = True
+    # What an unauthorised sender's words are, for the person's questions
+    # (a `memory.turns.SourceKind` value: "mail", "log", "webhook" ...).
+    words_of: str = "event"
 
     def __post_init__(self) -> None:
         check_channel(self.channel)
@@ -277,3 +282,4 @@ class SensorInfo:
             object.__setattr__(self, "parameters", Payload(self.parameters))
         if not isinstance(self.treatment, TreatmentParams):
             raise TypeError("treatment must be TreatmentParams")
+        object.__setattr__(self, "words_of", SourceKind(self.words_of).value)

@@ -20,6 +20,8 @@ from .pipeline import ChannelStatus, Pipeline
 from .timefmt import clock_time, format_duration, full_time, parse_duration
 from .treatments import UnknownChannel
 from .untrusted import SessionDelimiter
+from .whose import WordsOf, event_sources, words_of_catalogue
+from ..memory.turns import Source, SourceKind, sources_union
 
 Pending = Callable[[], str | Awaitable[str]]
 # Why a channel's sensor cannot read its source right now (None: it can).
@@ -41,7 +43,8 @@ def perception_tools(
 ) -> list[Tool]:
     """Every perception tool, bound to one agent's pipeline."""
     return [
-        lookup_tool(pipeline.archive, delimiter, tz, clock),
+        lookup_tool(pipeline.archive, delimiter, tz, clock,
+                    words_of_catalogue(pipeline.catalogue)),
         *control_tools(pipeline, clock, tz, source_problem),
         pool_event_tool(pending),
     ]
@@ -56,7 +59,9 @@ def pool_event_tool(pending: Pending) -> Tool:
     that looks at its senses does not make its thought unsafe to cancel.
     """
 
-    @tool(side_effects=False)
+    # Own words: the orchestrator's `pending` marks what it hands over with the
+    # sources of the events it packs.
+    @tool(side_effects=False, own_words=True)
     async def pool_event(ctx: ToolContext) -> str | ToolResult:
         """Receive the events your senses reported that you have not seen yet
         (messages, log activity, file changes, state updates), packed and
@@ -70,10 +75,16 @@ def pool_event_tool(pending: Pending) -> Tool:
 
 
 def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo = UTC,
-                clock: Clock = wall_clock) -> Tool:
-    """`lookup_sensory_archive`: page through a batch, or search every raw event by words."""
+                clock: Clock = wall_clock, words_of: WordsOf | None = None) -> Tool:
+    """`lookup_sensory_archive`: page through a batch, or search every raw event by
+    words; what it shows carries the sources of the events shown."""
 
-    @tool(side_effects=False)
+    def whose(events: list[Event]) -> tuple[Source, ...]:
+        kind = (lambda channel: words_of(channel)) if words_of else (lambda _: SourceKind.EVENT)
+        return sources_union(*(event_sources(e, k) for e in events
+                               if (k := kind(e.channel)) is not None))
+
+    @tool(side_effects=False, own_words=True)
     def lookup_sensory_archive(
         ctx: ToolContext,
         batch_id: str | None = None,
@@ -84,7 +95,7 @@ def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo
         channel: str | None = None,
         since: str | None = None,
         until: str | None = None,
-    ) -> str:
+    ) -> ToolResult:
         """Read raw events kept in the sensory archive: page through a batch, for
         example the events a condensed package left out ("… 148 more: batch b12
         offsets 1–148"), or search every event ever perceived by its words, even
@@ -114,14 +125,16 @@ def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo
                 end = read_moment(until, now, tz, end_of_day=True) if until else None
                 found = archive.search(query, channel=channel, since=start, until=end,
                                        offset=offset, limit=limit)
-                return render_search(found, delimiter, tz, query)
+                return ToolResult(render_search(found, delimiter, tz, query),
+                                  sources=whose([h.event for h in found.hits]))
             if channel or since or until:
                 raise ValueError("channel, since and until go with query")
             assert batch_id is not None
             page = archive.lookup(batch_id, offset, limit, filter)
         except (UnknownBatch, ValueError) as exc:
             raise ToolError(str(exc)) from None
-        return render_page(page, delimiter, tz, filter)
+        return ToolResult(render_page(page, delimiter, tz, filter),
+                          sources=whose(list(page.events)))
 
     return lookup_sensory_archive
 
@@ -217,7 +230,7 @@ def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC,
             )
         return list(dict.fromkeys(channels))
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def get_sensor_capabilities(ctx: ToolContext) -> str:
         """List your senses: each channel, what it perceives, how its events are
         condensed (its nature), its parameters, and whether it is active or silenced."""
@@ -228,7 +241,7 @@ def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC,
                   for c in sorted(pipeline.catalogue)]
         return "\n".join(blocks)
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def sensor_stop(ctx: ToolContext, channels: list[str], duration: str | float) -> str:
         """Silence channels for a while, to concentrate. Events arriving meanwhile
         are counted and archived but never delivered, not even later; the
@@ -259,7 +272,7 @@ def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC,
             "are counted and archived, not delivered; sensor_start reopens sooner."
         )
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def sensor_start(ctx: ToolContext, channels: list[str]) -> str:
         """Reopen silenced channels now; events flow again from this moment (what
         arrived while silenced stays in the archive, it is not delivered).
@@ -279,7 +292,7 @@ def control_tools(pipeline: Pipeline, clock: Clock, tz: tzinfo = UTC,
             parts.append(f"Already active: {', '.join(already)}.")
         return " ".join(parts)
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def sensor_status(ctx: ToolContext, channels: list[str] | None = None) -> str:
         """How your senses are doing: active or silenced (and for how long),
         events counted over the last 1, 5 and 15 minutes with their rates.

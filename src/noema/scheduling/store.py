@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..health import check_file, check_open, opening, private_file
+from ..memory.turns import Source, SourceKind, sources_from_text
 from ..paths import AgentPaths
 from ..perception.events import Urgency
 
@@ -92,7 +93,9 @@ class Schedule:
     cancelled_at: float | None = None
     fired_through: float | None = None
     fired_count: int = 0
-    outside: str = ""  # whose outside words led when it was set ("" for the person's)
+    # Whose outside words led when it was set, or its reason repeats ("" for
+    # the person's): JSON [[kind, who], ...], or a sentence in older files.
+    outside: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
@@ -101,6 +104,15 @@ class Schedule:
             raise ValueError("an alarm, and only an alarm, has a time `at`")
         if (self.kind is Kind.RECURRING) != (self.cron is not None):
             raise ValueError("a recurring schedule, and only one, has a cron rule")
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """Whose outside words it carries (none: the person's own)."""
+        if not self.outside:
+            return ()
+        if self.outside.startswith("["):
+            return sources_from_text(self.outside)
+        return (Source(SourceKind.TOOL, self.outside),)  # a file from before sources
 
     @property
     def active(self) -> bool:

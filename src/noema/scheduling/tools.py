@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo
 from ..perception.clock import Clock, wall_clock
 from ..perception.events import Urgency
 from ..tools.errors import ToolError
-from ..tools.registry import Tool, ToolContext, tool
+from ..memory.turns import Source, sources_to_text, sources_union
+from ..tools.registry import Tool, ToolContext, ToolResult, tool
 from .listing import from_now, schedule_lines
 from .phrases import describe, resolve_when
 from .recurrence import occurrences, parse_rule
@@ -25,12 +26,20 @@ UrgencyName = Literal["normal", "priority", "urgent"]
 SHOWN_NEXT = 3  # upcoming firings echoed for a recurring schedule
 
 
+def _whose(ctx: ToolContext, reason: str) -> str:
+    """The sources a schedule keeps: the outside words that led when it was set
+    and those its reason repeats; its firings speak as theirs."""
+    carried = ctx.words.carried({"reason": reason}) if ctx.words is not None else None
+    sources: tuple[Source, ...] = sources_union(ctx.lead, carried.sources if carried else ())
+    return sources_to_text(sources) or ""
+
+
 def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_clock
                    ) -> list[Tool]:
     """`schedule_alarm`, `schedule_recurring`, `schedule_list` and `schedule_cancel`
     over one store, reading times in `zone`."""
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def schedule_alarm(ctx: ToolContext, reason: str, when: str,
                        urgency: UrgencyName = "normal") -> str:
         """Set an alarm: when it comes due you receive an event on the scheduler
@@ -52,7 +61,7 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
         try:
             schedule = store.add_alarm(reason, resolved.timestamp, rule=when.strip(),
                                        zone=zone.key, urgency=Urgency(urgency), now=now,
-                                       outside=ctx.outside)
+                                       outside=_whose(ctx, reason))
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         text = (f"Alarm #{schedule.id} set for {describe(resolved.at)}, "
@@ -62,7 +71,7 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
         return text + (f"\nIf that is not the time meant, schedule_cancel({schedule.id}) "
                        "and set it again with a clearer time.")
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     def schedule_recurring(ctx: ToolContext, reason: str, rule: str,
                            urgency: UrgencyName = "normal") -> str:
         """Set a recurring schedule: each time it comes due you receive an event on
@@ -81,7 +90,7 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
             recurrence = parse_rule(rule)
             schedule = store.add_recurring(reason, recurrence.cron, rule=rule.strip(),
                                            zone=zone.key, urgency=Urgency(urgency), now=now,
-                                           outside=ctx.outside)
+                                           outside=_whose(ctx, reason))
         except (PhraseError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         upcoming = occurrences(recurrence.cron, zone, now)
@@ -93,14 +102,17 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
                 f"If that is not what was meant, schedule_cancel({schedule.id}) and set it "
                 "again.")
 
-    @tool(side_effects=False)
-    def schedule_list(ctx: ToolContext) -> str:
+    @tool(side_effects=False, own_words=True)
+    def schedule_list(ctx: ToolContext) -> ToolResult:
         """List the alarms and recurring schedules that may still fire, with their IDs
         and when each fires next."""
-        return schedule_lines(store.active(), clock())
+        active = store.active()
+        # A reason a stranger's words set is theirs when it is read back.
+        return ToolResult(schedule_lines(active, clock()),
+                          sources=sources_union(*(s.sources for s in active)))
 
-    @tool(side_effects=True)
-    def schedule_cancel(ctx: ToolContext, id: int) -> str:
+    @tool(side_effects=True, own_words=True)
+    def schedule_cancel(ctx: ToolContext, id: int) -> ToolResult:
         """Cancel an alarm or a recurring schedule so that it never fires again.
 
         Args:
@@ -112,8 +124,8 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
             raise ToolError(f"there is no schedule #{id}; schedule_list shows the IDs") from None
         if not before.active:
             how = "was cancelled" if before.cancelled_at is not None else "has already fired"
-            return f"Schedule #{id} {how}; nothing to cancel."
+            return ToolResult(f"Schedule #{id} {how}; nothing to cancel.", sources=())
         store.cancel(id, clock())
-        return f"Schedule #{id} cancelled: {before.reason}"
+        return ToolResult(f"Schedule #{id} cancelled: {before.reason}", sources=before.sources)
 
     return [schedule_alarm, schedule_recurring, schedule_list, schedule_cancel]

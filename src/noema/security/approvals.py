@@ -3,8 +3,10 @@ person's yes, and which never run.
 
 The level is read at call time, so a setting changed in the GUI applies to
 the next call. `allow` is the person's level for the person's own requests:
-while the context holds outside words (`ToolContext.outside`), a call with
-side effects is asked about whatever the level says. An interface (chat, daemon, GUI) that can ask the person
+while outside words lead the context (`ToolContext.lead`), or when a call's
+arguments carry what only outside words said (`ToolContext.words`, see
+`provenance.py`), a call with side effects is asked about whatever the level
+says, and the question says whose words are the reason. An interface (chat, daemon, GUI) that can ask the person
 attaches an Approver; with none attached, an `ask` call is refused with an
 explanation rather than run unasked.
 
@@ -28,8 +30,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..memory.turns import Source, sources_union
 from ..perception.untrusted import escape_invisible
+from ..tools.errors import tidy
 from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
+from .provenance import describe
 from .settings import AutonomySettings, Level
 
 log = logging.getLogger(__name__)
@@ -45,9 +50,12 @@ class ApprovalRequest:
 
     tool: str
     arguments: str  # a readable summary, long values shortened
-    reason: str
+    reason: str  # why it asks, a sentence for the person: "because …"
     call_id: str = ""
     turn_id: int | None = None
+    # Whose outside words led to the call or are in its arguments: the call's
+    # outcome carries them (an outcome that repeats them is theirs too).
+    sources: tuple[Source, ...] = ()
 
 
 class Approver(Protocol):
@@ -161,7 +169,13 @@ class ApprovalGate:
 
         async def guarded(ctx: ToolContext, **arguments: Any) -> str | ToolResult:
             try:
-                await self._admit(tool, ctx, arguments)
+                try:
+                    await self._admit(tool, ctx, arguments)
+                except ToolError as refused:
+                    if isinstance(refused, _WaitsAway):
+                        raise
+                    # The gate's own words, whatever the tool's are.
+                    return ToolResult(f"Error: {tidy(str(refused))}", is_error=True, sources=())
                 outcome = inner(ctx, **arguments)
                 if inspect.isawaitable(outcome):
                     outcome = await outcome
@@ -196,34 +210,43 @@ class ApprovalGate:
 
         ticket = await away.post(request, ctx, run, number=asked.number,
                                  expires_at=asked.expires_at)
-        return ToolResult(waiting_text(request.tool, ticket), waiting=True)
+        return ToolResult(waiting_text(request.tool, ticket), waiting=True, sources=())
 
     def wrap_all(self, tools: Iterable[Tool]) -> list[Tool]:
         return [self.wrap(t) for t in tools]
 
     async def _admit(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> None:
         level = self.level(tool)
-        if level == "allow" and tool.side_effects and ctx.outside:
-            # The person's `allow` is for the person's own requests: words from
-            # outside in the context may be what asked for this call.
-            await self.ask(
-                ApprovalRequest(tool.name, summarize(arguments),
-                                f"the conversation holds words from outside: {ctx.outside}",
-                                ctx.call_id, ctx.turn_id),
-                ctx)
-            return
-        if level == "allow":
-            return
         if level == "deny":
             raise ToolError(
                 f"{tool.name} is denied by the person's configuration ([autonomy] sets it to "
                 "'deny'), so it was not run. Do not retry it; do the task another way or ask "
                 "the person to do this step."
             )
+        reasons: list[str] = []
+        sources: list[Source] = []
+        if tool.side_effects:
+            # The person's `allow` is for the person's own requests: outside
+            # words may be what asked for this call.
+            carried = ctx.words.carried(arguments) if ctx.words is not None else None
+            if ctx.lead:
+                reasons.append(_is_in(ctx.lead))
+                sources += ctx.lead
+            if carried is not None:
+                shown = ", ".join(f"“{s}”" for s in carried.samples)
+                if set(carried.sources) <= set(ctx.lead):
+                    reasons[-1] += f"; its arguments repeat it ({shown})"
+                else:
+                    reasons.append(f"its arguments repeat what only "
+                                   f"{describe(carried.sources)} said ({shown})")
+                sources += carried.sources
+        if level == "ask":
+            reasons.append(f"{asked_name(tool.name)} are set to ask first")
+        if not reasons:
+            return
         await self.ask(
-            ApprovalRequest(tool.name, summarize(arguments),
-                            f"the autonomy level of {tool.name} is 'ask'", ctx.call_id,
-                            ctx.turn_id),
+            ApprovalRequest(tool.name, summarize(arguments), "because " + "; and ".join(reasons),
+                            ctx.call_id, ctx.turn_id, sources_union(sources)),
             ctx)
 
     async def ask(self, request: ApprovalRequest, ctx: ToolContext | None = None) -> None:
@@ -269,6 +292,37 @@ class ApprovalGate:
                 f"the person declined this {request.tool} call ({request.reason}); it was not "
                 "run. Do not repeat it unchanged: ask them what they would prefer."
             )
+
+
+def _is_in(sources: tuple[Source, ...]) -> str:
+    """"it follows a stranger's mail (mallory@example.net), not a message of yours"."""
+    return f"it follows {describe(sources)}, not a message of yours"
+
+
+# How the person names what a level governs, for "because you set … to ask".
+_ASKED_NAMES = {
+    "shell_execute": "shell commands",
+    "file_write": "file writes",
+    "file_search_and_replace": "file edits",
+    "file_patch": "file patches",
+    "file_mkdir": "new folders",
+    "file_restore": "file restores",
+    "email_send": "sending mail",
+    "email_save_attachment": "saving attachments",
+    "telegram_send": "Telegram messages",
+    "telegram_save_file": "saving Telegram files",
+    "schedule_alarm": "alarms",
+    "schedule_recurring": "recurring schedules",
+    "schedule_cancel": "cancelling schedules",
+    "sensor_stop": "silencing senses",
+    "sensor_start": "reopening senses",
+    "web_get_content": "reading web pages",
+}
+
+
+def asked_name(tool: str) -> str:
+    """What the person calls the calls of `tool` ("shell commands")."""
+    return _ASKED_NAMES.get(tool, tool)
 
 
 def waiting_text(tool: str, ticket: AwayTicket) -> str:

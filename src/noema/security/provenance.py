@@ -1,94 +1,290 @@
-"""Whose words a context holds: the person's, or also an outsider's.
+"""Whose words a context holds, and whose words a call carries.
 
-A stranger's mail, a web page, an MCP server's answer or an event from an
+A stranger's mail, a web page, a tool server's answer or an event from an
 unauthorised sender can carry instructions, and a model may follow them
-whatever its prompt says. What must hold is about actions, not beliefs:
-while outside words lead the conversation, every tool with side effects
-waits for the person's yes (see `approvals.ApprovalGate`).
+whatever its prompt says. What must hold is about actions, not beliefs: a
+tool with side effects waits for the person's yes (see
+`approvals.ApprovalGate`) whenever
 
-"Lead" means: outside words that came after the person last spoke (a typed
-message, or the person's own mail or chat message, which arrive as the
-person's turns). The person's newest message is what the agent works on;
-outside words before it were there when the person spoke, and asking about
-every write for as long as a stranger's mail sits in the context would ask
-about the person's own requests all day. The residual risk, a model that
-turns a person's request into a stranger's older one, is what the send guards
-(unknown addresses ask) and the sandbox are for.
+- **outside words lead** the conversation (`leading`): something holding
+  outside words that the person has not yet taken up; or
+- **its arguments carry what only outside words said** (`ArgumentCheck`):
+  an address, a URL, a path or a run of words that appears in the outside
+  text of the context and in none of the person's own, whoever spoke last.
 
-Turns carry the mark themselves (`Flag.OUTSIDE`, set when they are written:
-an event delivery with any unauthorised sender, a tool result a tool marked
-as outside text), so the verdict survives a restart and is the same for every
-interface. It is a pure function of the turns in the context: the person's
-next message ends it. What such a cycle leaves keeps the mark when it comes
-back: a file the agent wrote (`mark_outside`, an extended attribute read by
-`file_read`), a schedule, a pinned note, a save point's citations.
+"Taken up" is decided by time, not by position in the history: outside
+words lose their lead only to a message the person *wrote after the agent
+had answered them* (an assistant text that still stands; a cycle that was
+cancelled answered nothing). A person's message typed while a stranger's
+mail waited in the queue, or while the model was still thinking about it,
+lends it no authority, whatever order the history shows them in.
+
+Provenance is a property of the data (`Turn.sources`, set when a turn is
+written): an event delivery from an unauthorised sender, a tool result the
+tool did not vouch for, a read of stored text that shows outside words (see
+`tools.registry`: fail closed). What lives in the prompt rather than in the
+turns, pinned notes and the save point's sentences, comes in as
+`OutsideItem`s with the time of the words they rest on.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from pathlib import Path
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from ..memory.turns import Flag, Turn, TurnKind
+from ..memory.turns import Flag, Source, SourceKind, Turn, TurnKind, sources_of, sources_union
+from ..perception.untrusted import plain_words
 
-_NAMED = 3  # sources named in the reason; the rest are counted
+_NAMED = 3  # sources named in a sentence; the rest are counted
+
+# What kind of words each source kind is, for the person's question.
+_KIND_WORDS: dict[SourceKind, tuple[str, str]] = {  # (one, several)
+    SourceKind.MAIL: ("a stranger's mail", "strangers' mails"),
+    SourceKind.TELEGRAM: ("a Telegram message from someone else",
+                          "Telegram messages from others"),
+    SourceKind.WEB: ("a web page", "web pages"),
+    SourceKind.WEBHOOK: ("a webhook call from someone without your token",
+                         "webhook calls from others"),
+    SourceKind.LOG: ("a log line", "log lines"),
+    SourceKind.FOLDER: ("a change in a watched folder", "changes in watched folders"),
+    SourceKind.EVENT: ("an event from someone who is not you", "events from others"),
+    SourceKind.SERVER: ("a tool server's answer", "tool servers' answers"),
+    SourceKind.TOOL: ("what a tool read", "what tools read"),
+    SourceKind.FILE: ("a file that holds outside words", "files that hold outside words"),
+}
 
 
-def outside_words(turns: Sequence[Turn]) -> str:
-    """A short account of the outside words that came after the person's
-    newest message among `turns`, or "" when none.
+def describe(sources: Iterable[Source]) -> str:
+    """Outside sources in the person's words: "a stranger's mail
+    (mallory@example.net)", "web pages (https://a.example/, https://b.example/)
+    and a log line (/var/log/app.log)"."""
+    by_kind: dict[SourceKind, list[str]] = {}
+    for source in sources_union(sources):
+        by_kind.setdefault(source.kind, [])
+        if source.who:
+            by_kind[source.kind].append(source.who)
+    parts = []
+    for kind in sorted(by_kind, key=list(SourceKind).index):
+        names = by_kind[kind]
+        one, several = _KIND_WORDS[kind]
+        words = several if len(names) > 1 else one
+        if names:
+            shown = ", ".join(names[:_NAMED])
+            more = len(names) - _NAMED
+            words += f" ({shown}{f' and {more} more' if more > 0 else ''})"
+        parts.append(words)
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
-    The account names where the words came from (the turn and the tool or
-    the event delivery), for the question put to the person.
+
+# -- what leads -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideItem:
+    """Something in the context holding outside words that is not a turn of
+    the session: a pinned note, a sentence of the save point. `ts` is when
+    the words it rests on were written."""
+
+    ts: float
+    sources: tuple[Source, ...]
+
+
+def _holds_outside(turn: Turn) -> bool:
+    # The model's own turns may carry sources (written while outside words
+    # led); they are read back as such, but what leads is the data itself.
+    return (turn.has(Flag.OUTSIDE) and not turn.has(Flag.DISCARDED)
+            and turn.kind in (TurnKind.TOOL_RESULT, TurnKind.EVENT, TurnKind.NOTE))
+
+
+def _is_answer(turn: Turn) -> bool:
+    return (turn.kind is TurnKind.ASSISTANT and not turn.has(Flag.DISCARDED)
+            and bool(turn.content.strip()))
+
+
+def is_person(turn: Turn) -> bool:
+    """A message the person wrote (not a note of ours, not a discarded one)."""
+    return (turn.kind is TurnKind.USER and not turn.has(Flag.SYNTHETIC)
+            and not turn.has(Flag.DISCARDED))
+
+
+def leading(turns: Sequence[Turn], extra: Iterable[OutsideItem] = ()) -> tuple[Source, ...]:
+    """The sources of the outside words that lead: those the person has not
+    taken up by writing after the agent answered them."""
+    answers = sorted(t.ts for t in turns if _is_answer(t))
+    last_person = max((t.ts for t in turns if is_person(t)), default=None)
+
+    def taken_up(ts: float) -> bool:
+        if last_person is None:
+            return False
+        answer = next((a for a in answers if a > ts), None)
+        return answer is not None and last_person > answer
+
+    found: list[Source] = []
+    for turn in turns:
+        if _holds_outside(turn) and not taken_up(turn.ts):
+            found.extend(sources_of(turn))
+    for item in extra:
+        if not taken_up(item.ts):
+            found.extend(item.sources)
+    return sources_union(found)
+
+
+# -- what a call's arguments carry ------------------------------------------------
+
+# A run of this many words shared with outside text is a sentence of its own,
+# not a chance phrase ("let me know if you have any" is eight words; common
+# phrases of that length are rare in a person's request and a stranger's mail
+# at once, and the cost of a miss is one question).
+RUN_WORDS = 8
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.UNICODE)
+_URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'`)\]]+", re.IGNORECASE)
+_HOST = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:[a-z]{2,24})\b", re.IGNORECASE)
+_PATHLIKE = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z0-9]{1,8}\b",
+                       re.IGNORECASE)
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Names every conversation holds: never taken as what only a stranger said.
+_TRIVIAL = frozenset({"/", "./", "../", "~/"})
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a call's arguments carry that only outside words said."""
+
+    sources: tuple[Source, ...]
+    samples: tuple[str, ...]  # what was found, shortened, for the question
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _marks(text: str) -> set[str]:
+    """Addresses, URLs, host names and path-like names in a text, lowercased."""
+    found: set[str] = set()
+    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE):
+        for match in pattern.finditer(text):
+            mark = match.group(0).rstrip(".,;:!?").lower()
+            if len(mark) >= 4 and mark not in _TRIVIAL and any(c.isalpha() for c in mark):
+                found.add(mark)
+    return found
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _runs(words: Sequence[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + RUN_WORDS]) for i in range(len(words) - RUN_WORDS + 1)}
+
+
+@dataclass(slots=True)
+class _Texts:
+    marks: set[str]
+    runs: set[tuple[str, ...]]
+
+
+def _texts(texts: Iterable[str]) -> _Texts:
+    marks: set[str] = set()
+    runs: set[tuple[str, ...]] = set()
+    for text in texts:
+        plain = plain_words(text)
+        marks |= _marks(plain)
+        runs |= _runs(_words(plain))
+    return _Texts(marks, runs)
+
+
+class ArgumentCheck:
+    """Finds what a call's arguments carry that only outside words said.
+
+    Outside text: the turns of the context that hold outside words (and the
+    outside notes and save-point sentences, as `extra` texts). The person's
+    own: their messages, and what reads showed that holds no outside words
+    (their files, their own turns). The model's own turns count for neither,
+    nor do results that echo its calls (an error, a write's confirmation, a
+    question's refusal): they are what may be laundering a stranger's words.
+    `reads(tool)` tells a tool without side effects.
     """
-    since = _after_the_person(turns)
-    sources = [_source(t) for t in turns[since:]
-               if t.has(Flag.OUTSIDE) and not t.has(Flag.DISCARDED)]
-    if not sources:
-        return ""
-    shown = ", ".join(sources[-_NAMED:])
-    more = len(sources) - _NAMED
-    return shown + (f" and {more} more" if more > 0 else "")
 
+    def __init__(self, turns: Sequence[Turn],
+                 extra: Iterable[tuple[str, tuple[Source, ...]]] = (), *,
+                 reads: Callable[[str], bool] = lambda tool: True,
+                 cache: dict[int, _Texts] | None = None) -> None:
+        # Read when first asked: most calls (every read) never are.
+        self._reads = reads
+        self._turns = list(turns)
+        self._extra = list(extra)
+        self._cache = cache if cache is not None else {}
+        self._read: tuple[list[tuple[_Texts, tuple[Source, ...]]], _Texts] | None = None
 
-def _after_the_person(turns: Sequence[Turn]) -> int:
-    """The index just past the person's newest message (0 when none)."""
-    for index in range(len(turns) - 1, -1, -1):
-        turn = turns[index]
-        if (turn.kind is TurnKind.USER and not turn.has(Flag.SYNTHETIC)
-                and not turn.has(Flag.DISCARDED)):
-            return index + 1
-    return 0
+    def _texts_of(self, turn: Turn) -> _Texts:
+        found = self._cache.get(turn.id)
+        if found is None:
+            found = self._cache[turn.id] = _texts([turn.content])
+        return found
 
+    def _index(self) -> tuple[list[tuple[_Texts, tuple[Source, ...]]], _Texts]:
+        if self._read is not None:
+            return self._read
+        outside: list[tuple[_Texts, tuple[Source, ...]]] = []
+        own: list[_Texts] = []
+        for turn in self._turns:
+            if turn.has(Flag.DISCARDED):
+                continue
+            if _holds_outside(turn):
+                outside.append((self._texts_of(turn), sources_of(turn)))
+            elif is_person(turn) or self._shows_own(turn):
+                own.append(self._texts_of(turn))
+        outside += [(_texts([text]), sources) for text, sources in self._extra]
+        mine = _Texts(set(), set())
+        if outside:
+            for texts in own:
+                mine.marks |= texts.marks
+                mine.runs |= texts.runs
+        self._read = (outside, mine)
+        return self._read
 
-def _source(turn: Turn) -> str:
-    if turn.kind is TurnKind.EVENT:
-        return f"events from senders who are not the person (turn {turn.id})"
-    return f"what {turn.tool_name or 'a tool'} read (turn {turn.id})"
+    def _shows_own(self, turn: Turn) -> bool:
+        """A read's result, or an event, that holds nobody's words but the person's."""
+        if turn.sources or turn.has(Flag.ERROR):
+            return False
+        if turn.kind is TurnKind.EVENT:
+            return True
+        return turn.kind is TurnKind.TOOL_RESULT and self._reads(turn.tool_name or "")
 
-
-# A file the agent wrote while outside words led (with the person's yes, since
-# such a write asks) holds words that may be a stranger's: the mark travels
-# with the file as an extended attribute, so reading it later is reading
-# outside words again, after a restart too. A person's own save (editors
-# write a new file and rename it over) drops the mark with the old inode.
-_MARK = "user.noema.outside"
-
-
-def mark_outside(path: Path) -> bool:
-    """Mark a file the agent just wrote as holding outside words; False where
-    the file system keeps no extended attributes (the mark is then lost)."""
-    try:
-        os.setxattr(path, _MARK, b"1", follow_symlinks=False)
-    except OSError:
-        return False
-    return True
-
-
-def marked_outside(path: Path) -> bool:
-    """Whether a file carries the mark of `mark_outside`."""
-    try:
-        return os.getxattr(path, _MARK, follow_symlinks=False) == b"1"
-    except OSError:
-        return False
+    def carried(self, arguments: dict[str, Any] | str) -> Carried | None:
+        """What the arguments carry that only outside words said, or None."""
+        outside, own = self._index()
+        if not outside:
+            return None
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments or "{}")
+            except ValueError:
+                arguments = {"": arguments}
+        strings = list(_strings(arguments))
+        marks = set().union(*(_marks(s) for s in strings)) - own.marks
+        runs = set().union(*(_runs(_words(s)) for s in strings)) - own.runs
+        sources: list[Source] = []
+        samples: list[str] = []
+        for texts, from_ in outside:
+            hit_marks = sorted(marks & texts.marks)
+            hit_runs = runs & texts.runs
+            if not hit_marks and not hit_runs:
+                continue
+            sources.extend(from_)
+            samples.extend(hit_marks)
+            if hit_runs:
+                samples.append(" ".join(min(hit_runs)) + " …")
+        if not sources:
+            return None
+        return Carried(sources_union(sources), tuple(dict.fromkeys(samples))[:_NAMED])

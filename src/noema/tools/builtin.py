@@ -14,7 +14,7 @@ def time_tools(default_zone: str | None, now: Callable[[], datetime] | None = No
     """`get_current_time`, reading the clock through `now` (UTC-aware)."""
     clock = now or (lambda: datetime.now(dt_timezone.utc))
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def get_current_time(ctx: ToolContext, timezone: str | None = None) -> str:
         """The current date and time.
 
@@ -39,7 +39,7 @@ def time_tools(default_zone: str | None, now: Callable[[], datetime] | None = No
 def identity_tools(identity: Identity) -> list[Tool]:
     """`consult_environ`, `list_skills` and `load_skill` over the identity folder."""
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def consult_environ(ctx: ToolContext, module: str) -> str:
         """Read a note the person wrote about their environment (machines, projects,
         people, habits). The system prompt lists the modules that exist.
@@ -53,7 +53,7 @@ def identity_tools(identity: Identity) -> list[Tool]:
             raise ToolError(f"there is no environment note {module!r}; available: {known}")
         return text
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def list_skills(ctx: ToolContext) -> str:
         """List the skills (written procedures) you can load with load_skill."""
         skills = identity.skills()
@@ -61,7 +61,7 @@ def identity_tools(identity: Identity) -> list[Tool]:
             return "No skills are installed yet."
         return "\n".join(f"- {s.id}: {s.title}. {s.description}".rstrip() for s in skills)
 
-    @tool(side_effects=False)
+    @tool(side_effects=False, own_words=True)
     def load_skill(ctx: ToolContext, skill_id: str) -> str:
         """Load the full text of a skill before following it.
 

@@ -14,6 +14,14 @@ runs and is restored on start from the `enable_tools` calls still in the
 session (`restore`), so what the model sees in its history and what it is
 offered agree. A call to a known tool that is not offered returns an error
 naming the `enable_tools` call that offers it.
+
+**Whose words a result holds fails closed.** A result is outside words (its
+turn names the tool as its source) unless the tool vouches for it: a tool
+made with `own_words=True` says that what it returns is the agent's own
+(a time, a confirmation), and that where it shows stored text (a turn, a
+file, a schedule, a mail) it returns a `ToolResult` carrying the sources of
+what it shows. Any other tool, a tool server's among them, is outside
+words, its errors too.
 """
 
 from __future__ import annotations
@@ -25,12 +33,16 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 import pydantic
 
+from ..memory.turns import Source, SourceKind
 from ..providers.base import ToolCall, ToolSpec
 from .errors import KNOWN_ERRNOS, ToolError, explain, shorten, tidy
+
+if TYPE_CHECKING:
+    from ..security.provenance import ArgumentCheck
 
 __all__ = ["ENABLE_TOOLS", "Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult", "tool"]
 
@@ -55,9 +67,18 @@ class ToolContext:
     turn_id: int  # the stored tool_call turn
     cycle_id: int
     interruption: list[str] = field(default_factory=list)
-    # Whose words besides the person's the context holds ("" when none): a
-    # side-effect call then waits for the person's yes (security/approvals.py).
-    outside: str = ""
+    # The sources of the outside words that lead the conversation (none: the
+    # person's own): a side-effect call then waits for the person's yes, and
+    # what it leaves (a file, a schedule, a note) keeps them
+    # (security/provenance.py, security/approvals.py).
+    lead: tuple[Source, ...] = ()
+    # What only outside words in the context said, to find in a call's arguments.
+    words: ArgumentCheck | None = None
+
+    @property
+    def outside(self) -> bool:
+        """Whether outside words lead the conversation."""
+        return bool(self.lead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +87,17 @@ class ToolResult:
 
     content: str
     is_error: bool = False
-    outside: bool = False  # the content holds words from outside the person (a page, a mail)
+    # Whose outside words the content holds: () for the agent's and the
+    # person's own, None for "as the tool declares" (see the module's note).
+    sources: tuple[Source, ...] | None = None
     # Not run yet: its question went to the person's channels (set by the
     # approval gate), and what becomes of it comes later as an event.
     waiting: bool = False
+
+    @property
+    def outside(self) -> bool:
+        """Whether the content holds outside words."""
+        return bool(self.sources)
 
 
 Handler = Callable[..., Awaitable[str | ToolResult] | str | ToolResult]
@@ -84,6 +112,9 @@ class Tool:
     side_effects: bool
     handler: Handler
     arguments: type[pydantic.BaseModel]
+    # The tool vouches that its results are the agent's own words unless it
+    # says otherwise in each result (see the module's note on failing closed).
+    own_words: bool = False
 
     @property
     def spec(self) -> ToolSpec:
@@ -96,12 +127,13 @@ class Tool:
 
 
 def tool(
-    *, side_effects: bool, name: str | None = None
+    *, side_effects: bool, name: str | None = None, own_words: bool = False
 ) -> Callable[[Handler], Tool]:
     """Make a Tool of a function `f(ctx: ToolContext, arg: type = default, ...)`.
 
     The description and argument descriptions come from the docstring
-    (a summary, then an `Args:` section of `name: text` lines).
+    (a summary, then an `Args:` section of `name: text` lines). `own_words`:
+    the tool vouches for its words (see the module's note).
     """
 
     def wrap(func: Handler) -> Tool:
@@ -123,7 +155,7 @@ def tool(
             __config__=pydantic.ConfigDict(extra="forbid"),
             **fields,
         )
-        return Tool(name or func.__name__, summary, side_effects, func, model)
+        return Tool(name or func.__name__, summary, side_effects, func, model, own_words)
 
     return wrap
 
@@ -304,7 +336,7 @@ class ToolRegistry:
             f"group's tools. Not enabled: {listing or 'none'}.\n\n"
             "Args:\n    groups: Groups to enable.\n    disable: Groups to stop offering."
         )
-        made = tool(side_effects=False)(enable_tools)
+        made = tool(side_effects=False, own_words=True)(enable_tools)
         self._enabler_made = (waiting, made)
         return made
 
@@ -315,7 +347,14 @@ class ToolRegistry:
         return len(self._tools)
 
     def check(self, call: ToolCall) -> tuple[Tool, dict] | ToolResult:
-        """Validate a call: the tool and its arguments, or the error result."""
+        """Validate a call: the tool and its arguments, or the error result
+        (the registry's own words)."""
+        checked = self._check(call)
+        if isinstance(checked, ToolResult):
+            return ToolResult(checked.content, checked.is_error, sources=())
+        return checked
+
+    def _check(self, call: ToolCall) -> tuple[Tool, dict] | ToolResult:
         offered = self.offered()
         if call.name == ENABLE_TOOLS and self._lazy:
             found: Tool | None = self._enabler()
@@ -374,7 +413,16 @@ class ToolRegistry:
         return found, args
 
     async def run(self, found: Tool, args: dict, ctx: ToolContext) -> ToolResult:
-        """Run a checked call; failures become error results."""
+        """Run a checked call; failures become error results. The result says
+        whose words it holds: what the tool declared, else its default."""
+        result = await self._run(found, args, ctx)
+        if result.sources is not None:
+            return result
+        default = () if found.own_words else (Source(SourceKind.TOOL, found.name),)
+        return ToolResult(result.content, result.is_error, sources=default,
+                          waiting=result.waiting)
+
+    async def _run(self, found: Tool, args: dict, ctx: ToolContext) -> ToolResult:
         try:
             outcome = found.handler(ctx, **args)
             if inspect.isawaitable(outcome):

@@ -27,6 +27,7 @@ import pydantic_core
 from jsonschema.exceptions import SchemaError, relevance
 from mcp import MCPError
 
+from ..memory.turns import Source, SourceKind
 from ..perception.untrusted import SessionDelimiter
 from ..security.settings import Level
 from ..tools.errors import shorten
@@ -268,6 +269,6 @@ def mcp_tool(
         # Whatever a server answers (a page it fetched, a file it read) is
         # outside words for the gate, as a page read by web_get_content is.
         return dataclasses.replace(render(result, server, tool.name, delimiter, cap),
-                                   outside=True)
+                                   sources=(Source(SourceKind.SERVER, server),))
 
     return Tool(name, describe(server, tool, delimiter), not is_read_only(tool), call, arguments)

@@ -132,9 +132,9 @@ class FetchGuard:
         a = verdict.address
         await self.gate.ask(ApprovalRequest(
             fetch_tool.name, summarize(arguments),
-            f"the address goes to {a.host} and carries {data_in(a)}; the model composed it "
-            "(it was not in the conversation), and it could carry the person's data out",
-            ctx.call_id, ctx.turn_id), ctx)
+            f"because the address goes to {a.host} and carries {data_in(a)}: the model "
+            "composed it (it was not in the conversation), and it could carry your data out",
+            ctx.call_id, ctx.turn_id, ctx.lead), ctx)
         return verdict
 
     def redirect(self, first: Verdict, previous: str, target: str) -> None:

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..memory.turns import Source, SourceKind
 from ..perception.untrusted import SessionDelimiter
 from ..security.approvals import ApprovalGate
 from ..security.settings import AutonomySettings
@@ -103,7 +104,7 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                 raise ToolError(f"limit must be between 1 and {MAX_RESULTS}, not {limit}")
             results = await searcher.search(query.strip(), limit)
             return ToolResult(render_results(results, query, searcher.provenance, delimiter),
-                              outside=True)
+                              sources=(Source(SourceKind.WEB, f"search results for “{query}”"),))
 
         tools.append(web_search)
 
@@ -154,7 +155,7 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
             )
             return ToolResult(render_page(text, fetched.url, fetched.media_type, offset, size,
                                           fetched.truncated, settings.max_bytes, delimiter),
-                              outside=True)
+                              sources=(Source(SourceKind.WEB, fetched.url),))
 
         tools.append(web_get_content)
     return tools

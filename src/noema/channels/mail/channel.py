@@ -57,7 +57,7 @@ class MailChannel:
                                   self._bookmark(f"email:{settings.folder}"), self.intake,
                                   self.unread, notice=ctx.notice, approvals=self.approvals)
         self._tools = MailTools(self.account, self.state, ctx.delimiter, ctx.hands.policy,
-                                ctx.hands.versions, ctx.hands.gate).tools()
+                                ctx.hands.versions, ctx.hands.gate, ctx.hands.marks).tools()
         self._sending = asyncio.Lock()
 
     def _bookmark(self, name: str) -> Bookmark:

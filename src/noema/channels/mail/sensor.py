@@ -158,7 +158,7 @@ class InboxSensor:
             "the person's own mail arrives as their message instead.",
             Nature.DISCRETE,
             parameters={"account": settings.username or "", "folder": settings.folder},
-            can_silence=True,
+            can_silence=True, words_of="mail",
         )
 
     async def run(self, emit: Emitter) -> None:

@@ -82,6 +82,7 @@ class Poller:
             Nature.MERGEABLE, can_silence=False,
             parameters={"chats": len(settings.chat_ids),
                         "quiet_window_s": settings.quiet_window_s},
+            words_of="telegram",
         )
         self._chats = frozenset(settings.chat_ids)
         self._due: dict[int, tuple[float, float]] = {}  # chat → (first, latest) arrival

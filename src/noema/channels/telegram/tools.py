@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...memory.turns import sources_union
 from ...security import fsafe
 from ...security.approvals import ApprovalGate, ApprovalRequest, summarize
 from ...security.history import ChangeNote
@@ -21,8 +22,8 @@ from .library import BadRequest, Bot
 from .sender import Sender
 from .settings import TelegramSettings
 
-GUARD = ("a chat the person has never used (not one of [telegram] chat_ids): a message "
-         "there could leak their data")
+GUARD = ("because the chat is not one of yours (not in [telegram] chat_ids), and a message "
+         "there could carry your data out")
 
 
 async def ask_first(gate: ApprovalGate, guarded: Tool, ctx: ToolContext,
@@ -30,7 +31,7 @@ async def ask_first(gate: ApprovalGate, guarded: Tool, ctx: ToolContext,
     """Ask the person about this call whatever its autonomy level says
     (ToolError if they decline or cannot be asked)."""
     await gate.ask(ApprovalRequest(guarded.name, summarize(arguments), GUARD, ctx.call_id,
-                                   ctx.turn_id), ctx)
+                                   ctx.turn_id, ctx.lead), ctx)
 
 
 def telegram_tools(settings: TelegramSettings, bot: Bot | None, sender: Sender | None,
@@ -45,7 +46,7 @@ def telegram_tools(settings: TelegramSettings, bot: Bot | None, sender: Sender |
                             "or fetched; tell the person")
         return bot, sender
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     async def telegram_send(ctx: ToolContext, text: str, chat_id: int | None = None) -> str:
         """Send a message on Telegram. Your answer to a message the person sent on
         Telegram goes back there by itself; use this to write first (a reminder, a
@@ -68,7 +69,7 @@ def telegram_tools(settings: TelegramSettings, bot: Bot | None, sender: Sender |
             raise ToolError(f"Telegram refused the message to chat {chat}: {exc}") from exc
         return f"Sent to Telegram chat {chat} ({count} message{'s' if count > 1 else ''})."
 
-    @tool(side_effects=True)
+    @tool(side_effects=True, own_words=True)
     async def telegram_save_file(ctx: ToolContext, file_id: str, path: str) -> str:
         """Save a photo or file the person sent on Telegram into the workspace (a
         versioned write: the previous content, if any, can be restored).
@@ -99,6 +100,10 @@ def telegram_tools(settings: TelegramSettings, bot: Bot | None, sender: Sender |
                           "telegram_save_file")
         with store.change(note, [str(target.relative)]) as recorded:
             fsafe.atomic_write(target.root.path, target.relative, data)
+        # A file a stranger's words pointed to (an id only outside words gave) is theirs.
+        carried = ctx.words.carried({"file_id": file_id}) if ctx.words is not None else None
+        hands.marks.mark(data, sources_union(ctx.lead, carried.sources if carried else ()),
+                         str(target.path))
         version = (f"version {recorded.version.short}" if recorded.version
                    else "no new version (the same content was there)")
         return f"Saved {len(data)} bytes to {path} ({version})."

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ..events import Nature, SensorInfo, Urgency
 from ..hub import Bookmark, Emitter
+from ..whose import SOURCES_KEY
 
 CHANNEL = "approvals"
 DESCRIPTION = ("What became of a call you made while the person was away and that waited "
@@ -38,6 +39,7 @@ class Outcome(Protocol):
     outcome: str | None  # the sentence for the model
     outside: bool  # the result holds words from outside the person
     outcome_seq: int | None
+    request: Mapping[str, Any]  # the question's fields: its `sources` among them
 
 
 class OutcomeSource(Protocol):
@@ -69,9 +71,13 @@ class ApprovalSensor:
                 place = seq
                 if self._bookmark is not None:
                     self._bookmark.save({"through": place})  # committed with the event
+                # An outcome repeats the call's arguments: a call outside words
+                # led to, or that carried them, comes back as theirs, whatever
+                # became of it (ran, refused, expired).
+                sources = _sources(outcome)
                 emit(outcome.outcome or f"approval {outcome.number}: {outcome.state}",
                      sender="approvals", key=f"approval:{outcome.number}",
-                     authorised=not outcome.outside, payload=_payload(outcome))
+                     authorised=not sources, payload=_payload(outcome, sources))
                 if self._bookmark is None:
                     self._source.set_reported(place)
             await self._source.wait_new()
@@ -83,6 +89,22 @@ class ApprovalSensor:
         return int(state.get("through", 0))
 
 
-def _payload(outcome: Outcome) -> dict[str, Any]:
-    return {"approval": outcome.number, "tool": outcome.tool, "outcome": outcome.state,
-            "by": outcome.by or ""}
+def _sources(outcome: Outcome) -> list[list[str]]:
+    """Whose outside words the outcome holds, as [kind, who] pairs."""
+    found: list[list[str]] = []
+    for source in (outcome.request or {}).get("sources") or ():
+        try:
+            found.append([str(source["kind"]), str(source.get("who", ""))])
+        except (TypeError, KeyError):
+            found.append(["tool", outcome.tool])  # unreadable: still someone's
+    if outcome.outside:  # the result itself read outside words
+        found.append(["tool", outcome.tool])
+    return found
+
+
+def _payload(outcome: Outcome, sources: list[list[str]]) -> dict[str, Any]:
+    payload: dict[str, Any] = {"approval": outcome.number, "tool": outcome.tool,
+                               "outcome": outcome.state, "by": outcome.by or ""}
+    if sources:
+        payload[SOURCES_KEY] = sources
+    return payload

@@ -69,6 +69,7 @@ class FolderSensor:
             can_silence=can_silence,
             default_urgency=urgency,
             treatment=treatment,
+            words_of="folder",
         )
 
     async def run(self, emit: Emitter) -> None:

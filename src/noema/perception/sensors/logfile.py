@@ -84,6 +84,7 @@ class LogFileSensor:
             can_silence=can_silence,
             default_urgency=urgency,
             treatment=TreatmentParams(window=window),
+            words_of="log",
         )
 
     async def run(self, emit: Emitter) -> None:

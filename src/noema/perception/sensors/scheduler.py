@@ -37,6 +37,7 @@ from ...scheduling.store import Schedule, ScheduleStore
 from ..clock import Clock, wall_clock
 from ..events import Nature, SensorInfo, Urgency
 from ..hub import Bookmark, Emitter, Sleep
+from ..whose import SOURCES_KEY
 
 CHANNEL = "scheduler"
 DEFAULT_MAX_SLEEP = 300.0
@@ -101,9 +102,12 @@ class SchedulerSensor:
                 self._save(places)  # before the event: the archive commits both together
                 # A schedule outside words asked for speaks as an outsider when
                 # it fires: its reason may be a stranger's order, kept for later.
+                payload = firing_payload(firing)
+                if schedule.sources:  # named, for the person's questions
+                    payload[SOURCES_KEY] = [[s.kind.value, s.who] for s in schedule.sources]
                 emit(firing_text(firing), sender="scheduler", key=f"schedule:{schedule.id}",
                      authorised=not schedule.outside, occurred_at=firing.due_at,
-                     payload=firing_payload(firing))
+                     payload=payload)
                 self._store.record_firing(schedule.id, firing.due_at, firing.count, now)
             await self._wait(self._next_wake(mine, places, now) - now)
 

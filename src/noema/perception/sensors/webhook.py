@@ -204,18 +204,21 @@ class WebhookIntake:
             f"Events posted to the webhook at http://{settings.listen}/events by monitoring"
             " and scripts; the sender is the poster's name.",
             Nature.DISCRETE, parameters={"listen": settings.listen}, can_silence=True,
+            words_of="webhook",
         ))
         self.alerts = _Outlet(self, SensorInfo(
             settings.alert_channel,
             "Prometheus Alertmanager alerts, one value per alert (by fingerprint):"
             " firing, then resolved; a notification of many alerts is one summary.",
             Nature.STATE, parameters={"listen": settings.listen}, can_silence=True,
+            words_of="webhook",
         ))
         self.rejected = _Outlet(self, SensorInfo(
             settings.rejected_channel,
             "Requests the webhook refused or closed, counted by status and reason"
             " (what the refused client sent is never shown).",
             Nature.AGGREGATABLE, parameters={"listen": settings.listen}, can_silence=True,
+            words_of="webhook",
         ))
 
     def sensors(self) -> list[Any]:
