@@ -78,8 +78,9 @@ def _outside_citations(store: TurnStore, text: str) -> list[int]:
     return found
 
 
-# A sentence ends at . ! ? … followed by a space or the end, or at a line end.
-_SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+(?=\s|$)|(?=\n)|$)")
+# A sentence ends at . ! ? … followed by a space, or at a line's end (a dot
+# inside an address or a number does not end it).
+_SENTENCE = re.compile(r"[^\n]+?(?:[.!?…]+(?=\s)|[.!?…]*$)", re.MULTILINE)
 
 
 def outside_context(session: Session, *, pinned_limit: int = 20) -> list[OutsideText]:
