@@ -11,7 +11,7 @@ from noema.memory.turns import Source, SourceKind
 from noema.security.approvals import (ApprovalGate, ApprovalRequest, AskAway, AwayTicket,
                                       RunApproved)
 from noema.security.settings import AutonomySettings
-from noema.tools.registry import ToolContext, ToolError, ToolRegistry, ToolResult, tool
+from noema.tools.registry import ToolContext, ToolError, ToolRegistry, tool
 
 
 class Away:

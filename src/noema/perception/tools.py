@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from datetime import UTC, tzinfo
 
+from ..memory.turns import Source, SourceKind, sources_union
 from ..tools.registry import Tool, ToolContext, ToolError, ToolResult, tool
 from .archive import ArchivePage, SearchPage, SensoryArchive, UnknownBatch
 from .clock import Clock, wall_clock
@@ -21,7 +22,6 @@ from .timefmt import clock_time, format_duration, full_time, parse_duration
 from .treatments import UnknownChannel
 from .untrusted import SessionDelimiter
 from .whose import WordsOf, event_sources, words_of_catalogue
-from ..memory.turns import Source, SourceKind, sources_union
 
 Pending = Callable[[], str | Awaitable[str]]
 # Why a channel's sensor cannot read its source right now (None: it can).
