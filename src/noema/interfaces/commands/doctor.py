@@ -60,6 +60,7 @@ class Kind(Enum):
     TELEGRAM = "the Telegram channel's record"
     APPROVALS = "questions asked while you were away"
     DOCS = "the document index"
+    FILE_MARKS = "which files hold outside words"
     REPOSITORY = "file versions"
     MODES = "who may read the agent's data"
 
@@ -96,7 +97,8 @@ def examine(paths: AgentPaths) -> list[Finding]:
 def _made_by_use(paths: AgentPaths) -> tuple[tuple[Path, Kind], ...]:
     """The stores a channel or the document library makes when first used."""
     return ((paths.mail_db, Kind.MAIL), (paths.telegram_db, Kind.TELEGRAM),
-            (paths.approvals_db, Kind.APPROVALS), (paths.docs_db, Kind.DOCS))
+            (paths.approvals_db, Kind.APPROVALS), (paths.docs_db, Kind.DOCS),
+            (paths.file_marks_db, Kind.FILE_MARKS))
 
 
 def _present(path: Path) -> bool:
@@ -285,6 +287,12 @@ def _new_approvals(path: Path) -> None:
     AwayStore(path).close()
 
 
+def _new_file_marks(path: Path) -> None:
+    from ...security.file_marks import FileMarks
+
+    FileMarks(path).close()
+
+
 def _new_docs_index(path: Path) -> None:
     from ...docs.store import DocsStore
 
@@ -333,6 +341,7 @@ _REBUILD: dict[Kind, tuple[Callable[[Path], None], Callable[[Path], None] | None
     Kind.TELEGRAM: (_new_telegram_record, None),
     Kind.APPROVALS: (_new_approvals, None),
     Kind.DOCS: (_new_docs_index, None),
+    Kind.FILE_MARKS: (_new_file_marks, None),
 }
 """How each kind of database is made anew, and what a salvaged copy needs before use."""
 
