@@ -121,7 +121,7 @@ async def file_day(app, model, refuser: Refuser, count: int) -> None:
     for text in file_tasks(count):
         before = len(model.requests)
         app.agent.submit(text)
-        for _ in range(600):
+        for _ in range(6000):
             await asyncio.sleep(0.05)
             if len(model.requests) > before and not app.agent.status().busy:
                 break
@@ -151,7 +151,7 @@ async def run(person: int, ordinary: int, hostile: int, seed: int, files: int = 
                 message = mail("Someone <someone@outside.test>", agent_address, subject, body)
             before = len(model.requests)
             room.dovecot.deliver(room.agent_user, message.as_bytes())
-            for _ in range(600):  # until the mail was handled and the agent rests
+            for _ in range(6000):  # until the mail was handled and the agent rests (5 min)
                 await asyncio.sleep(0.05)
                 if len(model.requests) > before and not app.agent.status().busy:
                     break
@@ -173,6 +173,9 @@ def report(day, refuser: Refuser, ws: Path, schedules) -> None:
         tools = sorted({r.tool for r in asked})
         print(f"  {kind:9} questions: {len(asked):3} ({len(asked) / count:.2f} per mail)"
               f"{'  ' + ', '.join(tools) if tools else ''}")
+        if kind == "person":  # every one is over-blocking: say why it asked
+            for reason in sorted({f"{r.tool}: {r.reason}" for r in asked})[:5]:
+                print(f"      {reason}")
     done = sum((ws / f"person-{n}.txt").exists() for n in range(kinds.count("person")))
     reminders = sum(1 for s in schedules if s.reason.startswith("check task"))
     wanted = len([n for n in range(kinds.count("person")) if n % 3 == 0])
