@@ -118,3 +118,12 @@ def test_marks_are_by_content(marked, other):
     if other != marked:
         assert marks.of_content(other) == ()
     marks.close()
+
+
+async def test_the_history_of_versions_a_stranger_led_to_is_theirs(world):
+    await planted(world)
+    world.build()
+    listed = await world.call("file_history", path="planted.txt")
+    assert "file_write" in listed.content and MALLORY[0] in listed.sources
+    await world.call("file_write", path="mine.txt", content="my list")
+    assert (await world.call("file_history", path="mine.txt")).sources == ()

@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS paths (
     path    TEXT PRIMARY KEY,
     sources TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS versions (
+    id      TEXT PRIMARY KEY,   -- a version of a workspace's history
+    sources TEXT NOT NULL       -- whose outside words led to it (its note repeats them)
+);
 """
 
 
@@ -100,6 +104,29 @@ class FileMarks:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def mark_version(self, version: str, sources: Iterable[Source]) -> None:
+        """A version made while outside words led: its note (a command line, a
+        summary) may repeat them when the history is listed."""
+        sources = tuple(sources)
+        if not sources:
+            return
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO versions (id, sources) VALUES (?, ?)",
+                             (version, sources_to_text(sources)))
+
+    def of_versions(self, versions: Iterable[str]) -> tuple[Source, ...]:
+        """Whose outside words led to any of these versions."""
+        wanted = list(dict.fromkeys(versions))
+        found: list[Source] = []
+        with self._lock:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for (sources,) in self._db.execute(
+                        f"SELECT sources FROM versions WHERE id IN ({marks})", chunk):
+                    found.extend(sources_from_text(sources))
+        return sources_union(found)
 
     def of_content(self, data: bytes | str, shown: str = "") -> tuple[Source, ...]:
         """Whose outside words these bytes (or this blob id) hold; with

@@ -96,6 +96,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings,
         text = data.decode("utf-8", "replace")
         marks.mark(data, sources_union(ctx.lead, derived, _carried(ctx, content=text)),
                    str(target.path))
+        if recorded.version is not None:
+            marks.mark_version(recorded.version.id, ctx.lead)
         return recorded
 
     def writable(path: str) -> Target:
@@ -256,7 +258,7 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings,
         return f"Created the folder {policy.display(target)}."
 
     @tool(side_effects=False, own_words=True)
-    def file_history(ctx: ToolContext, path: str, limit: int = 20) -> str:
+    def file_history(ctx: ToolContext, path: str, limit: int = 20) -> str | ToolResult:
         """List the recorded versions of a file (or folder), newest first: version ID,
         time, who made it (person or agent), the agent's turn, and what was done.
 
@@ -282,7 +284,10 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings,
             return f"No versions of {shown} yet." + left_out
         listing = "\n".join(v.line() for v in found)
         tail = f"\n{left_out.lstrip()}" if left_out else ""
-        return f"Versions of {shown}, newest first:\n{listing}{tail}"
+        # A version's note repeats the call that made it: one a stranger's
+        # words led to is theirs as much as the agent's.
+        return ToolResult(f"Versions of {shown}, newest first:\n{listing}{tail}",
+                          sources=marks.of_versions(v.id for v in found))
 
     @tool(side_effects=True, own_words=True)
     def file_restore(ctx: ToolContext, path: str, version: str) -> str:
@@ -302,6 +307,8 @@ def file_tools(policy: AccessPolicy, versions: Versions, files: FilesSettings,
             "agent", f"file_restore {rel} to {version.strip()[:12]}", ctx.turn_id, "file_restore"
         )
         made = undo.restore(store, rel, version, note)
+        if made is not None:
+            marks.mark_version(made.id, ctx.lead)
         if ctx.lead:  # a restore a stranger's words led to: what it put back is theirs too
             restored = fsafe.read_file(target.root.path, target.relative,
                                        max_bytes=files.max_read_bytes,

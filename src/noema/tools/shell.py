@@ -205,6 +205,7 @@ def shell_tools(
         if not sources:
             return
         for version in made:
+            marks.mark_version(version.id, sources)
             for rel in version.paths:
                 for root in policy.writable_roots:
                     try:
