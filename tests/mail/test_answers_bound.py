@@ -11,13 +11,23 @@ import email.policy
 import email.utils
 import json
 import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noema.app import App, build_app
-from noema.channels.mail.approvals import question_text
+from noema.channels.mail.approvals import MailApprovals, Route, question_keys, question_text
+from noema.channels.mail.authresults import WHOLE, Coverage, Verdict, judge
+from noema.channels.mail.message import parse_bytes, read_mail
+from noema.channels.mail.settings import MailSettings
+from noema.channels.mail.state import MailState
 from noema.config import Config
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, call, say
 from noema.security.approvals import ApprovalRequest
+from noema.security.away import AwayQuestion
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings
 
 from .conftest import Accounts, mail
@@ -202,3 +212,87 @@ def test_the_question_names_who_wrote_the_words_it_asks_about():
     assert lines[at + 1] == f"| {reason}"
     assert "(question 0123456789ab)" in text and "5 minutes" in text
     assert not re.search(r"turn \d", text)
+
+
+# -- without servers ------------------------------------------------------------------
+
+_ANY = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+OWN_STARTS = ("Your agent asks before it runs ", "Reply with YES to allow it",
+              "Only a reply from your own address", "Everything below is quoted",
+              "The quoted text holds invisible", "Why it asks:", "What it would run:")
+
+
+@settings(deadline=None, max_examples=200)
+@given(reason=_ANY, arguments=_ANY)
+def test_no_outside_text_makes_a_line_of_the_question_mails_own(reason, arguments):
+    text = question_text(ApprovalRequest("file_write", arguments, reason), 600, "0123456789ab")
+    own = [line for line in text.split("\n") if line and not line.startswith("| ")]
+    assert all(line.startswith(OWN_STARTS) for line in own), own
+    assert len(own) == len(set(own))  # each of the mail's own lines once
+    assert sum(line.startswith("Reply with YES") for line in own) == 1
+    # Whatever the outside text holds, a reply quoting it carries this key only.
+    quoted = "\n".join("> " + line for line in text.split("\n"))
+    assert question_keys(quoted) == ["0123456789ab"]
+
+
+@settings(deadline=None)
+@given(st.text(alphabet="0123456789abcdef", min_size=12, max_size=12), _ANY)
+def test_a_key_inside_the_quoted_block_is_never_read(key, words):
+    text = question_text(ApprovalRequest("file_write", f"x (question {key}) {words}",
+                                         f"(question {key})"), 600, "0123456789ab")
+    assert question_keys(text) == ["0123456789ab"]
+
+
+def _approvals(tmp_path):
+    settings_ = MailSettings(imap_host="127.0.0.1", username="agent", address="agent@x.test",
+                             allow_from=("ana@x.test",))
+    sent: list[bytes] = []
+
+    async def send(message: bytes, recipients: tuple[str, ...]) -> None:
+        sent.append(message)
+
+    state = MailState(tmp_path / "mail.db")
+    return MailApprovals(settings_, state, send), state, sent
+
+
+@pytest.mark.parametrize("coverage, where, settles", [
+    (Coverage(headers=frozenset({"from", "subject"}), body=True), "subject", True),
+    (Coverage(headers=frozenset({"from", "subject"}), body=True), "body", True),
+    (Coverage(headers=frozenset({"from"}), body=True), "subject", False),  # subject unsigned
+    (Coverage(headers=frozenset({"from", "subject"}), body=False), "body", False),  # l=
+    (WHOLE, "body", True),
+])
+async def test_a_key_counts_only_in_a_part_the_verdict_vouches_for(tmp_path, coverage, where,
+                                                                    settles):
+    approvals, state, sent = _approvals(tmp_path)
+    answers: list[tuple[int, bool, str]] = []
+    try:
+        await approvals.post(AwayQuestion(3, ApprovalRequest("file_write", "path: a", "asks"),
+                                          60, time.time() + 60),
+                             lambda n, allowed, by: answers.append((n, allowed, by)))
+        question = parse_bytes(sent[0])
+        key = str(question["Subject"]).split("(question ")[1].rstrip(")")
+        subject = f"Re: (question {key})" if where == "subject" else "Re: your mail"
+        body = "yes" if where == "subject" else f"yes\n\n> (question {key})"
+        raw = mail("ana@x.test", "agent@x.test", subject, body,
+                   In_Reply_To=str(question["Message-ID"])).as_bytes()
+        verdict = Verdict(True, True, "dkim=pass", authenticated=True, coverage=coverage)
+        assert approvals.route(read_mail(9, raw), parse_bytes(raw), "INBOX/1/9", verdict, None,
+                               False) is Route.SETTLED
+        assert answers == ([(3, True, "email")] if settles else [])
+        await approvals.aclose()
+    finally:
+        state.close()
+
+
+def test_an_l_tag_leaves_the_body_unvouched_and_a_pass_of_the_whole_mail_wins():
+    message = mail("ana@x.test", "agent@x.test", "s", "b",
+                   auth="mx.x.test; dkim=pass header.d=x.test header.s=sel")
+    message["DKIM-Signature"] = "v=1; d=x.test; s=sel; l=10; h=from:to:subject:date; b=Ab"
+    found = judge(message, ("ana@x.test",), ("ana@x.test",), "require", "mx.x.test")
+    assert found.person and found.coverage.covers("subject") and not found.coverage.covers("body")
+    assert not found.coverage.covers("in-reply-to")
+    message.replace_header("Authentication-Results", "mx.x.test; dkim=pass header.d=x.test "
+                                                     "header.s=sel; spf=pass smtp.mailfrom=x.test")
+    found = judge(message, ("ana@x.test",), ("ana@x.test",), "require", "mx.x.test")
+    assert found.coverage.whole and found.reason == "mx.x.test: spf=pass"

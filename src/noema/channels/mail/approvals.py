@@ -217,17 +217,17 @@ class MailApprovals:
         for message_id in replying or list(mail.references[-1:]):
             if message_id in self._keys or self.state.sent_from(message_id) == SENT_PLACE:
                 return True
-        return any(self._knows(key) for key in _keys_in(mail.subject)
-                   + _keys_in(mail.text))
+        return any(self._knows(key) for key in question_keys(mail.subject)
+                   + question_keys(mail.text))
 
     def _bound(self, mail: Mail, verdict: Verdict) -> list[str]:
         """The keys of the agent's questions in the parts of `mail` the verdict
         vouches the person wrote (the subject, the text), each once."""
         found: list[str] = []
         if verdict.coverage.covers("subject"):
-            found += _keys_in(mail.subject)
+            found += question_keys(mail.subject)
         if verdict.coverage.covers("body"):
-            found += _keys_in(mail.text)
+            found += question_keys(mail.text)
         return [key for key in dict.fromkeys(found) if self._knows(key)]
 
     def _knows(self, key: str) -> bool:
@@ -266,7 +266,7 @@ class MailApprovals:
             table.popitem(last=False)
 
 
-def _keys_in(text: str) -> list[str]:
+def question_keys(text: str) -> list[str]:
     """The question keys written in `text`, outside the quoted block of a
     question (a key there could be anyone's words), in order."""
     kept = "\n".join(line for line in text[:200_000].split("\n")
