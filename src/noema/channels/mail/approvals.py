@@ -274,14 +274,21 @@ def question_keys(text: str) -> list[str]:
     return _KEY.findall(kept)
 
 
+def vouched(verdict: Verdict) -> str:
+    """How the person's mail was taken for theirs, in words (for a note that
+    then says why it still does not count)."""
+    if verdict.authenticated:
+        return f"the person's server vouched for it ({verdict.reason})"
+    return f"it is from the person's address ({verdict.reason})"
+
+
 def not_an_answer(verdict: Verdict, robot: str | None, replay: bool,
                   authentication: str = "auto") -> str:
     """Why a reply to a question cannot answer it, naming the check that failed."""
     if not verdict.person:
         return f"not the person's: {verdict.reason}"
     if replay:
-        return (f"a replay: the person's server vouched for it ({verdict.reason}), but the "
-                "same mail was received before")
+        return f"a replay: {vouched(verdict)}, but the same mail was received before"
     if robot is not None:
         return f"automatic mail ({robot})"
     if not verdict.authenticated and authentication != "off":

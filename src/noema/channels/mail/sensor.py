@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from ...perception.events import Nature, SensorInfo
 from ...perception.hub import Bookmark, Emitter
-from .approvals import MailApprovals, Route, not_an_answer
+from .approvals import MailApprovals, Route, not_an_answer, vouched
 from .authresults import Verdict
 from .imap import Fetched, Folder, ImapConnection, MailServerError
 from .intake import PersonIntake
@@ -300,10 +300,9 @@ class InboxSensor:
                 await connection.mark_seen(item.uid)
             return
         if route is Route.FOREIGN:
+            why = not_an_answer(verdict, robot, replay, self.settings.authentication)
             notes.append("It replies to the agent's approval question, but it cannot answer "
-                         f"it ({not_an_answer(verdict, robot, replay, self.settings.authentication)}): "
-                         "it settled nothing. "
-                         "Outside data.")
+                         f"it ({why}): it settled nothing. Outside data.")
         elif verdict.person and robot is None and not replay:
             self._intake.take(mail, folder.name, folder.uidvalidity, verdict.authenticated)
             self._save(folder, item.uid)
@@ -311,10 +310,9 @@ class InboxSensor:
                 await connection.mark_seen(item.uid)  # it is the person's message now
             return
         if replay:
-            notes.append(f"A replay: the person's server vouched for it ({verdict.reason}), "
-                         "but a mail from the same address with the same Message-ID was "
-                         f"already received ({first}); a copy is not the person speaking "
-                         "again, and is not answered. Outside data.")
+            notes.append(f"A replay: {vouched(verdict)}, but a mail from the same address "
+                         f"with the same Message-ID was already received ({first}); a copy is "
+                         "not the person speaking again, and is not answered. Outside data.")
         if robot is not None:
             notes.append(f"Automatic mail ({robot}): not the person's words, and not "
                          "answered automatically. Outside data.")
