@@ -20,7 +20,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...perception.untrusted import escape_invisible
-from .library import Message
+from .library import (
+    Message,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+)
 
 # /stop, /status@noema_bot …: a command is the whole message.
 _COMMAND = re.compile(r"^/([a-z_]+)(?:@\w+)?\s*$", re.IGNORECASE)
@@ -87,22 +93,16 @@ def origin_of(message: Message, own_chats: frozenset[int] = frozenset()) -> str:
     """Who wrote a forwarded message, in a few words ("" when it is not one,
     or forwards the person's own)."""
     origin = message.forward_origin
-    if origin is not None:
-        kind = getattr(origin, "type", "")
-        if kind == "user":
-            user = origin.sender_user  # type: ignore[attr-defined]
-            if user.id in own_chats:
-                return ""
-            return _user(user.full_name, user.username, user.id)
-        if kind == "hidden_user":
-            return (f"{_shown(origin.sender_user_name)} "  # type: ignore[attr-defined]
-                    "(a Telegram user whose account is hidden)")
-        if kind == "chat":
-            return _chat("chat", origin.sender_chat,  # type: ignore[attr-defined]
-                         getattr(origin, "author_signature", None))
-        if kind == "channel":
-            return _chat("channel", origin.chat,  # type: ignore[attr-defined]
-                         getattr(origin, "author_signature", None))
+    if isinstance(origin, MessageOriginUser):
+        user = origin.sender_user
+        return "" if user.id in own_chats else _user(user.full_name, user.username, user.id)
+    if isinstance(origin, MessageOriginHiddenUser):
+        return f"{_shown(origin.sender_user_name)} (a Telegram user whose account is hidden)"
+    if isinstance(origin, MessageOriginChat):
+        return _chat("chat", origin.sender_chat, origin.author_signature)
+    if isinstance(origin, MessageOriginChannel):
+        return _chat("channel", origin.chat, origin.author_signature)
+    if origin is not None:  # a kind of origin newer than this code
         return "someone else (a forwarded message)"
     # What older servers send; the library keeps fields it no longer knows here.
     extra = message.api_kwargs or {}
