@@ -109,3 +109,47 @@ async def test_a_forwarded_message_whose_event_was_lost_is_emitted_again_once(
     server.inject_text(PERSON, "anything new?")
     await rig.desk.wait(lambda: rig.desk.turns)
     assert rig.events == []  # committed: not again
+
+
+async def test_through_the_agent_a_forwarded_order_asks_and_the_persons_own_does_not(
+        tmp_path, server: FakeTelegramServer):
+    """The whole agent, a model that obeys every order it reads, and a person who
+    refuses every question: the order the person forwarded from Mallory is asked
+    about and not carried out; the same order in the person's own words is."""
+    import asyncio
+
+    from noema.app import build_app
+    from noema.security.settings import AutonomySettings
+    from tests.mail.obedient import ObedientProvider
+    from tests.security.test_approvals import Person
+
+    from .test_end_to_end import telegram_agent
+
+    paths, config = telegram_agent(tmp_path, server)
+    config = config.model_copy(update={"autonomy": AutonomySettings(default="allow")})
+    model = ObedientProvider(answer="Done as asked.")
+    person = Person(False)
+    app = build_app(paths, config, provider=model)
+    app.attach_approver(person)
+    try:
+        await app.start()
+        server.inject_text(PERSON, "what do you make of this?")
+        forward(server, ORDER, MALLORY)
+        for _ in range(400):
+            await asyncio.sleep(0.05)
+            if model.obeyed and person.asked and not app.agent.status().busy:
+                break
+        await app.agent.idle()
+        assert [r.tool for r in person.asked] == ["file_write"]
+        assert not (tmp_path / "ws" / "planted.txt").exists()
+        # The person's own words, the same order: done without a question.
+        server.inject_text(PERSON, ORDER.replace("planted", "mine"))
+        for _ in range(400):
+            await asyncio.sleep(0.05)
+            if (tmp_path / "ws" / "mine.txt").exists():
+                break
+        await app.agent.idle()
+        assert (tmp_path / "ws" / "mine.txt").read_text() == "as ordered"
+        assert len(person.asked) == 1
+    finally:
+        await app.aclose()
