@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,9 @@ QUOTED_QUESTION = ("On Tue, 7 Dec 2026, Noema <agent@noema.test> wrote:\n"
     ("Yes\nThanks\n\nSent from my phone", True),
     ("yes\n-- \nAna\nIs this my signature?", True),
     ("Yes\nYes", True),
+    ("Yes\n\nFrom: Noema <agent@noema.test>\nSent: Monday\n"
+     "Subject: Allow file_write? (question 0123456789ab)\n\nYour agent asks…", True),
+    ("Sí\n\nDe: Noema <agent@noema.test>\nAsunto: Allow file_write?", True),
     # questioning, hedged or mixed: no answer
     ("Yes? What is this about? I never asked for it.", None),
     ("Yes\nWhat is this about?", None),
@@ -70,8 +75,12 @@ def test_a_word_with_anything_else_on_its_line_is_no_answer(word, rest):
     assert plain_answer(f"{word}{rest}") is None or rest.strip(".! \t\u00a0") == ""
 
 
+# A line that starts a signature or a quoted block ends what the person wrote.
+_STARTS_QUOTED = re.compile(r"\s*(-- |>|(from|de):\s)", re.IGNORECASE)
+
+
 @settings(deadline=None)
-@given(st.sampled_from(WORDS), _lines)
+@given(st.sampled_from(WORDS), _lines.filter(lambda t: not _STARTS_QUOTED.match(t)))
 def test_a_question_the_person_writes_beside_the_word_unmakes_it(word, text):
     assert plain_answer(f"{word}\n{text}?\n\n{QUOTED_QUESTION}") is None
 

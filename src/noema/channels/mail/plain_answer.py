@@ -7,7 +7,7 @@ an answer with nothing to interpret counts:
   quoted: lines starting with `>` are left out, and so is everything from a
   signature separator (`--`) or from the line that introduces quoted text
   ("On Tue, Noema wrote:", "El mar, Noema escribió:", "-----Original
-  Message-----") down.
+  Message-----", Outlook's "From: Noema …") down.
 - The first line the person wrote decides. It counts only when it is one of
   the words below alone, in any case, with at most `.` or `!` after it (and
   the Spanish `¡` before it): "Yes", "NO.", "¡Sí!".
@@ -36,7 +36,7 @@ _PLAIN = re.compile(r"¡?(?P<word>\w+)[.!]*")
 # The line a client writes above the text it quotes.
 _QUOTE_HEADER = re.compile(
     r"^(on\b.*\bwrote:|el\b.*\bescribi[oó]:|-{2,}\s*(original message|mensaje original)\s*-{2,}"
-    r"|_{10,})$", re.IGNORECASE)
+    r"|_{10,}|(from|de):\s.*)$", re.IGNORECASE)  # the last: Outlook's header of what it quotes
 
 
 def plain_answer(text: str) -> bool | None:
