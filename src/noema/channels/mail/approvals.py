@@ -80,6 +80,7 @@ FOREIGN_COUNT = "approval_foreign"  # replies to a question by anyone but the pe
 QUESTION_PLACE = "question:"  # + key: a question asked, in the channel's places
 CLOSED_KEPT = 1000  # closed questions remembered, for telling a late reply why
 KEY_BYTES = 6  # 48 random bits: twelve hex digits
+KEYS_READ = 20  # distinct keys looked up in one mail, at most
 # A key as the question writes it; a client that wraps or quotes the line may put
 # spaces, a line break and ">" between its two words.
 _KEY = re.compile(r"\(question[\s>]+([0-9a-f]{12})\)")
@@ -268,10 +269,11 @@ class MailApprovals:
 
 def question_keys(text: str) -> list[str]:
     """The question keys written in `text`, outside the quoted block of a
-    question (a key there could be anyone's words), in order."""
+    question (a key there could be anyone's words), each once, in order (the
+    first `KEYS_READ`: a reply holds one or two)."""
     kept = "\n".join(line for line in text[:200_000].split("\n")
                      if not _BLOCK_LINE.match(line))
-    return _KEY.findall(kept)
+    return list(dict.fromkeys(_KEY.findall(kept)))[:KEYS_READ]
 
 
 def vouched(verdict: Verdict) -> str:
