@@ -162,8 +162,8 @@ class MailApprovals:
         does, settle what the person's reply settles."""
         if not self._replies(mail, message):
             return Route.NONE
-        vouched = verdict.authenticated or self.settings.authentication == "off"
-        if not (verdict.person and vouched and robot is None and not replay):
+        trusted = verdict.authenticated or self.settings.authentication == "off"
+        if not (verdict.person and trusted and robot is None and not replay):
             count = self.state.bump(FOREIGN_COUNT)
             log.warning("a reply to an approval question from %s is not the person's (%s); "
                         "it settled nothing (%d such replies so far)",
