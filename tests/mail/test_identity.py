@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import base64
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from noema.channels.mail import display
+
 from .conftest import mail
 from .test_tools import run
 
@@ -86,3 +91,13 @@ async def test_a_display_name_holding_an_address_never_shows_as_the_sender(rig):
     assert "from ana@example.org ·" not in listed and "from Ana" not in listed
     read = await run(rig, "email_read", uid=named[0].payload["uid"])
     assert "From: mallory@example.net (name" in read.replace("ˆ", " ")
+
+
+@given(name=st.text(max_size=80), local=st.from_regex(r"[a-z0-9.]{1,12}", fullmatch=True),
+       domain=st.sampled_from(["example.net", "noema.test", "pаypal.com"]))
+def test_a_sender_is_shown_by_its_address_first_whatever_its_name(name, local, domain):
+    addr = f"{local}@{domain}"
+    shown = display.sender(name, addr)
+    assert shown.startswith(display.address(addr))
+    rest = shown[len(display.address(addr)):]
+    assert rest == "" or rest.startswith(' (name "')

@@ -6,6 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from noema.channels.telegram.incoming import Incoming, runs
 from noema.perception.hub import MemoryBookmark
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -153,3 +157,16 @@ async def test_through_the_agent_a_forwarded_order_asks_and_the_persons_own_does
         assert len(person.asked) == 1
     finally:
         await app.aclose()
+
+
+@given(st.lists(st.tuples(st.text(max_size=20), st.sampled_from(["", "Mallory (Telegram user 5)",
+                                                                  "the channel \"News\""])),
+                max_size=12))
+def test_a_burst_is_cut_into_the_persons_runs_and_forwarded_runs_in_order(burst):
+    messages = [Incoming(n, PERSON, 0.0, text, (), origin)
+                for n, (text, origin) in enumerate(burst, 1)]
+    found = runs(messages)
+    assert [m for _, run in found for m in run] == messages  # nothing lost, nothing moved
+    for (own, run), following in zip(found, found[1:] + [(None, [])]):
+        assert run and own != following[0]  # runs alternate
+        assert all((not m.origin) == own for m in run)

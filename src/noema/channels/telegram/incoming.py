@@ -180,6 +180,19 @@ _FILE_KINDS = (
 )
 
 
+def runs(messages: Sequence[Incoming]) -> list[tuple[bool, list[Incoming]]]:
+    """A burst cut into runs, in order: (True, the person's own messages), (False,
+    messages they forwarded), alternating."""
+    found: list[tuple[bool, list[Incoming]]] = []
+    for message in messages:
+        own = not message.origin
+        if found and found[-1][0] == own:
+            found[-1][1].append(message)
+        else:
+            found.append((own, [message]))
+    return found
+
+
 def utterance(messages: Sequence[Incoming]) -> str:
     """A burst of the person's messages as the one message the agent receives:
     the texts in order, one per line, each followed by its attachments."""

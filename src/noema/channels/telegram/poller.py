@@ -40,7 +40,7 @@ from ...perception.events import Nature, SensorInfo
 from ...perception.hub import Backoff, Bookmark, Emitter
 from ..base import Desk
 from .connection import trouble
-from .incoming import Incoming, forwarded_text, incoming, utterance
+from .incoming import Incoming, forwarded_text, incoming, runs, utterance
 from .library import Bot, Update
 from .approvals import TelegramApprovals
 from .sender import Sender
@@ -271,7 +271,7 @@ class Poller:
             return
         # In the order they came: the person's own messages joined into one, and
         # each run of forwarded ones emitted as the events of their writers.
-        for own, run in _runs(waiting):
+        for own, run in runs(waiting):
             if own:
                 if not self._submit(self.state.open_batch(
                         chat, utterance(run), [m.update_id for m in run])):
@@ -342,18 +342,6 @@ class Poller:
         task = asyncio.get_running_loop().create_task(quietly())
         self._side.add(task)
         task.add_done_callback(self._side.discard)
-
-
-def _runs(messages: list[Incoming]) -> list[tuple[bool, list[Incoming]]]:
-    """`messages` cut into runs: (True, the person's own), (False, forwarded)."""
-    runs: list[tuple[bool, list[Incoming]]] = []
-    for message in messages:
-        own = not message.origin
-        if runs and runs[-1][0] == own:
-            runs[-1][1].append(message)
-        else:
-            runs.append((own, [message]))
-    return runs
 
 
 class _StateMark:
