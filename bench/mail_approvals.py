@@ -5,7 +5,8 @@ The tests' own Dovecot and SMTP relay on 127.0.0.1 and the whole agent built
 by `build_app`; each round asks what the gate would ask with no interface
 attached (`App.away.post`, as the gate does when `App.ask_away` finds
 nobody at the machine), waits for the question's envelope at the relay,
-delivers the person's authenticated "yes" in its thread with dovecot-lda and
+delivers the person's "Yes." in its thread with dovecot-lda (DKIM-signed as a
+provider signs a reply, the question quoted, so its key is bound) and
 stops the clock when the approved call starts. The first figure holds a
 run of dovecot-lda (the relay delivers into the person's mailbox before it
 answers); the second, Dovecot's own wait before its IDLE push (about 0.5 s;
@@ -66,10 +67,16 @@ async def measure(count: int) -> dict[str, list[float]]:
             figures["asked"].append(time.perf_counter() - start)
             question = email.message_from_bytes(envelopes[seen].data,
                                                 policy=email.policy.default)
-            raw = mail(person_address, room.settings.own_address,
-                       f"Re: {question['Subject']}", "yes\n",
-                       auth=f"127.0.0.1; spf=pass smtp.mailfrom={person_address}",
-                       In_Reply_To=question["Message-ID"]).as_bytes()
+            # As a provider signs a reply (From, To, Subject, Date; not In-Reply-To):
+            # the question's key counts from the signed subject and the quoted text.
+            quoted = "\n".join("> " + line for line in question.get_content().splitlines())
+            reply = mail(person_address, room.settings.own_address,
+                         f"Re: {question['Subject']}", f"Yes.\n\nOn Mon, Noema wrote:\n{quoted}\n",
+                         auth=f"127.0.0.1; dkim=pass header.d={person_address.split('@')[1]}",
+                         In_Reply_To=question["Message-ID"])
+            reply["DKIM-Signature"] = (f"v=1; d={person_address.split('@')[1]}; s=sel; "
+                                       "h=from:to:subject:date; bh=x; b=AbCd")
+            raw = reply.as_bytes()
 
             def deliver(data: bytes = raw) -> float:
                 room.dovecot.deliver(room.agent_user, data)

@@ -16,14 +16,9 @@ import email.policy
 import time
 from collections.abc import Callable
 
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from noema.app import App, build_app
-from noema.channels.mail.approvals import (FOREIGN_COUNT, MailApprovals, Route, answer_word,
-                                           question_text)
-from noema.channels.mail.authresults import Verdict
+from noema.channels.mail.approvals import FOREIGN_COUNT, MailApprovals, Route, question_text
+from noema.channels.mail.authresults import WHOLE, Verdict
 from noema.channels.mail.message import parse_bytes, read_mail
 from noema.channels.mail.settings import MailSettings
 from noema.channels.mail.state import MailState
@@ -124,7 +119,7 @@ async def test_the_persons_yes_by_mail_lets_the_call_run(tmp_path, accounts):
         body = question.get_content()
         assert "milk, bread" in body and "Reply with YES" in body and "1 minute" in body
         turns_before = len(app.session.turns)
-        accounts.deliver(reply(accounts, question, "Yes, go ahead.", auth=vouched(accounts)))
+        accounts.deliver(reply(accounts, question, "Yes.\nGo ahead.", auth=vouched(accounts)))
         await until(lambda: note_written(tmp_path), "the write")
         assert (tmp_path / "ws" / "note.txt").read_text() == "milk, bread"
         # The call did not wait in the cycle; what came of it reached the model as an event.
@@ -182,7 +177,7 @@ async def test_an_unclear_reply_is_told_and_the_persons_no_refuses(tmp_path, acc
     try:
         question = await ask_by_mail(app, accounts)
         accounts.deliver(reply(accounts, question, "Hmm, what list?", auth=vouched(accounts)))
-        told = await to_person(accounts, "Re: Allow file_write?", "does not start with YES")
+        told = await to_person(accounts, "Re: Allow file_write?", "not a plain YES or NO")
         assert told["In-Reply-To"] and told["Auto-Submitted"] == "auto-replied"
         accounts.deliver(reply(accounts, question, "No.", auth=vouched(accounts)))
         await until(lambda: any("refused it by mail" in text for text in told_model(app)),
@@ -212,32 +207,14 @@ async def test_a_late_yes_to_an_expired_question_is_refused_and_told(tmp_path, a
 # -- without servers ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, answer", [
-    ("Yes", True), ("yes, please\n", True), ("ALLOW", True), ("¡Sí!", True), ("si", True),
-    ("No.", False), ("refuse it", False), ("Deny", False),
-    ("\n\nOn Tue, Noema wrote:\n> Reply with YES or NO\n\nyes", True),
-    ("> yes\nno", False),
-    ("Okay", None), ("Nope", None), ("", None), ("> yes\n> yes", None), ("--\nyes", None),
-    ("I say yes", None),
-])
-def test_the_first_word_outside_quotes_answers(text, answer):
-    assert answer_word(text) is answer
-
-
-@given(st.text())
-def test_a_quoted_yes_never_answers_for_the_person(text):
-    quoted = "\n".join("> " + line for line in text.split("\n"))
-    assert answer_word(quoted) is None
-    assert answer_word(f"{quoted}\nno") is False
-
-
 def test_the_question_shows_the_whole_request_with_invisible_characters_made_visible():
     command = "echo " + "x" * 5000 + " && r\u200bm -rf ~/\u202eexe.txt"
     text = question_text(ApprovalRequest("shell_execute", f"command: {command}",
-                                         "the autonomy level of shell_execute is 'ask'"), 900)
+                                         "the autonomy level of shell_execute is 'ask'"), 900,
+                         "0123456789ab")
     assert "\u200b" not in text and "\u202e" not in text
     assert "r⟨U+200B⟩m -rf ~/⟨U+202E⟩exe.txt" in text and "read it with care" in text
-    assert "x" * 5000 in text and "15 minutes" in text
+    assert "x" * 5000 in text and "15 minutes" in text and "(question 0123456789ab)" in text
 
 
 async def test_an_answer_seen_again_after_a_restart_is_not_handled_twice(tmp_path):
@@ -252,7 +229,7 @@ async def test_an_answer_seen_again_after_a_restart_is_not_handled_twice(tmp_pat
         sent.append(message)
 
     vouched_verdict = Verdict(person=True, claimed=True, reason="spf=pass",
-                              authenticated=True)
+                              authenticated=True, coverage=WHOLE)
     state = MailState(tmp_path / "mail.db")
     try:
         first = MailApprovals(settings, state, send)

@@ -138,13 +138,17 @@ def test_the_record_of_message_ids_is_bounded_and_keeps_the_newest(tmp_path, mon
     monkeypatch.setattr(state_module, "_PRUNE_EVERY", 10)
     kept = MailState(tmp_path / "mail.db")
     for n in range(200):
-        kept.record_message(f"<m{n}@x>", "received", f"INBOX/1/{n}")
-    (rows,) = kept._conn.execute("SELECT COUNT(*) FROM messages").fetchone()
-    assert rows <= 60
-    assert kept.handled("<m199@x>") == ("received", "INBOX/1/199")
-    assert kept.handled("<m0@x>") is None
-    kept.record_message("<m199@x>", "received", "INBOX/1/999")  # the first place stays
-    assert kept.handled("<m199@x>") == ("received", "INBOX/1/199")
+        kept.record_received(PERSON, f"<m{n}@x>", f"INBOX/1/{n}")
+        kept.record_sent(f"<s{n}@x>", "outbox")
+    for table in ("received", "messages"):
+        (rows,) = kept._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+        assert rows <= 60
+    assert kept.received_at(PERSON, "<m199@x>") == "INBOX/1/199"
+    assert kept.received_at(PERSON, "<m0@x>") is None
+    kept.record_received(PERSON, "<m199@x>", "INBOX/1/999")  # the first place stays
+    assert kept.received_at(PERSON, "<m199@x>") == "INBOX/1/199"
+    assert kept.received_at("bo@person.test", "<m199@x>") is None  # per address
+    assert kept.sent_from("<s199@x>") == "outbox" and kept.sent_from("<m199@x>") is None
     assert kept.bump("forged_own") == 1 and kept.bump("forged_own") == 2
     kept.close()
     assert MailState(tmp_path / "mail.db").count("forged_own") == 2

@@ -47,7 +47,7 @@ async def test_a_persons_mail_starts_a_cycle_whose_answer_arrives_in_the_thread(
         # The model saw the person's message, with the mail's header line, as the user.
         users = [m for m in model.requests[0].messages if m.role == "user"]
         assert users and "Does Tuesday suit you?" in users[-1].content
-        assert "\n[email from Ana <" in users[-1].content
+        assert f'\n[email from {accounts.person_address} (name "Ana")' in users[-1].content
         # And the answer is in the person's mailbox, delivered by the relay.
         [(_, raw)] = accounts.mailbox(accounts.person)
         assert email.message_from_bytes(raw)["In-Reply-To"] == question["Message-ID"]

@@ -83,7 +83,8 @@ async def test_two_agents_that_take_each_other_for_their_person_stop_after_one_e
         # One hears it as automatic mail from its "person": an event, not their words.
         message_id = email.message_from_bytes(answer.data)["Message-ID"].strip()
         [channel] = first.channels
-        await until(lambda: channel.state.handled(message_id) is not None, "one reading it")
+        await until(lambda: channel.state.received_at(two_address, message_id) is not None,
+                    "one reading it")
         await until(lambda: any(t.kind is TurnKind.EVENT and "auto-replied" in t.content
                                 for t in first.session.turns), "one's event delivered")
         await first.agent.idle()

@@ -60,7 +60,7 @@ async def test_the_persons_authenticated_mail_is_the_person_speaking(rig):
     await rig.until(lambda: rig.person_turns(), "the person's message")
     [turn] = rig.person_turns()
     header, body = turn.content.split("\n", 1)
-    assert header.startswith(f"[email from Ana <{accounts.person_address}>")
+    assert header.startswith(f'[email from {accounts.person_address} (name "Ana")')
     assert 'subject "Plan for Monday"' in header and "uid 1 " in header
     assert body == "Can you draft the plan?"
     assert turn.sender == accounts.person_address

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -18,7 +18,8 @@ from noema.channels.telegram.channel import TelegramChannel
 from noema.channels.telegram.settings import TelegramSettings
 from noema.memory.turns import ROLE_OF_KIND, Turn, TurnKind
 from noema.paths import AgentPaths
-from noema.perception.hub import Backoff, SensorHub
+from noema.perception.events import Event
+from noema.perception.hub import Backoff, Bookmark, SensorHub
 from noema.perception.untrusted import SessionDelimiter
 from noema.security.settings import FilesSettings, HandsSettings, RootSettings
 from noema.tools.hands import Hands, build_hands
@@ -91,6 +92,8 @@ class Rig:
     notices: list[str] = field(default_factory=list)
     channel: TelegramChannel | None = None
     hub: SensorHub | None = None
+    events: list[Event] = field(default_factory=list)  # what the channel's sensor emitted
+    bookmark: Callable[[str], Bookmark] | None = None  # the sensory archive's, if any
 
     def settings(self, **changes) -> TelegramSettings:
         values = dict(chat_ids=(PERSON,), base_url=self.server.base_url, quiet_window_s=0.2,
@@ -102,18 +105,22 @@ class Rig:
         paths = AgentPaths(name="ana", root=self.root)
         secrets = {"TELEGRAM_BOT_TOKEN": token} if token else {}
         return ChannelContext(paths, secrets, self.hands, SessionDelimiter.new(),
-                              ZoneInfo("UTC"), self.notices.append)
+                              ZoneInfo("UTC"), self.notices.append, bookmark=self.bookmark)
 
     async def open(self, *, token: str = TOKEN, **changes) -> TelegramChannel:
         """Build the channel, give it the desk and start its sensor."""
         self.channel = TelegramChannel(self.settings(**changes), self.context(token),
                                        backoff=QUICK, send_delay=0.01)
         await self.channel.start(self.desk.desk())
-        self.hub = SensorHub(lambda event: None, backoff=Backoff(initial=0.05, maximum=0.1))
+        self.hub = SensorHub(self._event, backoff=Backoff(initial=0.05, maximum=0.1))
         for sensor in self.channel.sensors():
             self.hub.add(sensor)
         self.hub.start()
         return self.channel
+
+    def _event(self, event: Event) -> None:
+        self.events.append(event)
+        self.desk.changed.set()  # a waiting test looks again
 
     async def close(self) -> None:
         """Stop as the app does: the sensors, then the channel."""

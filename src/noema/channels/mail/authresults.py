@@ -45,6 +45,14 @@ What is checked, precisely:
    `"auto"`, no `authserv_id` and no results header at all (a server that
    adds none, such as a plain local Dovecot) the From line is trusted.
 
+7. What the pass vouches for (`Coverage`, for an answer to a question,
+   which must be bound to its question by something the server checked):
+   an SPF or login pass, or a DMARC pass with no aligned signature, means
+   the mail came the person's own way, so all of it; a DKIM pass (or a
+   DMARC pass beside aligned signatures) only the headers every such
+   signature names in `h=`, and the body unless one of them signs only its
+   first bytes (`l=`); a From line trusted by the settings, all of it.
+
 What is not checked here: DKIM signatures and SPF records themselves (the
 server did that; its verdict is taken), DMARC policy, ARC chains, the
 Received path. Replays and automatic mail are judged elsewhere
@@ -85,6 +93,26 @@ class AuthResults:
 
 
 @dataclass(frozen=True, slots=True)
+class Coverage:
+    """The parts of a mail a verdict vouches the person wrote."""
+
+    whole: bool = False  # every part: the mail came the person's own way
+    headers: frozenset[str] = frozenset()  # lower-case names of the headers signed
+    body: bool = False  # the body, signed whole
+
+    def covers(self, part: str) -> bool:
+        """Whether `part` ("body", or a header's name) is vouched for."""
+        part = part.lower()
+        if self.whole:
+            return True
+        return self.body if part == "body" else part in self.headers
+
+
+NOTHING = Coverage()
+WHOLE = Coverage(whole=True)
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """Who a mail is from, as far as the agent can tell."""
 
@@ -92,6 +120,7 @@ class Verdict:
     claimed: bool  # the From line names one of the person's addresses
     reason: str  # one line: why
     authenticated: bool = False  # the trusted server vouched (not only the From line)
+    coverage: Coverage = NOTHING  # what of the mail that vouches for (the person's only)
 
 
 def _strip_comments(text: str) -> str:
@@ -150,6 +179,7 @@ class Signature:
     selector: str  # s=, lower case
     b: str  # the signature, spaces removed
     signed: frozenset[str]  # h=, lower-case header names
+    body_limit: int | None = None  # l=: only this many bytes of the body are signed
 
 
 def dkim_signatures(message: Message) -> list[Signature]:
@@ -164,8 +194,24 @@ def dkim_signatures(message: Message) -> list[Signature]:
         found.append(Signature(tags.get("d", "").lower(), tags.get("s", "").lower(),
                                tags.get("b", ""),
                                frozenset(h.strip().lower() for h in tags.get("h", "").split(":")
-                                         if h.strip())))
+                                         if h.strip()),
+                               _length(tags.get("l"))))
     return found
+
+
+def _length(value: str | None) -> int | None:
+    """An l= tag's byte count; one that cannot be read limits the body to nothing."""
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else 0
+
+
+def _common(signatures: list[Signature]) -> Coverage:
+    """What every one of `signatures` covers (unknown which the server checked)."""
+    if not signatures:
+        return NOTHING
+    headers = frozenset.intersection(*(s.signed for s in signatures))
+    return Coverage(headers=headers, body=all(s.body_limit is None for s in signatures))
 
 
 def _shown(message: Message) -> set[str]:
@@ -176,11 +222,17 @@ def _covers(signature: Signature, shown: set[str]) -> bool:
     return shown <= signature.signed
 
 
+def _named_signatures(message: Message, domain: str, selector: str = "",
+                      b: str = "") -> list[Signature]:
+    """The DKIM signature(s) of `domain` a result names (by selector and signature)."""
+    return [s for s in dkim_signatures(message) if s.domain == domain
+            and (not selector or s.selector == selector)
+            and (not b or s.b.startswith(b))]
+
+
 def _signatures_cover(message: Message, domain: str, selector: str = "", b: str = "") -> bool:
     """Whether the DKIM signature(s) of `domain` the result names sign every shown header."""
-    chosen = [s for s in dkim_signatures(message) if s.domain == domain
-              and (not selector or s.selector == selector)
-              and (not b or s.b.startswith(b))]
+    chosen = _named_signatures(message, domain, selector, b)
     shown = _shown(message)
     return bool(chosen) and all(_covers(s, shown) for s in chosen)
 
@@ -207,26 +259,49 @@ def _aligned(domain: str, claimed: str) -> bool:
 def passes(results: AuthResults, address: str, message: Message | None = None) -> str | None:
     """The first result that vouches for `address`, as 'dkim=pass', or None.
     With `message`, a DKIM pass counts only if its signature covers the shown headers."""
+    found = vouching(results, address, message)
+    return found[0][0] if found else None
+
+
+def vouching(results: AuthResults, address: str,
+             message: Message | None = None) -> list[tuple[str, Coverage]]:
+    """Every result that vouches for `address`, as ('dkim=pass', what it covers), in
+    the header's order. With `message`, a DKIM pass counts only if its signature
+    covers the shown headers (without it, no DKIM pass covers anything)."""
     local, _, domain = address.lower().partition("@")
+    found: list[tuple[str, Coverage]] = []
     for r in results.results:
         if r.result != "pass":
             continue
         props = {k: (v if k == "header.b" else v.lower()) for k, v in r.properties.items()}
         if r.method == "dkim" and _aligned(props.get("header.d", ""), domain):
-            if message is None or _signatures_cover(message, props["header.d"].strip("."),
-                                                    props.get("header.s", ""),
-                                                    props.get("header.b", "")):
-                return "dkim=pass"
+            named = props["header.d"].strip(".")
+            selector, b = props.get("header.s", ""), props.get("header.b", "")
+            if message is None:
+                found.append(("dkim=pass", NOTHING))
+            elif _signatures_cover(message, named, selector, b):
+                found.append(("dkim=pass",
+                              _common(_named_signatures(message, named, selector, b))))
         if r.method == "spf" and _aligned(props.get("smtp.mailfrom", ""), domain):
-            return "spf=pass"
+            found.append(("spf=pass", WHOLE))
         if r.method == "dmarc" and props.get("header.from", "") == domain:
             aligned = [s for s in dkim_signatures(message) if _aligned(s.domain, domain)] \
                 if message is not None else []
-            if not aligned or any(_covers(s, _shown(message)) for s in aligned):
-                return "dmarc=pass"
+            if not aligned:  # passed by SPF alignment: the mail came the person's way
+                found.append(("dmarc=pass", WHOLE))
+            elif any(_covers(s, _shown(message)) for s in aligned):
+                found.append(("dmarc=pass", _common(aligned)))
         if r.method == "auth" and props.get("smtp.auth", "") in (address.lower(), local):
-            return "auth=pass"
-    return None
+            found.append(("auth=pass", WHOLE))
+    return found
+
+
+def _broadest(found: list[tuple[str, Coverage]]) -> tuple[str, Coverage]:
+    """The pass that vouches for the most: one for the whole mail if there is one."""
+    for method, coverage in found:
+        if coverage.whole:
+            return method, coverage
+    return found[0]
 
 
 _TOKEN = re.compile(r"[a-z0-9._-]{1,20}")
@@ -263,7 +338,8 @@ def judge(message: Message, senders: tuple[str, ...], allow_from: tuple[str, ...
         return Verdict(False, True, f"it carries {listed} headers, where a mail has one of "
                                     "each (the mark of headers added to someone else's mail)")
     if mode == "off":
-        return Verdict(True, True, "the From line is trusted ([mail] authentication = off)")
+        return Verdict(True, True, "the From line is trusted ([mail] authentication = off)",
+                       coverage=WHOLE)
     try:
         results = trusted_results(message, authserv_id)
     except Exception:
@@ -276,12 +352,14 @@ def judge(message: Message, senders: tuple[str, ...], allow_from: tuple[str, ...
             return Verdict(False, True, f"no Authentication-Results from {authserv_id}, only "
                                         f"from {', '.join(others)} (if that is your server, "
                                         "set [mail] authserv_id to it)")
-        return Verdict(True, True, f"no Authentication-Results from {authserv_id} to check")
+        return Verdict(True, True, f"no Authentication-Results from {authserv_id} to check",
+                       coverage=WHOLE)
     try:
-        vouch = passes(results, address, message)
+        found = vouching(results, address, message)
     except Exception:
-        vouch = None
-    if vouch is None:
+        found = []
+    if not found:
         return Verdict(False, True, f"{authserv_id} found no pass for {address} that covers "
                                     f"what the mail shows ({_summary(results)})")
-    return Verdict(True, True, f"{authserv_id}: {vouch}", authenticated=True)
+    vouch, coverage = _broadest(found)
+    return Verdict(True, True, f"{authserv_id}: {vouch}", authenticated=True, coverage=coverage)

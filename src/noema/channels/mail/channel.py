@@ -111,7 +111,7 @@ class MailChannel:
             current = self.state.owed(owed.answer_id)
             if current is None or current.sent:
                 return
-            self.state.record_message(_message_id(current.message), "sent", "outbox")
+            self.state.record_sent(_message_id(current.message), "outbox")
             await send(self.settings, self.account.password, current.message,
                        self.settings.own_address, current.recipients)
             self.state.mark_sent(current.answer_id)

@@ -31,7 +31,7 @@ HEADER_ATTACHMENTS = 10
 def header_line(mail: Mail, folder: str, uidvalidity: int) -> str:
     """The line before the body: what the model needs to answer or look it up. Each
     field is bounded, and where the mail is comes before the long ones."""
-    parts = [f"from {display.sender(mail.from_display, mail.from_address)}"]
+    parts = [f"from {display.sender(mail.from_name, mail.from_address, mail.from_others)}"]
     where = f"uid {mail.uid}" if folder == "INBOX" else f"folder {folder} uid {mail.uid}"
     parts.append(f"{where} (validity {uidvalidity})")
     if mail.to:

@@ -48,6 +48,7 @@ _BLANK_RUNS = re.compile(r"\n{3,}")
 MAX_HEADER_BYTES = 256 * 1024  # a mail's own header block (a part's: an eighth)
 MAX_FIELDS = 2000  # header fields kept of a header block
 MAX_FIELD_CHARS = 8 * 1024  # an address field parsed at most (about 300 addresses)
+MAX_NAME_CHARS = 500  # of a sender's display name
 MAX_LINE = 64 * 1024  # one read; a longer line is read in pieces
 MAX_DEPTH = 20  # multipart levels followed
 MAX_PARTS = 2000  # parts read; later ones are only counted
@@ -74,7 +75,7 @@ class Mail:
 
     uid: int
     from_address: str  # lower case, "" when the From line holds none
-    from_display: str  # as written, e.g. 'Ana <ana@example.org>'
+    from_display: str  # as written, decoded, e.g. 'Ana <ana@example.org>': never for display
     to: tuple[str, ...]
     cc: tuple[str, ...]
     reply_to: tuple[str, ...]
@@ -88,6 +89,8 @@ class Mail:
     size: int  # the raw mail, bytes
     to_more: int = 0  # recipients (To and Cc) beyond those kept
     notes: tuple[str, ...] = ()  # what was left out of this reading, in words
+    from_name: str = ""  # the display name of from_address, decoded ("Ana")
+    from_others: tuple[str, ...] = ()  # the From line's other addresses: it should hold one
 
 
 def human_size(size: int) -> str:
@@ -136,6 +139,21 @@ def addresses(message: Message, name: str) -> tuple[str, ...]:
     except Exception:
         return ()
     return tuple(a.strip().lower() for _, a in pairs if "@" in a)
+
+
+def sender_name(message: Message) -> str:
+    """The display name of the From line's first address, decoded: a name
+    only, never read for an address (an encoded word may decode to
+    "ana@example.org"; the address is what `addresses` finds)."""
+    try:
+        values = [str(v) for v in message.get_all("From") or []]
+        pairs = email.utils.getaddresses([v[:MAX_FIELD_CHARS] for v in values])
+    except Exception:
+        return ""
+    for name, address in pairs:
+        if "@" in address:
+            return decoded(name)[:MAX_NAME_CHARS]
+    return ""
 
 
 # -- the header block --------------------------------------------------------------
@@ -574,6 +592,8 @@ def scan(uid: int, stream: BinaryIO, size: int, *, partial: bool = False,
         size=size,
         to_more=more,
         notes=tuple(notes),
+        from_name=sender_name(message),
+        from_others=senders[1:MAX_ADDRESSES],
     )
     return Reading(mail, message)
 

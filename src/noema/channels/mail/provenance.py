@@ -9,10 +9,12 @@ Two kinds, besides a stranger's (`authresults.py`):
   sender (`Return-Path: <>`, what bounces carry). An out-of-office reply
   from the person's own address is still not the person asking for
   something, and answering it is how two robots mail each other for ever.
-- **A replay**: a mail whose Message-ID the channel already handled at
-  another place (folder, UIDVALIDITY, UID). A signed mail of the person
-  stays validly signed when someone sends it again; the second copy is not
-  the person speaking again.
+- **A replay**: the person's mail (one that passed the checks) whose
+  Message-ID the channel already received from the same address at another
+  place (folder, UIDVALIDITY, UID). A signed mail of the person stays
+  validly signed when someone sends it again; the second copy is not the
+  person speaking again. Only the person's mail is recorded (`state.py`),
+  so a stranger cannot claim the person's Message-ID first.
 
 Both still reach the model, as outside data that says why, and neither is
 answered by the reply router (it answers only the person's messages).

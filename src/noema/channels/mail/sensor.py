@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from ...perception.events import Nature, SensorInfo
 from ...perception.hub import Bookmark, Emitter
-from .approvals import MailApprovals, Route
+from .approvals import MailApprovals, Route, not_an_answer, vouched
 from .authresults import Verdict
 from .imap import Fetched, Folder, ImapConnection, MailServerError
 from .intake import PersonIntake
@@ -87,11 +87,11 @@ def stranger_text(mail: Mail, verdict: Verdict, limit: int, person_hint: bool) -
     bounded (`EVENT_SUBJECT_CHARS`, `EVENT_ATTACHMENTS`), so how to read the mail,
     near the top, is never what gets cut."""
     lines = []
-    if verdict.claimed:
+    if verdict.claimed and not verdict.person:  # the person's own (a copy, a robot): notes say
         lines.append(f"Claims to be from the person ({display.address(mail.from_address)}) "
                      f"but is not authenticated as them: {verdict.reason}. Outside data.")
     subject = display.visible(mail.subject, EVENT_SUBJECT_CHARS) or "(no subject)"
-    sender = display.sender(mail.from_display, mail.from_address or "(unknown sender)")
+    sender = display.sender(mail.from_name, mail.from_address, mail.from_others)
     lines.append(f"Mail from {sender}: {subject} (uid {mail.uid}"
                  + (f", {display.visible(mail.date_text, 60)}" if mail.date_text else "")
                  + f", {human_size(mail.size)})")
@@ -272,11 +272,10 @@ class InboxSensor:
             return
         state = self._intake.state
         here = place(folder.name, folder.uidvalidity, item.uid)
-        before = state.handled(mail.message_id) if mail.message_id else None
         own = self.settings.own_address
         notes: list[str] = []
         if own and mail.from_address == own:
-            if before is not None and before[0] == "sent":
+            if mail.message_id and state.sent_from(mail.message_id) is not None:
                 self._save(folder, item.uid)  # our own mail coming back (a copy, a Cc)
                 return
             self.forged_own = state.bump("forged_own")
@@ -286,8 +285,13 @@ class InboxSensor:
                          "never sent it: a forgery. Outside data.")
         verdict = who(self.settings, message, addresses(message, "From"))
         robot = automatic(message)
-        replay = before is not None and before[1] != here
-        state.record_message(mail.message_id, "received", here)
+        # Only the person's mail is recorded, by its address: a stranger's mail that
+        # used the person's Message-ID first makes nothing of the person's a replay.
+        first = (state.received_at(mail.from_address, mail.message_id)
+                 if verdict.person and mail.message_id else None)
+        replay = first is not None and first != here
+        if verdict.person and first is None:
+            state.record_received(mail.from_address, mail.message_id, here)
         route = (self._approvals.route(mail, message, here, verdict, robot, replay)
                  if self._approvals is not None else Route.NONE)
         if route is Route.SETTLED:  # the person answered a question: not their turn
@@ -296,9 +300,9 @@ class InboxSensor:
                 await connection.mark_seen(item.uid)
             return
         if route is Route.FOREIGN:
-            notes.append("It replies to the agent's approval question, but only the person's "
-                         "own mail, vouched for by their server, can answer one: it settled "
-                         "nothing. Outside data.")
+            why = not_an_answer(verdict, robot, replay, self.settings.authentication)
+            notes.append("It replies to the agent's approval question, but it cannot answer "
+                         f"it ({why}): it settled nothing. Outside data.")
         elif verdict.person and robot is None and not replay:
             self._intake.take(mail, folder.name, folder.uidvalidity, verdict.authenticated)
             self._save(folder, item.uid)
@@ -306,9 +310,9 @@ class InboxSensor:
                 await connection.mark_seen(item.uid)  # it is the person's message now
             return
         if replay:
-            notes.append(f"A replay: a mail with the same Message-ID was already received "
-                         f"({before[1] if before[0] == 'received' else 'sent by the agent'}); "
-                         "not the person speaking again, and not answered. Outside data.")
+            notes.append(f"A replay: {vouched(verdict)}, but a mail from the same address "
+                         f"with the same Message-ID was already received ({first}); a copy is "
+                         "not the person speaking again, and is not answered. Outside data.")
         if robot is not None:
             notes.append(f"Automatic mail ({robot}): not the person's words, and not "
                          "answered automatically. Outside data.")
@@ -316,8 +320,8 @@ class InboxSensor:
         self._save(folder, item.uid)
         emit("\n".join([*notes, stranger_text(mail, verdict, self.settings.excerpt_chars,
                                                True)]),
-             sender=display.address(mail.from_address) if mail.from_address
-             else "unknown sender",
+             sender=display.cut(display.sender_address(mail.from_address, mail.from_others),
+                                300),
              key=mail.message_id or f"uid:{item.uid}",
              occurred_at=_when(mail.date),
              payload={

@@ -10,10 +10,15 @@
 - `known`: the addresses the person wrote with (learnt from the person's
   authenticated mails): sending elsewhere asks first (the exfiltration
   guard). An approval is for one mail and is not kept here.
-- `messages`: the Message-IDs already handled (received, where; or sent
-  by the agent), the newest `MESSAGES_KEPT`: a mail whose Message-ID was
-  handled at another place is a replay, and a mail from the agent's own
-  address is its own copy only if the agent sent that Message-ID.
+- `received`: the Message-IDs of the person's mail (mail that passed the
+  checks of `authresults.py`), per address, and where each was received,
+  the newest `MESSAGES_KEPT`: the person's mail whose Message-ID came from
+  the same address at another place is a replay. Nobody else's mail is
+  recorded, so a stranger who sends the person's Message-ID first cannot
+  make the person's own mail look like a copy.
+- `messages`: the Message-IDs the agent sent (and where from), the newest
+  `MESSAGES_KEPT`: a mail from the agent's own address is its own copy only
+  if the agent sent that Message-ID.
 - `places`: where the sensor stands when the sensory archive keeps no
   bookmark for it (the senses off), and the last unread count reported.
 """
@@ -68,6 +73,13 @@ CREATE TABLE IF NOT EXISTS messages (
     place       TEXT NOT NULL,
     at          REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS received (
+    identity    TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    place       TEXT NOT NULL,
+    at          REAL NOT NULL,
+    PRIMARY KEY (identity, message_id)
+);
 CREATE TABLE IF NOT EXISTS places (
     name  TEXT PRIMARY KEY,
     state TEXT NOT NULL
@@ -118,6 +130,16 @@ class MailState:
             # The person's own addresses are read from the configuration each time, so an
             # address taken out of allow_from is not still known from an older start.
             self._conn.execute("DELETE FROM known WHERE how = 'allow_from'")
+            # Older versions recorded every received Message-ID, a stranger's too, so a
+            # stranger could claim the person's first: those records are dropped, and the
+            # person's mails that became turns are recorded again, by their address.
+            if self._conn.execute("SELECT 1 FROM messages WHERE kind = 'received' "
+                                  "LIMIT 1").fetchone():
+                self._conn.executescript(
+                    "BEGIN IMMEDIATE; INSERT OR IGNORE INTO received SELECT sender, message_id, "
+                    "folder || '/' || uidvalidity || '/' || uid, at FROM taken "
+                    "WHERE message_id <> '' AND sender <> ''; "
+                    "DELETE FROM messages WHERE kind = 'received'; COMMIT;")
         except BaseException:
             self._conn.close()
             raise
@@ -191,24 +213,46 @@ class MailState:
     def known(self, address: str) -> bool:
         return bool(self._do("SELECT 1 FROM known WHERE address = ?", (address.lower(),)))
 
-    # -- Message-IDs handled ----------------------------------------------------------
+    # -- Message-IDs ----------------------------------------------------------------
 
-    def handled(self, message_id: str) -> tuple[str, str] | None:
-        """(kind, place) of a Message-ID handled before, or None."""
-        rows = self._do("SELECT kind, place FROM messages WHERE message_id = ?", (message_id,))
-        return (rows[0][0], rows[0][1]) if rows else None
+    def sent_from(self, message_id: str) -> str | None:
+        """Where the agent sent `message_id` from ("outbox", "approval"…), or None
+        when the agent never sent it."""
+        rows = self._do("SELECT place FROM messages WHERE message_id = ? AND kind = 'sent'",
+                        (message_id,))
+        return rows[0][0] if rows else None
 
-    def record_message(self, message_id: str, kind: str, place: str) -> None:
-        """Remember a Message-ID received at `place` or sent; the first record stays."""
+    def record_sent(self, message_id: str, place: str) -> None:
+        """Remember a Message-ID the agent sends from `place`; the first record stays."""
         if not message_id:
             return
-        self._do("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?)",
-                 (message_id, kind, place, time.time()))
+        self._do("INSERT OR IGNORE INTO messages VALUES (?, 'sent', ?, ?)",
+                 (message_id, place, time.time()))
+        self._pruned()
+
+    def received_at(self, identity: str, message_id: str) -> str | None:
+        """Where the person's mail from `identity` with `message_id` was first
+        received, or None."""
+        rows = self._do("SELECT place FROM received WHERE identity = ? AND message_id = ?",
+                        (identity.lower(), message_id))
+        return rows[0][0] if rows else None
+
+    def record_received(self, identity: str, message_id: str, place: str) -> None:
+        """Remember the person's mail (one that passed the checks) from `identity`,
+        received at `place`; the first record stays. Nobody else's is recorded."""
+        if not message_id or not identity:
+            return
+        self._do("INSERT OR IGNORE INTO received VALUES (?, ?, ?, ?)",
+                 (identity.lower(), message_id, place, time.time()))
+        self._pruned()
+
+    def _pruned(self) -> None:
         self._since_prune += 1
         if self._since_prune >= _PRUNE_EVERY:
             self._since_prune = 0
-            self._do("DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages "
-                     "ORDER BY at DESC LIMIT -1 OFFSET ?)", (MESSAGES_KEPT,))
+            for name in ("messages", "received"):
+                self._do(f"DELETE FROM {name} WHERE rowid IN (SELECT rowid FROM {name} "
+                         "ORDER BY at DESC LIMIT -1 OFFSET ?)", (MESSAGES_KEPT,))
 
     def count(self, name: str) -> int:
         """A counter kept in `places` (e.g. forged mails from the agent's address)."""

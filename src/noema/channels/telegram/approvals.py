@@ -2,8 +2,9 @@
 
 When no interface is attached (the agent runs as `noema run` and the person
 is away from the machine), a call that needs the person's yes is asked in the
-person's first chat: the request, shown whole with its invisible characters
-made visible, under two inline buttons, Allow and Refuse. Each question has a
+person's first chat: what it asks and how to answer first, then why it asks
+and the request, quoted line by line (`| `) with invisible characters made
+visible, under two inline buttons, Allow and Refuse. Each question has a
 fresh random key in its buttons' data, so a button answers that question
 only, and only once. Sending returns at once: the answer is handed to the
 questions asked away (`security/away.py`), which run the call or not.
@@ -31,7 +32,8 @@ from .library import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MessageLim
 log = logging.getLogger(__name__)
 
 PREFIX = "approval"  # callback data: "approval:<key>:allow" or ":refuse"
-_ROOM = MessageLimit.MAX_TEXT_LENGTH - 300  # for the header, the footer and escapes
+_ROOM = MessageLimit.MAX_TEXT_LENGTH - 1800  # for the lines of its own, the reason, prefixes
+BLOCK_PREFIX = "| "  # every line of outside text in a question starts with it
 
 
 @dataclass
@@ -117,15 +119,26 @@ class TelegramApprovals:
 
 
 def question_text(request: ApprovalRequest, timeout: float) -> str:
-    """The question as the person reads it: plain text, nothing hidden."""
+    """The question as the person reads it: plain text, nothing hidden. Its own
+    lines come first; why it asks and the request, words anyone may have written,
+    follow as a block whose every line starts with `BLOCK_PREFIX`, so none of
+    them can pass for a line of the question's own."""
     arguments, flagged = shown_plainly(request.arguments)
+    reason, odd_reason = shown_plainly(request.reason)
     if len(arguments) > _ROOM:
         arguments = (f"{arguments[:_ROOM]}\n… ({len(arguments) - _ROOM} more characters: "
                      "see the whole request in the terminal or the page)")
-    warning = ("\n\n⚠ The request holds invisible or direction-changing characters, shown "
-               "here as ⟨U+…⟩: read it with care.") if flagged else ""
+    warning = ("\n⚠ The quoted text holds invisible or direction-changing characters, shown "
+               "there as ⟨U+…⟩: read it with care.") if flagged or odd_reason else ""
     minutes = max(1, round(timeout / 60))
-    return (f"Your agent asks before it runs {request.tool}.\n"
-            f"Why it asks: {shown_plainly(request.reason)[0]}\n\n{arguments}{warning}\n\n"
-            f"Allow or refuse below. With no answer in {minutes} minute"
-            f"{'s' if minutes != 1 else ''} it is refused.")
+    tool = shown_plainly(" ".join(request.tool.split()))[0][:80]
+    return (f"Your agent asks before it runs {tool}. Allow or refuse below. With no answer "
+            f"in {minutes} minute{'s' if minutes != 1 else ''} it is refused.\n"
+            f"Everything below is quoted, every line of it after \"{BLOCK_PREFIX}\": words "
+            f"that may be anyone's, never an instruction of this message.{warning}\n\n"
+            f"Why it asks:\n{_block(reason[:1000])}\n\n"
+            f"What it would run:\n{_block(arguments)}")
+
+
+def _block(text: str) -> str:
+    return "\n".join(BLOCK_PREFIX + line for line in text.split("\n"))

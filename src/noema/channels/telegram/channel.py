@@ -32,6 +32,7 @@ from .tools import telegram_tools
 log = logging.getLogger(__name__)
 
 STATE_FILE = "telegram.db"
+FORWARDED_BOOKMARK = "telegram:forwarded"  # where the forwarded messages' events stand
 
 
 class TelegramChannel:
@@ -51,7 +52,9 @@ class TelegramChannel:
         self.approvals = (TelegramApprovals(self.bot, settings.chat_ids)
                           if self.bot is not None else None)
         self.poller = (Poller(settings, self.state, self.bot, self.sender, ctx.notice,
-                              backoff=backoff, approvals=self.approvals)
+                              backoff=backoff, approvals=self.approvals,
+                              bookmark=ctx.bookmark(FORWARDED_BOOKMARK)
+                              if ctx.bookmark is not None else None)
                        if self.bot is not None and self.sender is not None else None)
         self._tools = telegram_tools(settings, self.bot, self.sender, ctx.hands)
         self._chats = {str(chat) for chat in settings.chat_ids}

@@ -47,6 +47,10 @@ from telegram import (  # noqa: E402
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
     Update,
 )
 from telegram.constants import MessageLimit, ParseMode  # noqa: E402
@@ -63,6 +67,8 @@ from telegram.request import HTTPXRequest  # noqa: E402
 
 __all__ = [
     "UNUSED_EXTRAS", "BadRequest", "Bot", "Conflict", "Forbidden", "HTTPXRequest",
-    "InlineKeyboardButton", "InlineKeyboardMarkup", "InvalidToken", "Message", "MessageLimit", "NetworkError", "ParseMode", "RetryAfter",
+    "InlineKeyboardButton", "InlineKeyboardMarkup", "InvalidToken", "Message", "MessageLimit",
+    "MessageOriginChannel", "MessageOriginChat", "MessageOriginHiddenUser", "MessageOriginUser",
+    "NetworkError", "ParseMode", "RetryAfter",
     "Update", "create_ssl_context", "escape_markdown",
 ]

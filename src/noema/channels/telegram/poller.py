@@ -1,17 +1,23 @@
 """The Telegram sensor: long polling for the person's messages.
 
-It runs under the hub like any sense (restarted with backoff if it crashes)
-but emits no events. A message from one of the person's chats is the person
-speaking: it goes through the person's path (`Desk.submit`, a turn of the
-conversation, like a typed line), not through the untrusted envelope that
-carries what the world reports. Messages from any other chat are counted and
-dropped: they never reach the model.
+It runs under the hub like any sense (restarted with backoff if it crashes).
+A message from one of the person's chats is the person speaking: it goes
+through the person's path (`Desk.submit`, a turn of the conversation, like a
+typed line), not through the untrusted envelope that carries what the world
+reports. A message the person *forwards* from someone else is that
+someone's words: it is emitted as an event in the original sender's name
+(outside data, never the person's authority), in its place in the burst,
+and the person's own messages around it stay theirs. Messages from any
+other chat are counted and dropped: they never reach the model.
 
 A burst of short messages (people type in several sends) becomes one message
 to the agent: each chat's messages wait until it has been quiet for
 `quiet_window_s`, or at most `max_hold_s` while they keep coming, and are
 then joined in order. They wait in the state file, not in memory, so a
 crash while they wait loses nothing.
+
+A forwarded message's event is exactly-once: its row waits in the state
+file until a start finds the bookmark, saved with the event, past it.
 
 `/stop` and `/status` act at once: whatever the chat sent before them is
 given to the agent first, then the command runs and its answer is sent. A
@@ -27,14 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from ...perception.events import Nature, SensorInfo
-from ...perception.hub import Backoff, Emitter
+from ...perception.hub import Backoff, Bookmark, Emitter
 from ..base import Desk
 from .connection import trouble
-from .incoming import Incoming, incoming, utterance
+from .incoming import Incoming, forwarded_text, incoming, runs, utterance
 from .library import Bot, Update
 from .approvals import TelegramApprovals
 from .sender import Sender
@@ -65,7 +71,8 @@ class Poller:
     def __init__(self, settings: TelegramSettings, state: TelegramState, bot: Bot,
                  sender: Sender, notice: Callable[[str], None], *,
                  backoff: Backoff = Backoff(initial=1.0, maximum=60.0),
-                 approvals: TelegramApprovals | None = None) -> None:
+                 approvals: TelegramApprovals | None = None,
+                 bookmark: Bookmark | None = None) -> None:
         self.settings = settings
         self.state = state
         self.bot = bot
@@ -75,10 +82,15 @@ class Poller:
         self.approvals = approvals
         self.health = Health()
         self.desk: Desk | None = None
+        # Where the forwarded messages' events stand: the archive's, else the state file's.
+        self._forwarded_mark = bookmark or _StateMark(state, "forwarded")
+        self._emit: Emitter | None = None
         self.info = SensorInfo(
             CHANNEL,
             "The person's Telegram chats. Their messages arrive as the person's own turns "
-            "(a burst joined into one); messages from other chats are ignored and counted.",
+            "(a burst joined into one); a message they forward from someone else arrives as "
+            "an event in that someone's name; messages from other chats are ignored and "
+            "counted.",
             Nature.MERGEABLE, can_silence=False,
             parameters={"chats": len(settings.chat_ids),
                         "quiet_window_s": settings.quiet_window_s},
@@ -140,6 +152,8 @@ class Poller:
 
     async def run(self, emit: Emitter) -> None:
         """Poll and hand over until cancelled."""
+        self._emit = emit
+        self._emit_forwarded(self.state.forwarded(self._forwarded_after()))  # owed from before
         now = asyncio.get_running_loop().time()
         for chat in self.state.pending():  # taken before a restart: they waited enough
             self._due[chat] = (now - self.settings.max_hold_s, now)
@@ -187,7 +201,7 @@ class Poller:
             log.info("ignored a Telegram message from chat %s (not the person's)",
                      message.chat.id)
             return
-        item = incoming(update.update_id, message)
+        item = incoming(update.update_id, message, self._chats)
         command = self._commands.get(item.command or "")
         if command is None and not utterance([item]).strip():
             self.state.take(update.update_id, [], [])  # a sticker, a location: no words
@@ -244,7 +258,8 @@ class Poller:
                 await asyncio.wait_for(self._wake.wait(), min(waits) if waits else None)
 
     def _flush(self, chat: int) -> None:
-        """Give the agent what `chat` sent and is still waiting (one message)."""
+        """Give the agent what `chat` sent and is still waiting: the person's words
+        as one message, what they forwarded as events."""
         self._due.pop(chat, None)
         if self._retry_unsettled:
             self.settle()
@@ -255,7 +270,39 @@ class Poller:
         waiting = self.state.pending().get(chat)
         if not waiting:
             return
-        self._submit(self.state.open_batch(chat, utterance(waiting)))
+        # In the order they came: the person's own messages joined into one, and
+        # each run of forwarded ones emitted as the events of their writers.
+        for own, run in runs(waiting):
+            if own:
+                if not self._submit(self.state.open_batch(
+                        chat, utterance(run), [m.update_id for m in run])):
+                    now = asyncio.get_running_loop().time()
+                    self._due[chat] = (now, now)  # the rest waits behind it
+                    return
+            else:
+                self.state.forward_out(run)
+                self._emit_forwarded(run)
+
+    # -- forwarded messages -----------------------------------------------------
+
+    def _forwarded_after(self) -> int:
+        return int((self._forwarded_mark.load() or {}).get("update", 0))
+
+    def _emit_forwarded(self, messages: list[Incoming]) -> None:
+        """Emit forwarded messages as outside events, each in its writer's name."""
+        if not messages or self._emit is None:
+            return
+        for message in messages:
+            # Saved before the emit: the archive commits both in one transaction.
+            self._forwarded_mark.save({"update": max(message.update_id,
+                                                     self._forwarded_after())})
+            self._emit(forwarded_text(message), sender=message.origin[:300],
+                       key=f"forwarded:{message.update_id}", occurred_at=message.date,
+                       payload={"chat_id": message.chat_id, "update_id": message.update_id,
+                                "forwarded_by_the_person": True,
+                                "origin": message.origin[:300]})
+        log.info("%d message(s) the person forwarded on Telegram became events in their "
+                 "writers' names", len(messages))
 
     # -- trouble ---------------------------------------------------------------
 
@@ -296,3 +343,18 @@ class Poller:
         task = asyncio.get_running_loop().create_task(quietly())
         self._side.add(task)
         task.add_done_callback(self._side.discard)
+
+
+class _StateMark:
+    """A bookmark kept in the channel's state file, saved at once (when the
+    sensory archive keeps none: the senses off)."""
+
+    def __init__(self, state: TelegramState, name: str) -> None:
+        self._state = state
+        self._name = name
+
+    def load(self) -> dict[str, object] | None:
+        return self._state.load_mark(self._name)
+
+    def save(self, state: Mapping[str, object]) -> None:
+        self._state.save_mark(self._name, state)

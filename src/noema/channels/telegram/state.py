@@ -16,6 +16,11 @@ before that next poll. Then:
   `Desk.submitted` tells which, so it is neither lost nor taken twice;
 - `outbox`: answers, keyed by the answer's turn ID, written before the first
   part is sent, each part marked once Telegram accepted it;
+- `forwarded`: messages the person forwarded from someone else, moved here
+  from `pending` when their burst is handed over and emitted as events; a
+  row stays until a start finds the sensor's bookmark past it (the sensory
+  archive commits the bookmark with the events before it), so one whose
+  event was lost is emitted again, and none twice;
 - `ignored`: messages from chats that are not the person's, counted.
 
 SQLite in WAL mode, one connection, synchronous=FULL: a row committed here is
@@ -27,9 +32,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...health import open_small_store
 from .incoming import Incoming
@@ -44,6 +50,8 @@ CREATE TABLE IF NOT EXISTS batches (
 CREATE TABLE IF NOT EXISTS outbox (
     answer_id INTEGER PRIMARY KEY, chat_id INTEGER NOT NULL, parts TEXT NOT NULL,
     sent INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS forwarded (
+    update_id INTEGER PRIMARY KEY, chat_id INTEGER NOT NULL, message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ignored (
     chat_id INTEGER PRIMARY KEY, count INTEGER NOT NULL, last_at REAL NOT NULL);
 """
@@ -118,14 +126,20 @@ class TelegramState:
 
     # -- submissions -----------------------------------------------------------
 
-    def open_batch(self, chat_id: int, text: str) -> Batch:
-        """Move a chat's pending messages into a batch about to be submitted."""
+    def open_batch(self, chat_id: int, text: str,
+                   update_ids: Iterable[int] | None = None) -> Batch:
+        """Move a chat's pending messages (those of `update_ids`; all by default)
+        into a batch about to be submitted."""
         with self._transaction():
             after = self.last_turn()
             cursor = self._db.execute(
                 "INSERT INTO batches (chat_id, text, after_turn) VALUES (?, ?, ?)",
                 (chat_id, text, after))
-            self._db.execute("DELETE FROM pending WHERE chat_id = ?", (chat_id,))
+            if update_ids is None:
+                self._db.execute("DELETE FROM pending WHERE chat_id = ?", (chat_id,))
+            else:
+                self._db.executemany("DELETE FROM pending WHERE update_id = ?",
+                                     [(u,) for u in update_ids])
         return Batch(int(cursor.lastrowid or 0), chat_id, text, after)
 
     def settle(self, batch: Batch, turn_id: int) -> None:
@@ -188,6 +202,36 @@ class TelegramState:
                     "DELETE FROM outbox WHERE done = 1 AND answer_id NOT IN "
                     "(SELECT answer_id FROM outbox ORDER BY answer_id DESC LIMIT ?)",
                     (_KEEP_SENT,))
+
+    # -- forwarded messages ------------------------------------------------------
+
+    def forward_out(self, messages: Iterable[Incoming]) -> None:
+        """Move forwarded messages from `pending` to `forwarded`, about to be emitted."""
+        rows = [(m.update_id, m.chat_id, json.dumps(m.to_json())) for m in messages]
+        with self._transaction():
+            self._db.executemany("INSERT OR IGNORE INTO forwarded VALUES (?, ?, ?)", rows)
+            self._db.executemany("DELETE FROM pending WHERE update_id = ?",
+                                 [(r[0],) for r in rows])
+
+    def forwarded(self, after: int) -> list[Incoming]:
+        """Forwarded messages past `after` (the update ID whose event is known
+        committed), oldest first; those up to it are forgotten."""
+        with self._transaction():
+            self._db.execute("DELETE FROM forwarded WHERE update_id <= ?", (after,))
+        return [Incoming.from_json(json.loads(raw)) for (raw,) in self._db.execute(
+            "SELECT message FROM forwarded WHERE update_id > ? ORDER BY update_id", (after,))]
+
+    # -- a bookmark, for when the sensory archive keeps none --------------------
+
+    def load_mark(self, name: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?",
+                               (f"mark:{name}",)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_mark(self, name: str, state: Mapping[str, Any]) -> None:
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                             (f"mark:{name}", json.dumps(dict(state))))
 
     # -- strangers ---------------------------------------------------------------
 
