@@ -161,14 +161,17 @@ RULES = [
 
 @pytest.mark.parametrize(("rule", "cron"), RULES, ids=[r for r, _ in RULES])
 def test_rule_reads_as_cron(rule: str, cron: str) -> None:
-    assert parse_rule(rule).cron == cron
+    assert parse_rule(rule, NOW).cron == cron
 
 
 @pytest.mark.parametrize("rule", ["sometimes", "every 7 minutes", "every 5 hours", "0 0 31 2 *",
-                                  "at 9", "el día 31 de cada mes", ""])
+                                  "at 9", "el día 31 de cada mes", "",
+                                  "every 2 days on mondays", "every 2 months on monday",
+                                  "every 2 weeks on the 15th", "every 400 days",
+                                  "every other weekday", "every 0 weeks"])
 def test_unreadable_rules_are_refused(rule: str) -> None:
     with pytest.raises(PhraseError):
-        parse_rule(rule)
+        parse_rule(rule, NOW)
 
 
 def _local(ts: float) -> str:
@@ -300,7 +303,7 @@ def test_any_when_is_a_future_time_or_a_phrase_error(phrase: str) -> None:
 @given(rule=_PHRASES)
 def test_any_rule_is_a_usable_cron_or_a_phrase_error(rule: str) -> None:
     try:
-        recurrence = parse_rule(rule)
+        recurrence = parse_rule(rule, NOW)
     except PhraseError as exc:
         assert str(exc)
     else:
