@@ -284,6 +284,8 @@ _WORDS = st.sampled_from([
     "99999999999999", "minutes", "horas", "días", "weeks", "half", "an", "media", "y",
     "cuarto", "menos", "pm", "am", "17:30", "2:30", "24:00", "1h30m", "every", "cada",
     "lunes", "weekday", "laborables", "to", "*", "*/7", "1-5", "hour", "month", "día",
+    "other", "third", "semanas", "weeks", "months", "meses", "primer", "último", "last",
+    "alternos", "sí", "no", "otro", "un", "fortnightly", "of", "cada", "dos", "400", "1st",
 ])
 _PHRASES = st.one_of(st.lists(_WORDS, max_size=7).map(" ".join), st.text(max_size=40))
 
