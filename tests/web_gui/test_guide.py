@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import WAIT, screenshot
+from .conftest import WAIT, own_ui, screenshot
+from .test_first_run import new_agent
 
 TOPICS = {"/": ("/guide/", "Noema user guide"), "/memory": ("/guide/memory", "Memory"),
           "/senses": ("/guide/senses", "Senses"),
@@ -57,3 +58,12 @@ def test_the_guide_fits_a_phone_screen(browser, live):
         screenshot(phone, "guide-senses-phone", full_page=False)  # what the screen shows first
     finally:
         context.close()
+
+
+def test_before_any_model_help_opens_the_guide_on_choosing_one(browser, tmp_path):
+    paths, config = new_agent(tmp_path)
+    with own_ui(browser, paths, config, "first-run") as (_, page, address):
+        page.set_default_timeout(WAIT * 1000)
+        page.locator("header nav a.help").click()
+        expect(page).to_have_url(address.split("/?")[0] + "/guide/models")
+        expect(page.locator("#local-servers")).to_have_text("Local servers")
