@@ -26,7 +26,8 @@ representation for both languages keeps the evaluation in one place):
   "cada media hora" (the interval must divide an hour, or a day, evenly, as in cron);
 - steps over days, weeks and months, which cron cannot say (see `steps`):
   "every other day", "cada tres días", "día sí, día no", "every two weeks",
-  "cada dos semanas", "every other Monday", "un lunes sí y otro no", "every third
+  "cada dos semanas", "every other Monday", "un lunes sí y otro no", "every other
+  weekend", "every third
   Friday" (every three weeks, on Friday: the third Friday of each month is said
   "the third Friday of every month"), "every 2 months on the 15th", "cada dos
   meses el primer lunes", "every week", "cada semana".
@@ -204,7 +205,9 @@ _UNITS: dict[str, Unit] = {"day": "day", "days": "day", "dia": "day", "dias": "d
           "week": "week", "weeks": "week", "semana": "week", "semanas": "week",
           "month": "month", "months": "month", "mes": "month", "meses": "month"}
 _UNIT = r"(?P<unit>days?|weeks?|months?|dias?|semanas?|mes(?:es)?)"
-_WD_AHEAD = rf"(?=(?:{WEEKDAY_WORD})s?\b)"
+# A weekday or a weekend follows the step ("every other weekend"); "every other
+# weekday" is not read: alternate working days and alternate weeks both fit it.
+_WD_AHEAD = rf"(?=(?:{WEEKDAY_WORD})s?\b|weekends?\b|fines?\s+de\s+semana\b)"
 _MONTH_MARK = re.compile(r"\b(?:every\s+month|each\s+month|monthly|(?:de\s+)?cada\s+mes|"
                          r"todos\s+los\s+meses|mensualmente|(?:of|in)\s+(?:the\s+)?month|"
                          r"del\s+mes)\b")
