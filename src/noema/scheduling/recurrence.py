@@ -27,10 +27,9 @@ representation for both languages keeps the evaluation in one place):
 - steps over days, weeks and months, which cron cannot say (see `steps`):
   "every other day", "cada tres días", "día sí, día no", "every two weeks",
   "cada dos semanas", "every other Monday", "un lunes sí y otro no", "every other
-  weekend", "every third
-  Friday" (every three weeks, on Friday: the third Friday of each month is said
-  "the third Friday of every month"), "every 2 months on the 15th", "cada dos
-  meses el primer lunes", "every week", "cada semana".
+  weekend", "every third Friday" (every three weeks, on Friday: the third Friday
+  of each month is said "the third Friday of every month"), "every 2 months on
+  the 15th", "cada dos meses el primer lunes", "every week", "cada semana".
 A rule without a time fires at 09:00 (its part of the day's hour if one is
 named, as in `words`). A step without its day fires on the day of its first
 firing: "every two weeks" said on a Monday afternoon fires on Tuesdays at
