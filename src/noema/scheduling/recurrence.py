@@ -138,13 +138,13 @@ def parse_rule(text: str, now: datetime) -> Recurrence:
     if unread:
         raise PhraseError(f"cannot read {' '.join(unread)!r} in {raw!r}; write for example "
                           f"{EXAMPLES}")
-    at = f"{clock.hour:02d}:{clock.minute:02d}"
     if step is not None:
         return _stepped(step, days, clock, now, raw)
     if days is None:
         raise PhraseError(f"{raw!r} does not say which days; write for example {EXAMPLES}")
     dom, dow, label = days
-    return Recurrence(f"{clock.minute} {clock.hour} {dom} * {dow}", f"{label} at {at}")
+    return Recurrence(f"{clock.minute} {clock.hour} {dom} * {dow}",
+                      f"{label} at {clock.hour:02d}:{clock.minute:02d}")
 
 
 def _stepped(step: tuple[int, Unit], days: _Days | None, clock: TimeOfDay, now: datetime,
@@ -200,9 +200,11 @@ _RULE_FILLER = FILLER | {"every", "each", "cada", "todos", "todas", "from", "in"
 _ORDINAL_STEPS = {"other": 2, "alternate": 2, "second": 2, "third": 3, "fourth": 4,
                   "fifth": 5, "sixth": 6}
 _STEP_N = r"(?P<n>\d+(?:st|nd|rd|th)?|" + "|".join(_ORDINAL_STEPS) + ")"
-_UNITS: dict[str, Unit] = {"day": "day", "days": "day", "dia": "day", "dias": "day",
-          "week": "week", "weeks": "week", "semana": "week", "semanas": "week",
-          "month": "month", "months": "month", "mes": "month", "meses": "month"}
+_UNITS: dict[str, Unit] = {
+    "day": "day", "days": "day", "dia": "day", "dias": "day",
+    "week": "week", "weeks": "week", "semana": "week", "semanas": "week",
+    "month": "month", "months": "month", "mes": "month", "meses": "month",
+}
 _UNIT = r"(?P<unit>days?|weeks?|months?|dias?|semanas?|mes(?:es)?)"
 # A weekday or a weekend follows the step ("every other weekend"); "every other
 # weekday" is not read: alternate working days and alternate weeks both fit it.
