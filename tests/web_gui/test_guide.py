@@ -4,6 +4,7 @@ its links move between the guide's pages and land on their headings."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -67,3 +68,9 @@ def test_before_any_model_help_opens_the_guide_on_choosing_one(browser, tmp_path
         page.locator("header nav a.help").click()
         expect(page).to_have_url(address.split("/?")[0] + "/guide/models")
         expect(page.locator("#local-servers")).to_have_text("Local servers")
+
+
+def test_the_guide_is_behind_the_token_as_every_page_is(live):
+    with httpx.Client(base_url=live.base, timeout=WAIT, follow_redirects=False) as client:
+        for path in ("/guide", "/guide/memory", "/static/guide.css"):
+            assert client.get(path).status_code == 401, path
