@@ -36,8 +36,7 @@ def test_every_link_of_the_readme_leads_to_a_file_of_the_clone():
     targets = re.findall(r"\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)", text)
     assert targets  # it leads somewhere
     assert [t for t in targets if not (CLONE / t).is_file()] == []
-    linked = {Path(t).stem for t in targets if t.startswith("docs/")}
-    assert linked >= set(PAGES) - {"ARCHITECTURE"}  # each topic is named from the README
+    assert "docs/index.md" in targets  # the way into the guide
 
 
 @pytest.mark.slow
