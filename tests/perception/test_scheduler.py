@@ -138,6 +138,17 @@ async def test_a_recurring_schedule_echoes_its_next_firings(tools, store) -> Non
     assert store.active()[0].urgency is Urgency.URGENT
 
 
+async def test_a_recurring_schedule_said_as_a_step_echoes_the_days_it_means(tools, store) -> None:
+    result = await use(tools, "schedule_recurring", reason="regar", rule="cada dos semanas")
+    assert not result.is_error, result.content
+    # Said on Friday 27 March at 15:30: 09:00 is next on Saturday, then every other Saturday.
+    assert "every 2 weeks on Saturday at 09:00" in result.content
+    assert ("Next: Saturday 28 March 2026, 09:00 CET (UTC+01:00); Saturday 11 April 2026, "
+            "09:00 CEST (UTC+02:00); Saturday 25 April 2026") in result.content
+    (kept,) = store.active()
+    assert kept.rule == "cada dos semanas" and next_due(kept, None) == at(2026, 3, 28, 9, 0)
+
+
 @pytest.mark.parametrize(("name", "raw", "says"), [
     ("schedule_alarm", '{"reason": "x", "when": "whenever you like"}', "cannot read"),
     ("schedule_alarm", '{"reason": "x", "when": "today at 8"}', "already passed"),

@@ -66,8 +66,15 @@ def test_the_wheel_holds_every_file_of_the_package(installed):
     inside = set(zipfile.ZipFile(wheel).namelist())
     tracked = subprocess.run(["git", "ls-files", "src/noema"], cwd=CLONE, capture_output=True,
                              text=True, check=True).stdout.split()
-    expected = {name.removeprefix("src/") for name in tracked}
+    expected = set()
+    for name in tracked:
+        if (CLONE / name).is_dir():  # a link to a folder: the guide, whose pages ship
+            expected |= {f"{name}/{page.name}" for page in (CLONE / name).glob("*.md")}
+        else:
+            expected.add(name)
+    expected = {name.removeprefix("src/") for name in expected}
     assert any(name.endswith(".html") for name in expected)  # templates are among them
+    assert "noema/guide/models.md" in expected  # and the guide's pages
     assert expected - inside == set()
 
 
@@ -105,6 +112,8 @@ def test_the_installed_web_page_serves_its_templates_and_scripts(installed, tmp_
             assert "noema setup" in first.text
             script = client.get(address.split("/?")[0] + "/static/chat.js")
             assert script.status_code == 200 and len(script.content) > 100
+            guide = client.get(address.split("/?")[0] + "/guide/models")  # Help, offline
+            assert guide.status_code == 200 and 'id="local-servers"' in guide.text
     finally:
         page.terminate()
         page.wait(30)

@@ -1,7 +1,8 @@
-"""The README's "Configure a model" commands, run as written against a fresh
-home: if the README and the program drift apart, this fails.
+"""The commands the README's "Choose a model" and the guide's Models page give,
+run as written against a fresh home: if the docs and the program drift
+apart, this fails.
 
-Each shell block of that section runs as one script in its own new home,
+Each shell block of those sections runs as one script in its own new home,
 from the clone's folder, as a person would paste it. Two things are not
 run here: `./run` (the chat itself, tested elsewhere) and the bare
 `noema setup`, which asks questions (tests/setup/test_setup.py drives it in a
@@ -27,8 +28,8 @@ CLONE = Path(__file__).resolve().parents[2]
 NOT_RUN = {"./run", ".venv/bin/noema setup"}
 
 
-def section(title: str) -> str:
-    text = (CLONE / "README.md").read_text(encoding="utf-8")
+def section(title: str, path: str = "README.md") -> str:
+    text = (CLONE / path).read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end != -1 else None]
@@ -55,10 +56,14 @@ def run_block(lines: list[str], home: Path, server: FakeLocalServer) -> subproce
                           text=True, env={**env, "NOEMA_HOME": str(home)}, timeout=300)
 
 
-def test_the_readme_configuration_commands_work_as_written(tmp_path):
-    blocks = shell_blocks(section("Configure a model"))
+@pytest.mark.parametrize(("path", "titles"), [
+    ("README.md", ["Choose a model"]),
+    ("docs/models.md", ["Choose a model with `noema setup`", "Or set the keys yourself"]),
+])
+def test_the_model_commands_work_as_written(tmp_path, path, titles):
+    blocks = [block for title in titles for block in shell_blocks(section(title, path))]
     commands = [line for block in blocks for line in block]
-    assert ".venv/bin/noema setup" in commands  # the first run is the path the README gives
+    assert ".venv/bin/noema setup" in commands  # the first run is the path the docs give
     assert any("config set models.reasoning.provider openai" in c for c in commands)
     assert any(re.search(r"config set (\S+=\S+ ){2,}", c) for c in commands)  # several at once
     with FakeLocalServer("ollama", {"llama3.1:8b": 131072}) as server:

@@ -80,14 +80,15 @@ def schedule_tools(store: ScheduleStore, zone: ZoneInfo, *, clock: Clock = wall_
         Args:
             reason: What to do or remember each time.
             rule: How often, in words ("every weekday at 8:30", "every monday at 10",
-                "every 15 minutes", "cada lunes a las 10", "todos los días laborables a
-                las 8") or a five-field cron expression ("30 8 * * 1-5"), in the
-                person's time zone.
+                "every 15 minutes", "every other day", "every two weeks on friday",
+                "the first monday of every month", "cada lunes a las 10", "cada dos
+                semanas", "el último viernes de cada mes") or a five-field cron
+                expression ("30 8 * * 1-5"), in the person's time zone.
             urgency: "normal", "priority" or "urgent", as for schedule_alarm.
         """
         now = clock()
         try:
-            recurrence = parse_rule(rule)
+            recurrence = parse_rule(rule, datetime.fromtimestamp(now, zone))
             schedule = store.add_recurring(reason, recurrence.cron, rule=rule.strip(),
                                            zone=zone.key, urgency=Urgency(urgency), now=now,
                                            outside=_whose(ctx, reason))

@@ -11,6 +11,7 @@ from . import chat_routes as chat
 from . import demo_routes as demo
 from . import files_routes as files
 from . import first_run_routes as first_run
+from . import guide_routes as guide
 from . import memory_routes as memory
 from . import senses_routes as senses
 from . import settings_routes as settings
@@ -34,6 +35,9 @@ def routes() -> list[BaseRoute]:
         Route("/api/senses/start", senses.start_sense, methods=["POST"]),
         Route("/api/senses/rule", senses.rule_test, methods=["POST"]),
         Route("/settings", settings.settings_page),
+        Route("/guide", guide.guide),
+        Route("/guide/", guide.guide),
+        Route("/guide/{name}", guide.guide),
         Route("/api/settings", settings.save_section, methods=["POST"]),
         Route("/api/settings/models", settings.served_models, methods=["POST"]),
         Route("/api/settings/window", settings.served_window, methods=["POST"]),
