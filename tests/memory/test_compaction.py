@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,7 +27,7 @@ from noema.providers.base import (
 )
 from noema.providers.scripted import ScriptedProvider, say
 
-from .conftest import chat, save_point_text, tool_round
+from .conftest import chat, said_in_request, save_point_text, tool_round
 
 SETTINGS = MemorySettings(trigger_turns=20, keep_recent_turns=4, min_block_turns=4,
                           block_fraction=0.5, min_journey_words=20, retries=2,
@@ -59,10 +58,11 @@ class ReadingChronicler:
         if self.fail:
             raise ProviderUnavailable("the chronicler's endpoint is down")
         shown = request.messages[1].content.split("# Citable IDs")[0]
-        ids = [int(n) for n in re.findall(r"^\[(\d+)\] (?:person|agent)", shown, re.M)]
+        said = said_in_request(shown)
+        ids = list(said)
         if len(self.requests) <= self.invent:
             ids.append(987_654)
-        yield TextDelta(save_point_text(ids))
+        yield TextDelta(save_point_text(ids, said=said))
         yield Finish("stop")
 
 

@@ -13,7 +13,7 @@ import sqlite3
 from noema.memory.recall_tools import memory_tools
 from noema.memory.search import HistorySearch
 from noema.memory.session import Session
-from noema.memory.store import TurnStore
+from noema.memory.store import SCHEMA_VERSION, TurnStore
 from noema.memory.turns import NewTurn, TurnKind
 from noema.paths import AgentPaths
 from noema.perception.untrusted import DEFAULT_MARKER
@@ -102,7 +102,7 @@ def test_a_store_indexed_with_marks_is_indexed_again_on_open(tmp_path):
     try:
         hits = store.search("panic")
         assert sorted(h.turn.id for h in hits) == [plain.id, result.id]
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         integrity = "INSERT INTO turns_fts (turns_fts, rank) VALUES ('integrity-check', 1)"
         store.conn.execute(integrity)  # raises if the index disagrees with the turns
     finally:
