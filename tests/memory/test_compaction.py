@@ -43,8 +43,9 @@ class ReadingChronicler:
     context_window = 200_000
 
     def __init__(self, *, invent: int = 0, gate: asyncio.Event | None = None,
-                 fail: bool = False) -> None:
+                 fail: bool = False, misplace: int = 0) -> None:
         self.invent = invent  # this many first attempts cite a turn that does not exist
+        self.misplace = misplace  # this many first attempts cite, for each turn, the next one
         self.gate = gate
         self.fail = fail
         self.requests: list[ModelRequest] = []
@@ -60,6 +61,8 @@ class ReadingChronicler:
         shown = request.messages[1].content.split("# Citable IDs")[0]
         said = said_in_request(shown)
         ids = list(said)
+        if len(self.requests) <= self.misplace:
+            said = dict(zip(ids[1:] + ids[:1], said.values(), strict=True))
         if len(self.requests) <= self.invent:
             ids.append(987_654)
         yield TextDelta(save_point_text(ids, said=said))
@@ -126,6 +129,36 @@ async def test_the_retry_names_the_failures_and_can_succeed(session):
     retry = chronicler.requests[1].messages
     assert "987654" in retry[-2].content  # the rejected attempt is shown back
     assert "validator rejected" in retry[-1].content and "987654" in retry[-1].content
+
+
+TRIP = ["I want to take the night train to Lisbon next Friday",
+        "The night train leaves Madrid at 21:40 and reaches Lisbon at 7:20",
+        "Book a sleeper cabin for two on that train",
+        "Done: cabin 12 on the Friday train, two berths, 180 euros",
+        "Also remind me to water the tomatoes before I leave",
+        "I will remind you on Friday at 18:00 to water the tomatoes",
+        "What should I pack for a week in Lisbon in March",
+        "A raincoat, good walking shoes and a light jumper for the evenings"]
+
+
+async def test_citations_that_do_not_rest_on_their_turns_are_sent_back_and_the_share_is_kept(session):
+    for n, text in enumerate(TRIP * 2):
+        session.append(NewTurn(TurnKind.USER if n % 2 == 0 else TurnKind.ASSISTANT, text))
+    chronicler = ReadingChronicler(misplace=1)
+    outcome = await make(session, chronicler).compact()
+    assert outcome.status == "accepted"
+    record = savepoints.get(session.store, outcome.save_point.id)
+    first, second = record.report.attempts
+    assert [code for code, _ in first.failures] == ["unsupported_citations"]
+    assert second.failures == ()
+    retry = chronicler.requests[1].messages[-1].content  # what the chronicler is told
+    assert "do not rest on the turn they cite" in retry
+    assert ('spoke about Done: cabin 12 on the Friday train, two berths, 180 {cite:5}": turn 5 '
+            'says "Also remind me to water the tomatoes before I leave"') in retry
+    # the share of supported citations is stored with the save point
+    report = record.report
+    assert report.judged == len(report.cited) and report.unsupported == 0
+    assert record.support == report.supported / report.judged and record.support >= 0.75
 
 
 async def test_after_a_failure_the_next_try_waits_even_across_a_restart(session):

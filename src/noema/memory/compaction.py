@@ -124,7 +124,7 @@ async def draft_save_point(
             clause_vectors=gathered.clause_vectors if gathered else None,
             language=request.language,
         )
-        if gathered is not None and gathered.note and gathered.clause_vectors is None:
+        if gathered is not None and gathered.note:
             verdict = dataclasses.replace(verdict, notes=(*verdict.notes, gathered.note))
         if listener:
             listener.on_attempt(number, verdict)

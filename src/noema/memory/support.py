@@ -55,6 +55,7 @@ Int8 = tuple[float, array]  # a vector as the store keeps it: (scale, int8 value
 # Citations as the validator reads them (kept in step with `validator.CITATION`).
 _ID = r"[1-9][0-9]{0,17}"
 _CITATION = re.compile(rf"\{{cite:[ \t]*({_ID}(?:[ \t]*,[ \t]*{_ID})*)[ \t]*\}}")
+_MARKER = re.compile(rf"[ \t]*{_CITATION.pattern}")  # with the space before it
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Where a sentence ends: a full stop, a question or exclamation mark or an
 # ellipsis followed by a space, or a line break (a heading, a paragraph).
@@ -202,14 +203,14 @@ def claims(text: str) -> list[Claim]:
     for match in _CITATION.finditer(text):
         ids = tuple(dict.fromkeys(int(n) for n in re.split(r"[ \t]*,[ \t]*", match.group(1).strip())))
         start = _sentence_start(text, match.start())
-        clause = _CITATION.sub(" ", text[max(start, previous_end): match.start()])
+        clause = _MARKER.sub("", text[max(start, previous_end): match.start()])
         if not _content_words(clause):
             # Markers side by side share the clause before the first of them.
             clause = previous_clause if previous_end > start else clause
         if len(_content_words(clause)) < MIN_CLAUSE_WORDS:
-            clause = _CITATION.sub(" ", text[start: match.start()])
-        clause = " ".join(clause.split())
-        sentence = " ".join(_CITATION.sub("", text[start: _sentence_end(text, match.end())]).split())
+            clause = _MARKER.sub("", text[start: match.start()])
+        clause = " ".join(clause.split()).lstrip(" ,;:–—-")
+        sentence = " ".join(_MARKER.sub("", text[start: _sentence_end(text, match.end())]).split())
         for turn_id in ids:
             found.append(Claim(turn_id, clause, sentence, ids, match.start(), match.end()))
         previous_end, previous_clause = match.end(), clause
@@ -305,6 +306,7 @@ def judge(
         for i, s in pool.items()
     }
     rarity = _rarity([r.stems for r in read.values()])
+    speakers = stems(" ".join(n for s in pool.values() for n in s.names), language)
     judgements: list[Judgement] = []
     unchecked: set[int] = set()
     without = 0
@@ -316,7 +318,7 @@ def judge(
             unchecked.add(claim.turn_id)
             continue
         judgement = _judge_one(claim, read, rarity, cosines.get(claim.clause), language,
-                               with_meaning, words_only)
+                               with_meaning, words_only, speakers)
         without += judgement.cosine is None
         judgements.append(judgement)
     notes = []
@@ -359,12 +361,15 @@ def signals(
     rarity: Callable[[str], float],
     cosines: Mapping[int, float] | None,
     language: str,
+    speakers: frozenset[str] = frozenset(),
 ) -> tuple[float, float, int, float | None, float | None]:
     """(words, words margin, who, cosine, cosine margin) of one claim; the
     cosines are None when a vector is missing. `cosines` holds the clause's
     cosine with each source that has a vector."""
     mine = read[claim.turn_id]
-    clause = stems(claim.clause, language)
+    # Who spoke is the speaker signal's to weigh: "the person", "the agent"
+    # or a name in the clause are not words a turn says of itself.
+    clause = stems(claim.clause, language) - speakers
     others = [r for i, r in read.items() if i not in claim.marker]
     weights = {s: rarity(s) for s in clause}
     total = sum(weights.values())
@@ -432,8 +437,10 @@ def band(weights: Weights, value: float) -> Support:
 def _judge_one(
     claim: Claim, read: Mapping[int, _Read], rarity: Callable[[str], float],
     cosines: Mapping[int, float] | None, language: str, with_meaning: Weights, words_only: Weights,
+    speakers: frozenset[str],
 ) -> Judgement:
-    words, words_margin, named, cosine, margin = signals(claim, read, rarity, cosines, language)
+    words, words_margin, named, cosine, margin = signals(claim, read, rarity, cosines, language,
+                                                         speakers)
     weights = with_meaning if cosine is not None else words_only
     value = score(weights, words, words_margin, named, margin)
     verdict = band(weights, value)
@@ -450,14 +457,13 @@ _AGENT = {"en": ("agent", "assistant"), "es": ("agente", "asistente")}
 
 def speaker_names(turn: Turn, agent_name: str = "", language: str = "en") -> tuple[str, ...]:
     """How a chronicle may name a turn's speaker: the person (and the sender
-    a channel gave), the agent (and its name), or the tool that answered."""
+    a channel gave), the agent (and its name), or who sent an event. A tool's
+    result has no speaker: its words are what it found."""
     tongue = language if language in _PERSON else "en"
     if turn.kind is TurnKind.USER:
         return (*_PERSON[tongue], *((turn.sender,) if turn.sender else ()))
     if turn.kind in (TurnKind.ASSISTANT, TurnKind.TOOL_CALL):
         return (*_AGENT[tongue], *((agent_name,) if agent_name else ()))
-    if turn.kind is TurnKind.TOOL_RESULT and turn.tool_name:
-        return (turn.tool_name,)
     if turn.kind is TurnKind.EVENT and turn.sender:
         return (turn.sender,)
     return ()
@@ -488,7 +494,7 @@ class Gathered:
 
     sources: tuple[Source, ...]
     clause_vectors: Mapping[str, Vector] | None
-    note: str | None = None  # why there are no vectors, when there are none
+    note: str | None = None  # why the clauses have no vectors when a model was there to make them
     embed_ms: float = 0.0
 
 
@@ -524,7 +530,7 @@ class Evidence:
                              language=self.language, before=before)
         wanted = clauses(text)
         if self.embed is None or not wanted:
-            return Gathered(tuple(sources), None, "no embedding model" if wanted else None)
+            return Gathered(tuple(sources), None)
         started = time.perf_counter()
         try:
             made = self.embed(wanted)

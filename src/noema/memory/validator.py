@@ -381,7 +381,10 @@ def _unsupported(report: checking.SupportReport, sources: Sequence[checking.Sour
         quote = " ".join(said.get(claim.turn_id, "").split())
         if len(quote) > _QUOTE_CHARS:
             quote = quote[:_QUOTE_CHARS].rstrip() + "…"
-        lines.append(f'- "{claim.sentence}" cites turn {claim.turn_id}, which says "{quote}"')
+        # The clause the marker ends, where the chronicler wrote it ("…" when
+        # the sentence began earlier): it names the place to fix.
+        shown = claim.clause if claim.sentence.startswith(claim.clause) else f"…{claim.clause}"
+        lines.append(f'- "{shown} {{cite:{claim.turn_id}}}": turn {claim.turn_id} says "{quote}"')
     more = len(wrong) - SHOWN_UNSUPPORTED
     if more > 0:
         lines.append(f"- and {more} more")
