@@ -18,11 +18,15 @@ compactor cuts a session, and each fact belongs to the block of its evidence.
   point is rejected as the validator rejects it (`support.SupportReport.rejects`).
 
 The constants were fitted on the conversations named by `--tune` (by default
-conv-26, conv-30 and conv-41 of the five we have); figures are given for the
-others (held out) and for those, and per conversation. The baselines, the
-embedding model's cosine alone (at least 0.4, or the cited turn among the
-block's 5 nearest to the clause), are measured in the same run under the
-same rejection rule. `--words-only` judges without vectors (as the validator
+conv-26, conv-30 and conv-41 of the five we have). The first two lines give
+both figures on the others (held out; on all of them when none of the file's
+conversations was tuned on); then come the tuning conversations, the
+baselines, the embedding model's cosine alone (at least 0.4, or the cited
+turn among the block's 5 nearest to the clause) measured in the same run
+under the same rejection rule, the save point's rule at other shares of
+unsupported citations, the time of one save point's check (and of embedding
+its clauses), the share of correct citations found weak, and the figures per
+conversation. `--words-only` judges without vectors (as the validator
 does without the embedding model). `--fit` fits the weights again on the
 tuning conversations and prints them (what the module's constants came from).
 
@@ -50,6 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from noema.memory.support import (  # noqa: E402
+    MAX_UNSUPPORTED_SHARE,
     WITH_MEANING,
     WORDS_ONLY,
     Judgement,
@@ -121,6 +126,26 @@ def load(paths: Sequence[Path]) -> list[Block]:
                         mine[block].facts.append(Fact(sentence.strip().rstrip("."), inside))
             blocks.extend(b for b in mine if b.facts and len(b.turns) > 1)
     return blocks
+
+
+def not_locomo(path: Path) -> str | None:
+    """Why `path` cannot be read as LoCoMo's format, or None when it can."""
+    shape = ("a LoCoMo file is a JSON list of samples, each with a `conversation` of "
+             "`session_N` lists and an `observation`")
+    try:
+        samples = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    except ValueError as exc:
+        return f"is not JSON ({exc}); {shape}"
+    if not isinstance(samples, list) or not samples:
+        return f"holds no sample; {shape}"
+    for sample in samples:
+        if (not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict)
+                or not isinstance(sample.get("observation", {}), dict)
+                or "session_1" not in sample["conversation"]):
+            return f"has a sample that is not one; {shape}"
+    return None
 
 
 def sentence(fact: Fact, ids: Sequence[int]) -> str:
@@ -235,10 +260,12 @@ def accepted_citation(report: SupportReport) -> bool:
 
 def measure(blocks: Sequence[Block], vectors: Vectors, weights: tuple[Weights, Weights],
             plans: Sequence[str], signals: list | None = None,
-            ) -> tuple[dict[str, dict[str, Tally]], list[float]]:
-    """Tallies per plan and conversation, and the seconds of each good save point's check."""
+            ) -> tuple[dict[str, dict[str, Tally]], list[float], list[tuple[str, float, float]]]:
+    """Tallies per plan and conversation, the seconds of each good save point's
+    check, and each block's unsupported shares (good, shuffled) by the check."""
     tallies: dict[str, dict[str, Tally]] = {p: defaultdict(Tally) for p in plans}
     times: list[float] = []
+    shares: list[tuple[str, float, float]] = []
     rng = random.Random(SEED)
     for block in blocks:
         sources = sources_of(block, vectors)
@@ -253,6 +280,7 @@ def measure(blocks: Sequence[Block], vectors: Vectors, weights: tuple[Weights, W
         good = check(good_text, sources, vectors, weights)
         times.append(time.process_time() - started)
         bad = check(bad_text, sources, vectors, weights)
+        shares.append((block.conversation, good.unsupported_share, bad.unsupported_share))
         singles: list[tuple[bool, SupportReport]] = []
         for fact in block.facts:
             singles.append((True, check(sentence(fact, fact.evidence), sources, vectors, weights)))
@@ -282,7 +310,7 @@ def measure(blocks: Sequence[Block], vectors: Vectors, weights: tuple[Weights, W
                 else:
                     tally.wrong += 1
                     tally.wrong_rejected += not ok
-    return tallies, times
+    return tallies, times, shares
 
 
 def pooled(by_conversation: dict[str, Tally], names: Sequence[str]) -> Tally:
@@ -332,6 +360,9 @@ def fit(signals: list, tuning: Sequence[str]) -> tuple[Weights, Weights]:
     return fitted[0], fitted[1]
 
 
+SHARES = (0.15, MAX_UNSUPPORTED_SHARE, 0.5)  # the save point's rule, at the shipped share and around it
+
+
 def run(paths: Sequence[Path], tuning: Sequence[str], words_only: bool, refit: bool,
         cache: Path | None = None) -> None:
     started = time.perf_counter()
@@ -345,25 +376,36 @@ def run(paths: Sequence[Path], tuning: Sequence[str], words_only: bool, refit: b
     plans = ["check"] if words_only else ["check", "cosine", "nearest"]
     signals: list | None = [] if refit else None
     if refit:
-        _, _ = measure(blocks, vectors, weights, ["check"], signals)
+        measure(blocks, vectors, weights, ["check"], signals)
         weights = fit(signals or [], tuning)
-        print(f"fitted on {', '.join(tuning)}:\n  WITH_MEANING = {weights[0]}\n  WORDS_ONLY = {weights[1]}")
-    tallies, times = measure(blocks, vectors, weights, plans)
+    tallies, times, shares = measure(blocks, vectors, weights, plans)
     held = [n for n in names if n not in tuning]
     tuned = [n for n in names if n in tuning]
+    headline = held or names
+    first = pooled(tallies["check"], headline)
+    print(f"per citation: accept correct {pct(first.correct_accepted, first.correct)}, "
+          f"reject wrong {pct(first.wrong_rejected, first.wrong)}")
+    print(f"per save point: accept good {pct(first.good_accepted, first.good)}, "
+          f"reject shuffled {pct(first.shuffled_rejected, first.shuffled)}")
     facts = sum(len(b.facts) for b in blocks)
     mode = "words alone (no vectors)" if words_only else "words, speaker and meaning"
-    print(f"{len(names)} conversation(s), {len(blocks)} blocks of up to {BLOCK} turns, {facts} facts;"
-          f" the check on {mode}")
-    for label, group in (("held out", held), ("tuning", tuned)):
-        if group:
-            print(f"{label} ({', '.join(group)}): {pooled(tallies['check'], group).line()}")
+    print(f"(above: {'held out' if held else 'all'}, {', '.join(headline)}; {len(blocks)} blocks of "
+          f"up to {BLOCK} turns, {facts} facts; the check on {mode})")
+    if held and tuned:
+        print(f"tuning ({', '.join(tuned)}): {pooled(tallies['check'], tuned).line()}")
     if not words_only:
         for plan, title in (("cosine", f"baseline cosine >= {COSINE_BASELINE}"),
                             ("nearest", f"baseline among the block's {NEAREST_BASELINE} nearest")):
             for label, group in (("held out", held), ("tuning", tuned)):
                 if group:
                     print(f"{title}, {label}: {pooled(tallies[plan], group).line()}")
+    for share in SHARES:
+        kept = [(g, b) for name, g, b in shares if name in headline]
+        good = sum(g <= share for g, _ in kept)
+        bad = sum(b > share for _, b in kept)
+        shipped = " (shipped)" if share == MAX_UNSUPPORTED_SHARE else ""
+        print(f"save points rejected past {share:.0%} unsupported{shipped}: accept good "
+              f"{pct(good, len(kept))}, reject shuffled {pct(bad, len(kept))}")
     total = pooled(tallies["check"], names)
     print(f"time per save point (the check, vectors at hand; CPU time): median "
           f"{statistics.median(times) * 1000:.2f} ms, max {max(times) * 1000:.2f} ms")
@@ -376,12 +418,14 @@ def run(paths: Sequence[Path], tuning: Sequence[str], words_only: bool, refit: b
             clause_times.append((time.process_time() - at, len(batch)))
         per = statistics.median(t for t, _ in clause_times)
         size = statistics.median(n for _, n in clause_times)
-        print(f"embedding a save point's clauses in one batch (in process, one thread; CPU time): median "
-              f"{per * 1000:.1f} ms for {size:.0f} clauses")
+        print(f"embedding a save point's clauses in one batch (in process, one thread; CPU time): "
+              f"median {per * 1000:.1f} ms for {size:.0f} clauses")
     print(f"weak among correct citations: {pct(total.weak, total.judged)}")
     for name in names:
         tally = tallies["check"][name]
         print(f"  {name} ({'tuning' if name in tuning else 'held out'}): {tally.line()}")
+    if refit:
+        print(f"fitted on {', '.join(tuning)}:\n  WITH_MEANING = {weights[0]}\n  WORDS_ONLY = {weights[1]}")
     print(f"(embedding took {vectors.seconds:.0f} s; the run {time.perf_counter() - started:.0f} s)")
 
 
@@ -428,6 +472,11 @@ def main(argv: list[str]) -> int:
     if not args.paths:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
+    for path in args.paths:
+        problem = not_locomo(path)
+        if problem:
+            print(f"{path}: {problem}", file=sys.stderr)
+            return 2
     run(args.paths, tuning, args.words_only, args.fit, args.vectors)
     return 0
 
