@@ -37,13 +37,14 @@ import enum
 import math
 import re
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import mul
 
 import Stemmer
 
+from .embeddings import PackedVectors, dot_products
 from .queries import STOP_WORDS
 from .stemming import fold
 from .store import own_text
@@ -65,6 +66,9 @@ _SNOWBALL = {"en": "english", "es": "spanish"}
 # A clause with fewer content words than this is read back to its sentence's
 # start: "... and she agreed {cite:4}" says little without its subject.
 MIN_CLAUSE_WORDS = 3
+# Of a turn, what its words are read from: a whole book in a tool's result
+# would cost more than it tells (its embedding read its first 2,000 anyway).
+SOURCE_CHARS = 50_000
 # A turn with at most this many content words is a short reply, read with
 # the turn before it ("yes", "sure, I will").
 SHORT_REPLY_WORDS = 3
@@ -198,11 +202,14 @@ class SupportReport:
 def claims(text: str) -> list[Claim]:
     """Every (clause, cited turn) pair of a text, in order."""
     found: list[Claim] = []
+    breaks = [b.end() for b in _SENTENCE_BREAK.finditer(text)]
     previous_end = 0
     previous_clause = ""
     for match in _CITATION.finditer(text):
         ids = tuple(dict.fromkeys(int(n) for n in re.split(r"[ \t]*,[ \t]*", match.group(1).strip())))
-        start = _sentence_start(text, match.start())
+        at = bisect_right(breaks, match.start())
+        start = breaks[at - 1] if at else 0
+        end = next((b for b in breaks[at:] if b > match.end()), len(text))
         clause = _MARKER.sub("", text[max(start, previous_end): match.start()])
         if not _content_words(clause):
             # Markers side by side share the clause before the first of them.
@@ -210,23 +217,11 @@ def claims(text: str) -> list[Claim]:
         if len(_content_words(clause)) < MIN_CLAUSE_WORDS:
             clause = _MARKER.sub("", text[start: match.start()])
         clause = " ".join(clause.split()).lstrip(" ,;:–—-")
-        sentence = " ".join(_MARKER.sub("", text[start: _sentence_end(text, match.end())]).split())
+        sentence = " ".join(_MARKER.sub("", text[start:end]).split())
         for turn_id in ids:
             found.append(Claim(turn_id, clause, sentence, ids, match.start(), match.end()))
         previous_end, previous_clause = match.end(), clause
     return found
-
-
-def _sentence_start(text: str, at: int) -> int:
-    start = 0
-    for brk in _SENTENCE_BREAK.finditer(text, 0, at):
-        start = brk.end()
-    return start
-
-
-def _sentence_end(text: str, at: int) -> int:
-    brk = _SENTENCE_BREAK.search(text, at)
-    return brk.start() + 1 if brk else len(text)
 
 
 def _content_words(text: str) -> list[str]:
@@ -275,13 +270,78 @@ def with_context(sources: Sequence[Source], language: str = "en",
 # -- judging ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """A source as the scoring reads it."""
+class _Pool:
+    """The sources of one save point, read once: their stems (with an index
+    from each stem to the sources holding it), their speakers' names and
+    their vectors (packed, to score a clause against all at once)."""
 
-    source: Source
-    stems: frozenset[str]
-    names: frozenset[str]  # folded
+    def __init__(self, sources: Iterable[Source], language: str) -> None:
+        self.language = language
+        self.sources = {s.id: s for s in sorted(sources, key=lambda s: s.id)}
+        self.names = {i: frozenset(fold(n) for n in s.names if n.strip())
+                      for i, s in self.sources.items()}
+        held: dict[str, list[int]] = {}
+        for i, s in self.sources.items():
+            for stem in stems(f"{s.text} {s.context}", language):
+                held.setdefault(stem, []).append(i)
+        self.held = held
+        self.owners: dict[str, set[int]] = {}
+        for i, names in self.names.items():
+            for name in names:
+                self.owners.setdefault(name, set()).add(i)
+        # Who spoke is the speaker signal's to weigh: "the person", "the agent"
+        # or a name in the clause are not words a turn says of itself.
+        self.speakers = stems(" ".join(self.owners), language)
+        self.rows: list[tuple[int, float]] = []  # (source, its vector's scale), in packed order
+        values = []
+        for i, s in self.sources.items():
+            for vector in (s.vector, s.context_vector):
+                if vector is not None:
+                    self.rows.append((i, vector[0]))
+                    values.append(vector[1])
+        self.packed = (PackedVectors(values) if values and len({len(v) for v in values}) == 1
+                       else None)
+        self._values = values
+
+    def rarity(self, stem: str) -> float:
+        """Inverse document frequency over the pool, as BM25 smooths it (a word
+        in no source weighs most, one in all of them least, never zero)."""
+        count, n = len(self.sources), len(self.held.get(stem, ()))
+        return math.log(1.0 + (count - n + 0.5) / (n + 0.5))
+
+    def words(self, clause: str) -> dict[int, float]:
+        """Each source's weighed share of the clause's words (those holding none left out)."""
+        found = stems(clause, self.language) - self.speakers
+        weights = {s: self.rarity(s) for s in found}
+        total = sum(weights.values())
+        shares: dict[int, float] = {}
+        if total:
+            for stem, weight in weights.items():
+                for i in self.held.get(stem, ()):
+                    shares[i] = shares.get(i, 0.0) + weight / total
+        return shares
+
+    def cosines(self, vector: Vector) -> dict[int, float]:
+        """The clause's cosine with each source that has a vector of its size
+        (a short reply's is the better of its own and its context's)."""
+        scale, query = quantized(vector)
+        if self.packed is not None and self.packed.dims == len(query):
+            rows, dots = self.rows, self.packed.dot(query)
+        else:  # vectors of other sizes (another model's) are left out
+            kept = [k for k, v in enumerate(self._values) if len(v) == len(query)]
+            rows = [self.rows[k] for k in kept]
+            dots = dot_products([self._values[k] for k in kept], query)
+        found: dict[int, float] = {}
+        for (i, own), dot in zip(rows, dots, strict=True):
+            cosine = dot * own * scale
+            found[i] = max(cosine, found.get(i, cosine))
+        return found
+
+    def mentioned(self, clause: str) -> frozenset[str]:
+        """The speakers' names the clause uses."""
+        folded = fold(clause)
+        said = set(_WORD.findall(folded))
+        return frozenset(n for n in self.owners if _mentions(folded, said, n))
 
 
 def judge(
@@ -299,26 +359,21 @@ def judge(
     without it, or for a source without a vector, the words alone decide.
     The verdict depends only on the text, the sources and the vectors, not
     on the order in which any of them come."""
-    pool = {s.id: s for s in sorted(sources, key=lambda s: s.id)}
-    read = {
-        i: _Read(s, stems(f"{s.text} {s.context}", language),
-                 frozenset(fold(n) for n in s.names if n.strip()))
-        for i, s in pool.items()
-    }
-    rarity = _rarity([r.stems for r in read.values()])
-    speakers = stems(" ".join(n for s in pool.values() for n in s.names), language)
+    pool = _Pool(sources, language)
     judgements: list[Judgement] = []
     unchecked: set[int] = set()
     without = 0
-    found = claims(text)
-    wanted = {c.clause for c in found}
-    cosines = _cosines({c: v for c, v in (clause_vectors or {}).items() if c in wanted}, read)
-    for claim in found:
-        if claim.turn_id not in read:
+    read: dict[str, tuple[dict[int, float], dict[int, float] | None, frozenset[str]]] = {}
+    for claim in claims(text):
+        if claim.turn_id not in pool.sources:
             unchecked.add(claim.turn_id)
             continue
-        judgement = _judge_one(claim, read, rarity, cosines.get(claim.clause), language,
-                               with_meaning, words_only, speakers)
+        if claim.clause not in read:  # several IDs may share a clause
+            vector = clause_vectors.get(claim.clause) if clause_vectors else None
+            read[claim.clause] = (pool.words(claim.clause),
+                                  pool.cosines(vector) if vector is not None else None,
+                                  pool.mentioned(claim.clause))
+        judgement = _judge_one(claim, pool, *read[claim.clause], with_meaning, words_only)
         without += judgement.cosine is None
         judgements.append(judgement)
     notes = []
@@ -334,80 +389,32 @@ def clauses(text: str) -> list[str]:
     return list(dict.fromkeys(c.clause for c in claims(text)))
 
 
-def _rarity(documents: Sequence[frozenset[str]]) -> Callable[[str], float]:
-    """Inverse document frequency over the pool, as BM25 smooths it (a word in
-    no turn of the pool weighs most, one in all of them least, never zero)."""
-    count = len(documents)
-    held: dict[str, int] = {}
-    for doc in documents:
-        for stem in doc:
-            held[stem] = held.get(stem, 0) + 1
-
-    def weight(stem: str) -> float:
-        n = held.get(stem, 0)
-        return math.log(1.0 + (count - n + 0.5) / (n + 0.5))
-
-    return weight
-
-
-def _words(weights: Mapping[str, float], total: float, turn: frozenset[str]) -> float:
-    """The weighed share of the clause's stems (`weights`, summing to `total`) in `turn`."""
-    return sum(weights[s] for s in turn.intersection(weights)) / total if total else 0.0
-
-
 def signals(
     claim: Claim,
-    read: Mapping[int, _Read],
-    rarity: Callable[[str], float],
+    pool: _Pool,
+    words: Mapping[int, float],
     cosines: Mapping[int, float] | None,
-    language: str,
-    speakers: frozenset[str] = frozenset(),
+    mentioned: frozenset[str],
 ) -> tuple[float, float, int, float | None, float | None]:
-    """(words, words margin, who, cosine, cosine margin) of one claim; the
-    cosines are None when a vector is missing. `cosines` holds the clause's
-    cosine with each source that has a vector."""
-    mine = read[claim.turn_id]
-    # Who spoke is the speaker signal's to weigh: "the person", "the agent"
-    # or a name in the clause are not words a turn says of itself.
-    clause = stems(claim.clause, language) - speakers
-    others = [r for i, r in read.items() if i not in claim.marker]
-    weights = {s: rarity(s) for s in clause}
-    total = sum(weights.values())
-    words = _words(weights, total, mine.stems)
-    words_margin = words - max((_words(weights, total, r.stems) for r in others), default=0.0)
-    folded = fold(claim.clause)
-    said = set(_WORD.findall(folded))
-    named = 1 if any(_mentions(folded, said, n) for n in mine.names) else (
-        -1 if any(_mentions(folded, said, n) for r in others for n in r.names - mine.names) else 0)
+    """(words, words margin, who, cosine, cosine margin) of one claim, from its
+    clause's reading (`_Pool.words`, `.cosines`, `.mentioned`); the cosines
+    are None without a vector. Margins are over the best other source of the
+    pool, those the same marker cites aside (they do not compete)."""
+    mine = claim.turn_id
+    share = words.get(mine, 0.0)
+    share_margin = share - max((v for i, v in words.items() if i not in claim.marker), default=0.0)
+    own = pool.names[mine]
+    if mentioned & own:
+        named = 1
+    elif any(pool.owners[n] - set(claim.marker) for n in mentioned - own):
+        named = -1
+    else:
+        named = 0
     cosine = margin = None
-    if cosines is not None and claim.turn_id in cosines:
-        cosine = cosines[claim.turn_id]
-        rivals = [cosines[r.source.id] for r in others if r.source.id in cosines]
-        margin = cosine - max(rivals, default=0.0)
-    return words, words_margin, named, cosine, margin
-
-
-def _cosines(clause_vectors: Mapping[str, Vector], read: Mapping[int, _Read]) -> dict[str, dict[int, float]]:
-    """Each clause's cosine with each source that has a vector (a short
-    reply's is the better of its own and its context's). A pool is a block
-    and a few more turns: a product at a time costs less here than packing
-    them (`embeddings.PackedVectors`) and rounding each clause to int8."""
-    rows: list[tuple[int, Int8]] = []
-    for turn_id, r in read.items():
-        if r.source.vector is not None:
-            rows.append((turn_id, r.source.vector))
-            if r.source.context_vector is not None:
-                rows.append((turn_id, r.source.context_vector))
-    out: dict[str, dict[int, float]] = {}
-    for clause, vector in clause_vectors.items():
-        found: dict[int, float] = {}
-        for turn_id, (scale, values) in rows:
-            if len(values) != len(vector):
-                continue  # another model's vector
-            cosine = sum(map(mul, vector, values)) * scale
-            found[turn_id] = max(cosine, found.get(turn_id, cosine))
-        out[clause] = found
-    return out
+    if cosines is not None and mine in cosines:
+        cosine = cosines[mine]
+        margin = cosine - max((v for i, v in cosines.items() if i not in claim.marker), default=0.0)
+    return share, share_margin, named, cosine, margin
 
 
 def _mentions(folded: str, said: set[str], name: str) -> bool:
@@ -435,18 +442,16 @@ def band(weights: Weights, value: float) -> Support:
 
 
 def _judge_one(
-    claim: Claim, read: Mapping[int, _Read], rarity: Callable[[str], float],
-    cosines: Mapping[int, float] | None, language: str, with_meaning: Weights, words_only: Weights,
-    speakers: frozenset[str],
+    claim: Claim, pool: _Pool, words: Mapping[int, float], cosines: Mapping[int, float] | None,
+    mentioned: frozenset[str], with_meaning: Weights, words_only: Weights,
 ) -> Judgement:
-    words, words_margin, named, cosine, margin = signals(claim, read, rarity, cosines, language,
-                                                         speakers)
+    share, share_margin, named, cosine, margin = signals(claim, pool, words, cosines, mentioned)
     weights = with_meaning if cosine is not None else words_only
-    value = score(weights, words, words_margin, named, margin)
+    value = score(weights, share, share_margin, named, margin)
     verdict = band(weights, value)
-    if words == 0.0 and (cosine is None or cosine < COSINE_FLOOR):
+    if share == 0.0 and (cosine is None or cosine < COSINE_FLOOR):
         verdict = Support.UNSUPPORTED
-    return Judgement(claim, verdict, value, words, words_margin, named, cosine, margin)
+    return Judgement(claim, verdict, value, share, share_margin, named, cosine, margin)
 
 
 # -- the turns of a save point, from the store ------------------------------
@@ -481,7 +486,7 @@ def sources_of(
     their stored vectors), short replies with the turn before them (found
     among them or in `before`, which are not sources themselves)."""
     def source(t: Turn) -> Source:
-        return Source(t.id, own_text(t), speaker_names(t, agent_name, language),
+        return Source(t.id, own_text(t)[:SOURCE_CHARS], speaker_names(t, agent_name, language),
                       (vectors or {}).get(t.id))
 
     made = [source(t) for t in {t.id: t for t in turns}.values()]
