@@ -346,3 +346,23 @@ async def test_kill_9_during_compaction_loses_nothing(tmp_path):
     outcome = await make(session, ReadingChronicler()).compact()
     assert outcome.status == "accepted"
     store.close()
+
+
+async def test_with_the_searchs_embeddings_the_support_check_reads_meaning_too(session):
+    from noema.memory.embeddings import EmbeddingTable, Meaning, embed_text
+    from noema.memory.embeddings_local import OnnxEmbedder
+
+    for n, text in enumerate(TRIP * 2):
+        session.append(NewTurn(TurnKind.USER if n % 2 == 0 else TurnKind.ASSISTANT, text))
+    model = OnnxEmbedder()
+    turns = session.turns
+    EmbeddingTable(session.store, model.name).put(  # as the background writer would
+        [t.id for t in turns], model.embed([embed_text(t) for t in turns]))
+    meaning = Meaning(session.store, model)
+    compactor = Compactor(session, Chronicler(ReadingChronicler()), SETTINGS,
+                          context_window=100_000, meaning=lambda: meaning)
+    outcome = await compactor.compact()
+    assert outcome.status == "accepted"
+    report = outcome.save_point.report
+    assert report.judged == len(report.cited) and report.words_only == 0
+    assert not any("words alone" in note for note in report.notes)

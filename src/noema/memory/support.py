@@ -15,11 +15,14 @@ pair is judged on three signals, all cheap and deterministic:
 - **who**: whether the clause names the turn's speaker, or only someone else
   of the pool.
 
-Both the words and the meaning count twice: as they are, and as a margin
-over the best *other* turn of the pool, which is what tells a right turn from
-a wrong one in the same block (a clause about a trip scores well against
-every turn about that trip; the turn that says it scores best). A short reply
-("yes", "sure, I will") is read with the turn it answers.
+The words count as they are and as a margin over the best *other* turn of
+the pool; the meaning counts as that margin only. The margin is what tells a
+right turn from a wrong one in the same block (a clause about a trip scores
+well against every turn about that trip; the turn that says it scores best).
+A turn that shares no word with the clause supports it only when the meaning
+is close (`COSINE_FLOOR`), so a clause close to nothing is never merely weak.
+A short reply ("yes", "sure, I will") is read with the turn it answers, and
+the speakers' names are left to the speaker signal, not counted as words.
 
 The signals are weighed into one score (a logistic model fitted on LoCoMo's
 observations and their evidence turns, `bench/citation_support.py`) and the
