@@ -11,6 +11,7 @@ from noema.identity import Identity
 from noema.memory import savepoints
 from noema.memory.chronicle import chronicle_text
 from noema.memory.chronicler import Chronicler
+from noema.interfaces.commands.memory import format_report
 from noema.memory.compaction import Compactor
 from noema.memory.session import Session
 from noema.memory.settings import MemorySettings
@@ -298,6 +299,7 @@ def test_the_trigger_counts_tokens_turns_and_pruning(session):
 CHILD = """
 import asyncio, sys
 from noema.memory.chronicler import Chronicler
+from noema.interfaces.commands.memory import format_report
 from noema.memory.compaction import Compactor
 from noema.memory.session import Session
 from noema.memory.settings import MemorySettings
@@ -366,3 +368,5 @@ async def test_with_the_searchs_embeddings_the_support_check_reads_meaning_too(s
     report = outcome.save_point.report
     assert report.judged == len(report.cited) and report.words_only == 0
     assert not any("words alone" in note for note in report.notes)
+    assert report.attempts[-1].support_ms > 0  # what reading the turns and embedding cost
+    assert "cited turns and clause vectors" in format_report(report)

@@ -135,6 +135,7 @@ async def draft_save_point(
             chronicler_s=round(spent, 3),
             validator_ms=round(verdict.seconds * 1000, 3),
             text="" if verdict.ok else text,
+            support_ms=round(gathered.seconds * 1000, 3) if gathered else 0.0,
         ))
         if verdict.ok:
             break

@@ -37,6 +37,7 @@ class AttemptRecord:
     chronicler_s: float
     validator_ms: float
     text: str = ""  # kept only for rejected attempts, for review
+    support_ms: float = 0.0  # reading the cited turns and their vectors, embedding the clauses
 
 
 @dataclass(frozen=True, slots=True)

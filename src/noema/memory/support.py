@@ -39,6 +39,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -503,7 +504,7 @@ class Gathered:
     sources: tuple[Source, ...]
     clause_vectors: Mapping[str, Vector] | None
     note: str | None = None  # why the clauses have no vectors when a model was there to make them
-    embed_ms: float = 0.0
+    seconds: float = 0.0  # reading the turns and vectors, embedding the clauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,8 +524,7 @@ class Evidence:
         """The sources of `text`'s citations (the block, the other cited turns
         and the turns before short ones) and its clauses embedded in one batch.
         Blocks on the store and the model: run it off the event loop."""
-        import time
-
+        started = time.perf_counter()
         have = {t.id: t for t in block}
         cited = {c.turn_id for c in claims(text)} - set(have)
         if cited:
@@ -534,15 +534,14 @@ class Evidence:
         before = list(self.turns(wanted_before)) if wanted_before else []
         ids = [*have, *(t.id for t in before)]
         vectors = dict(self.vectors(ids)) if self.vectors is not None else {}
-        sources = sources_of(have.values(), vectors=vectors, agent_name=self.agent_name,
-                             language=self.language, before=before)
+        sources = tuple(sources_of(have.values(), vectors=vectors, agent_name=self.agent_name,
+                                   language=self.language, before=before))
         wanted = clauses(text)
-        if self.embed is None or not wanted:
-            return Gathered(tuple(sources), None)
-        started = time.perf_counter()
-        try:
-            made = self.embed(wanted)
-        except Exception as exc:  # a model that fails leaves the words to decide, and says why
-            return Gathered(tuple(sources), None, f"the clauses could not be embedded ({exc})")
-        return Gathered(tuple(sources), dict(zip(wanted, made, strict=True)), None,
-                        (time.perf_counter() - started) * 1000)
+        made: Mapping[str, Vector] | None = None
+        note = None
+        if self.embed is not None and wanted:
+            try:
+                made = dict(zip(wanted, self.embed(wanted), strict=True))
+            except Exception as exc:  # a failing model leaves the words to decide, and says why
+                note = f"the clauses could not be embedded ({exc})"
+        return Gathered(sources, made, note, time.perf_counter() - started)

@@ -163,9 +163,11 @@ def format_report(report: Report) -> str:
     ]
     for attempt in report.attempts:
         verdict = "valid" if not attempt.failures else ", ".join(c for c, _ in attempt.failures)
+        gathered = (f", cited turns and clause vectors {attempt.support_ms:.0f} ms"
+                    if attempt.support_ms else "")
         lines.append(
             f"attempt {attempt.number}: {verdict} (chronicler {attempt.chronicler_s:.2f} s, "
-            f"validator {attempt.validator_ms:.2f} ms)"
+            f"validator {attempt.validator_ms:.2f} ms{gathered})"
         )
     if report.error:
         lines.append(f"error: {report.error}")
