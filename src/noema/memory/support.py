@@ -315,7 +315,9 @@ class _Pool:
 
     def words(self, clause: str) -> dict[int, float]:
         """Each source's weighed share of the clause's words (those holding none left out)."""
-        found = stems(clause, self.language) - self.speakers
+        # In a fixed order: sums of floats taken in a set's order could differ
+        # in their last bit from one process to the next.
+        found = sorted(stems(clause, self.language) - self.speakers)
         weights = {s: self.rarity(s) for s in found}
         total = sum(weights.values())
         shares: dict[int, float] = {}
