@@ -85,6 +85,15 @@ def test_sentences_that_retell_their_turns_are_supported_and_moved_citations_are
     assert (first.claim.turn_id, first.support) == (4, Support.UNSUPPORTED)
 
 
+def test_a_clause_mostly_about_another_turn_is_weak_and_still_accepted():
+    mixed = "The person asked about the tomatoes and the sleeper cabin {cite:5}."
+    report = judge(mixed, sources_of(TURNS))
+    judgement = report.judgements[0]
+    assert judgement.support is Support.WEAK
+    assert 0 < judgement.words and judgement.words_margin < 0  # turn 3 says more of it
+    assert report.count(Support.WEAK) == 1 and report.share == 0.0 and not report.rejects
+
+
 def test_a_clause_that_shares_nothing_with_its_turn_is_unsupported():
     nonsense = "16 turns, IDs 1-40 {cite:3}. The journey continued {cite:5}."
     assert set(verdicts(nonsense).values()) == {Support.UNSUPPORTED}
