@@ -63,9 +63,9 @@ def list_save_points(store: TurnStore, session: Session, *, zone: ZoneInfo | Non
         )
         if not sp.accepted:
             lines.append(f"      rejected: {_why(report)}")
-    lines.append("* = the save point in the context now.  support = the share of its citations "
-                 "whose turn says what the sentence says (- : not checked).  "
-                 "`noema memory show ID` shows one.")
+    lines.append("* = the save point in the context now.  `noema memory show ID` shows one.")
+    lines.append("support = the share of its citations whose turn says what the sentence says "
+                 "(-: not checked).")
     return "\n".join(lines)
 
 
