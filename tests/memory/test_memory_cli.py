@@ -20,7 +20,7 @@ from noema.memory.settings import MemorySettings
 from noema.memory.turns import Flag
 from noema.providers.scripted import ScriptedProvider, say
 
-from .conftest import chat, save_point_text
+from .conftest import chat, said_in, save_point_text
 from .test_compaction import SETTINGS, ReadingChronicler
 
 
@@ -79,10 +79,11 @@ async def test_lab_compact_reports_what_the_validator_said(session, tmp_path):
     path.write_text(buffer.getvalue())
     export = read_export(path)
     first_block = list(range(1, 9))
+    said = said_in(export.turns)
     provider = ScriptedProvider([
-        say(save_point_text(first_block + [4242])),
-        say(save_point_text(first_block)),
-        say(save_point_text([1, 9, 10, 11, 12])),
+        say(save_point_text(first_block + [4242], said=said)),
+        say(save_point_text(first_block, said=said)),
+        say(save_point_text([1, 9, 10, 11, 12], said=said)),
     ])
     settings = MemorySettings(min_journey_words=20, retries=1)
     report = await lab_compact(export, provider, settings, block_turns=8, max_save_points=2)

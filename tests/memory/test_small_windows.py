@@ -34,7 +34,7 @@ from noema.providers.settings import ModelSettings
 from noema.security.settings import FilesSettings, RootSettings
 from noema.tools.registry import ENABLE_TOOLS, ToolContext, ToolRegistry, tool
 
-from .conftest import chat, save_point_text
+from .conftest import chat, said_in_request, save_point_text
 
 CTX = ToolContext("c1", 1, 1)
 WORDS = ("river stone garden lamp letter window harbour bread winter market music paper "
@@ -238,8 +238,9 @@ class Reader:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         shown = request.messages[1].content.split("# Citable IDs")[0]
-        ids = [int(n) for n in re.findall(r"^\[(\d+)\] (?:person|agent)", shown, re.M)]
-        yield TextDelta(save_point_text(ids, journey_words=20))
+        said = said_in_request(shown)
+        ids = list(said)
+        yield TextDelta(save_point_text(ids, journey_words=20, said=said))
         yield Finish("stop")
 
 

@@ -10,13 +10,15 @@ from noema.memory.recall import turn_header
 from noema.memory.turns import ROLE_OF_KIND, Flag, Turn, TurnKind
 from noema.memory.validator import Citable, citable, cited_ids, validate
 
-from .conftest import save_point_text
+from .conftest import said_in, save_point_text
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def turn(turn_id: int, kind: TurnKind = TurnKind.USER, content: str = "text", **extra) -> Turn:
-    return Turn(turn_id, 1_700_000_000.0 + turn_id, kind, ROLE_OF_KIND[kind], content, **extra)
+def turn(turn_id: int, kind: TurnKind = TurnKind.USER, content: str | None = None, **extra) -> Turn:
+    # Each turn says something of its own, so that a sentence can retell it.
+    said = f"the crane {turn_id} needs oil" if content is None else content
+    return Turn(turn_id, 1_700_000_000.0 + turn_id, kind, ROLE_OF_KIND[kind], said, **extra)
 
 
 def block_of(first: int, count: int) -> list[Turn]:
@@ -114,7 +116,8 @@ def test_ids_surfaced_by_recall_tools_are_accepted(block, recalled, data):
     allowed = citable(None, whole)
     assert allowed.recalled == frozenset(recalled)
     chosen = data.draw(st.lists(st.sampled_from(sorted(recalled)), min_size=1, max_size=4))
-    verdict = validate(save_point_text([whole[0].id, *chosen]), allowed=allowed, block=whole)
+    verdict = validate(save_point_text([whole[0].id, *chosen], said=said_in(whole)),
+                       allowed=allowed, block=whole)
     assert verdict.ok, verdict.failures
 
 
@@ -125,7 +128,7 @@ def test_citing_only_given_ids_is_accepted(block, data):
     allowed = allowed_for(block, previous)
     ids = data.draw(st.lists(st.sampled_from(sorted(allowed.all)), min_size=1, max_size=8))
     ids.insert(0, block[0].id)
-    verdict = validate(save_point_text(ids), allowed=allowed, block=block)
+    verdict = validate(save_point_text(ids, said=said_in(block)), allowed=allowed, block=block)
     assert verdict.ok, verdict.failures
     assert set(verdict.cited) == set(ids)
 
@@ -150,13 +153,14 @@ def test_previous_save_point_citations_stay_citable():
     previous = save_point_text([3, 5])
     allowed = citable(previous, block)
     assert allowed.previous == {3, 5}
-    assert validate(save_point_text([20, 3, 5]), allowed=allowed, block=block).ok
+    assert validate(save_point_text([20, 3, 5], said=said_in(block)), allowed=allowed, block=block).ok
 
 
 # -- form ------------------------------------------------------------------------
 
 BLOCK = block_of(10, 6)
 ALLOWED = allowed_for(BLOCK)
+SAID = said_in(BLOCK)
 
 
 def codes(text: str, **options) -> set[str]:
@@ -192,7 +196,8 @@ def test_sections_are_required_and_alone():
     between = save_point_text([10]).replace("## The Journey", "## Open questions\nnone\n\n## The Journey")
     assert "extra_section" in codes(between)
     # what comes before the first section never reaches the context
-    verdict = validate("## Summary\nx\n" + save_point_text([10]), allowed=ALLOWED, block=BLOCK)
+    verdict = validate("## Summary\nx\n" + save_point_text([10], said=SAID), allowed=ALLOWED,
+                       block=BLOCK)
     assert verdict.ok and verdict.text.startswith("## State") and verdict.notes
 
 
@@ -202,7 +207,7 @@ def test_terse_journeys_and_journeys_without_new_citations_are_rejected():
 
 
 def test_spanish_headings_fences_and_preambles_are_understood():
-    spanish = save_point_text([10, 11]).replace("## State", "## Estado")
+    spanish = save_point_text([10, 11], said=SAID).replace("## State", "## Estado")
     spanish = spanish.replace("## The Journey", "## El Viaje")
     verdict = validate(f"Aquí está:\n```markdown\n{spanish}```", allowed=ALLOWED, block=BLOCK)
     assert verdict.ok, verdict.failures

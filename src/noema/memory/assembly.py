@@ -80,6 +80,7 @@ def build_memory(
         overhead_tokens=overhead_tokens,
         zone=zone,
         listener=listener,
+        meaning=lambda: search.meaning,  # set by the composition root once the model is chosen
     )
     tools = memory_tools(session.store, search, zone=zone, pinned_limit=settings.pinned_observations)
     return Memory(settings, session, search, compactor, tools, lang)

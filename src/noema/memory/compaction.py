@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from ..providers.base import ProviderError
@@ -34,9 +36,13 @@ from .savepoints import AttemptRecord, Report, SavePoint, Status
 from .selection import Block, select_block
 from .session import Session
 from .settings import MemorySettings
+from .support import Evidence, Support
 from .tokens import estimate_tokens
 from .turns import Turn
 from .validator import Citable, Verdict, citable, validate
+
+if TYPE_CHECKING:
+    from .embeddings import Meaning
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +96,12 @@ async def draft_save_point(
     min_coverage: float = 0.0,
     listener: CompactionListener | None = None,
     input_fraction: float = 0.5,
+    evidence: Evidence | None = None,
 ) -> Draft:
-    """Ask for a save point until one is valid or the retries run out."""
+    """Ask for a save point until one is valid or the retries run out.
+
+    `evidence` is where the support check finds the cited turns beyond the
+    block and the vectors (without it: the block's turns, on words alone)."""
     rejections: list[Rejection] = []
     attempts: list[AttemptRecord] = []
     verdict: Verdict | None = None
@@ -102,13 +112,20 @@ async def draft_save_point(
         except ProviderError as exc:
             return Draft(verdict, tuple(attempts), f"the chronicler failed: {exc}")
         spent = time.perf_counter() - started
+        # The store and the embedding model are read off the event loop.
+        gathered = await asyncio.to_thread(evidence.gather, text, request.block) if evidence else None
         verdict = validate(
             text,
             allowed=request.citable,
             block=request.block,
             min_journey_words=request.min_journey_words,
             min_coverage=min_coverage,
+            sources=gathered.sources if gathered else None,
+            clause_vectors=gathered.clause_vectors if gathered else None,
+            language=request.language,
         )
+        if gathered is not None and gathered.note:
+            verdict = dataclasses.replace(verdict, notes=(*verdict.notes, gathered.note))
         if listener:
             listener.on_attempt(number, verdict)
         attempts.append(AttemptRecord(
@@ -118,6 +135,7 @@ async def draft_save_point(
             chronicler_s=round(spent, 3),
             validator_ms=round(verdict.seconds * 1000, 3),
             text="" if verdict.ok else text,
+            support_ms=round(gathered.seconds * 1000, 3) if gathered else 0.0,
         ))
         if verdict.ok:
             break
@@ -144,7 +162,17 @@ def make_report(
         error=draft.error,
         notes=verdict.notes if verdict else (),
         session_last=session_last,
+        **_support_counts(verdict),
     )
+
+
+def _support_counts(verdict: Verdict | None) -> dict[str, int]:
+    support = verdict.support if verdict else None
+    if support is None:
+        return {}
+    return {"judged": len(support.judgements), "supported": support.count(Support.SUPPORTED),
+            "weak": support.count(Support.WEAK), "unsupported": support.count(Support.UNSUPPORTED),
+            "words_only": support.words_only}
 
 
 class Compactor:
@@ -162,10 +190,13 @@ class Compactor:
         overhead_tokens: Callable[[], int] | None = None,
         zone: ZoneInfo | None = None,
         listener: CompactionListener | None = None,
+        meaning: Callable[[], Meaning | None] | None = None,
     ) -> None:
         """`overhead_tokens` counts what a request carries besides the session's
         turns: the system prompt with the chronicle, the tool descriptions, the
-        answer reserve and the opening note (by default only the chronicle)."""
+        answer reserve and the opening note (by default only the chronicle).
+        `meaning` gives the search's embeddings, if any, whose vectors the
+        support check of citations reads."""
         self.session = session
         self.store = session.store
         self.chronicler = chronicler
@@ -176,6 +207,7 @@ class Compactor:
         self.overhead_tokens = overhead_tokens
         self.zone = zone
         self.listener = listener or CompactionListener()
+        self.meaning = meaning
         self._task: asyncio.Task[Outcome] | None = None
 
     # -- deciding ----------------------------------------------------------
@@ -302,10 +334,22 @@ class Compactor:
             min_coverage=self.settings.min_coverage,
             listener=self.listener,
             input_fraction=self.settings.chronicler_input_fraction,
+            evidence=self.evidence(),
         )
         outcome = self._conclude(previous, block, draft)
         self.listener.on_compaction_end(outcome)
         return outcome
+
+    def evidence(self) -> Evidence:
+        """Where the support check reads cited turns, and vectors when the search has them."""
+        meaning = self.meaning() if self.meaning is not None else None
+        return Evidence(
+            turns=self.store.get_many,
+            vectors=meaning.table.get if meaning is not None else None,
+            embed=meaning.embedder.embed if meaning is not None else None,
+            agent_name=self.agent_name,
+            language=self.language,
+        )
 
     def chronicler_room(self, previous: SavePoint | None) -> int:
         """Tokens of the block the chronicler can read: its window less the

@@ -4,6 +4,11 @@ Every compaction leaves one record. An accepted save point is what the
 context shows; a rejected one keeps what the chronicler wrote and why the
 validator refused it, for a person to review. Records are never edited or
 deleted (the store's triggers see to it).
+
+Each record keeps the share of its citations the support check found
+supported (`support`, a column of its own; None for records written before
+the check existed, or with no citation to judge) and, in its report, the
+counts behind it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class AttemptRecord:
     chronicler_s: float
     validator_ms: float
     text: str = ""  # kept only for rejected attempts, for review
+    support_ms: float = 0.0  # reading the cited turns and their vectors, embedding the clauses
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +57,21 @@ class Report:
     error: str | None = None  # the chronicler could not be reached, or the session moved on
     session_last: int | None = None  # the newest session turn when the compaction ended
     notes: tuple[str, ...] = field(default=())
+    # The support check of the last attempt: citations judged, and how.
+    judged: int = 0
+    supported: int = 0
+    weak: int = 0
+    unsupported: int = 0
+    words_only: int = 0  # judged without vectors
 
     @property
     def coverage(self) -> float:
         return self.covered / self.coverable if self.coverable else 1.0
+
+    @property
+    def support(self) -> float | None:
+        """Supported citations over judged ones; None when none was judged."""
+        return self.supported / self.judged if self.judged else None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -82,6 +99,7 @@ class SavePoint:
     turn_ids: tuple[int, ...]
     text: str
     report: Report
+    support: float | None = None  # the share of supported citations; None: not checked
 
     @property
     def first_turn(self) -> int:
@@ -96,7 +114,7 @@ class SavePoint:
         return self.status is Status.ACCEPTED
 
 
-_COLUMNS = "id, created, status, previous, turn_ids, text, report"
+_COLUMNS = "id, created, status, previous, turn_ids, text, report, support"
 
 
 def record(
@@ -116,12 +134,12 @@ def record(
     with store.transaction() as db:
         cursor = db.execute(
             "INSERT INTO save_points (created, status, previous, first_turn, last_turn, turn_ids,"
-            " text, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " text, report, support) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (created, status.value, previous, ids[0], ids[-1], json.dumps(ids), text,
-             report.to_json()),
+             report.to_json(), report.support),
         )
     assert cursor.lastrowid is not None
-    return SavePoint(cursor.lastrowid, created, status, previous, ids, text, report)
+    return SavePoint(cursor.lastrowid, created, status, previous, ids, text, report, report.support)
 
 
 def get(store: TurnStore, save_point_id: int) -> SavePoint | None:
@@ -147,7 +165,7 @@ def latest(store: TurnStore) -> SavePoint | None:
 
 
 def _from_row(row: Sequence) -> SavePoint:
-    sp_id, created, status, previous, turn_ids, text, report = row
+    sp_id, created, status, previous, turn_ids, text, report, support = row
     return SavePoint(
         id=int(sp_id),
         created=float(created),
@@ -156,4 +174,5 @@ def _from_row(row: Sequence) -> SavePoint:
         turn_ids=tuple(json.loads(turn_ids)),
         text=text,
         report=Report.from_json(report),
+        support=None if support is None else float(support),
     )

@@ -29,7 +29,8 @@ from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Flag, NewTurn, Role, Turn, TurnKind, sources_from_text, sources_to_text
 from .upkeep import IndexUpkeep, configure
 
-SCHEMA_VERSION = 3  # 2: outside text indexed without its datamarks; 3: the `sources` column
+# 2: outside text indexed without its datamarks; 3: turns' `sources`, save points' support
+SCHEMA_VERSION = 3
 COMPRESS_ABOVE = 16 * 1024  # bytes of UTF-8 text
 BACKFILL_BATCH = 500  # turns indexed per transaction when a language's index is built (appends wait that long)
 
@@ -122,7 +123,8 @@ CREATE TABLE IF NOT EXISTS save_points (
     last_turn  INTEGER NOT NULL,
     turn_ids   TEXT NOT NULL,
     text       TEXT NOT NULL,
-    report     TEXT NOT NULL
+    report     TEXT NOT NULL,
+    support    REAL CHECK (support BETWEEN 0 AND 1) -- supported citations' share; NULL: not checked
 );
 
 -- A save point, accepted or rejected, is a record of what the chronicler
@@ -255,6 +257,7 @@ class TurnStore:
             with self.transaction() as db:
                 if found == 1:
                     _index_outside_words(db)
+                _add_support_column(db)
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _live_indexes(self) -> tuple[tuple[str, WordStemmer], ...]:
@@ -626,6 +629,15 @@ def _index_outside_words(db: sqlite3.Connection) -> None:
             db.execute("INSERT INTO turns_fts (turns_fts, rowid, body) VALUES ('delete', ?, ?)",
                        (turn.id, old))
             db.execute("INSERT INTO turns_fts (rowid, body) VALUES (?, ?)", (turn.id, new))
+
+
+def _add_support_column(db: sqlite3.Connection) -> None:
+    # Save points written before their citations were checked keep NULL, "not
+    # checked": a record is never edited, so none is judged after the fact.
+    columns = {row[1] for row in db.execute("PRAGMA table_info(save_points)")}
+    if "support" not in columns:
+        db.execute("ALTER TABLE save_points ADD COLUMN support REAL"
+                   " CHECK (support BETWEEN 0 AND 1)")
 
 
 def row_to_turn(row: Sequence) -> Turn:

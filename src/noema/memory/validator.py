@@ -10,15 +10,21 @@ ID that is almost right is an altered ID.
 It also checks what it can of the form: both sections present, a Journey in
 prose (not a list), citations placed inline rather than piled at the end of
 a paragraph or on a line of their own, and not so short as to be terse.
+
+And it checks that each citation rests on its turn (`memory.support`): the
+clause a marker ends against the turn it cites. A save point with more than
+a quarter of its citations unsupported is rejected, the failure naming each
+such sentence and what its turn says instead, so that the retry can fix them.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from . import support as checking
 from .recall import surfaced_ids
 from .render import compact_ranges
 from .tokens import estimate_tokens
@@ -76,6 +82,7 @@ class Verdict:
     coverable: int  # user and assistant turns in the block
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    support: checking.SupportReport | None = None  # each citation against its turn
 
     @property
     def ok(self) -> bool:
@@ -140,8 +147,15 @@ def validate(
     block: Sequence[Turn],
     min_journey_words: int = 40,
     min_coverage: float = 0.0,
+    sources: Sequence[checking.Source] | None = None,
+    clause_vectors: Mapping[str, checking.Vector] | None = None,
+    language: str = "en",
 ) -> Verdict:
-    """Check a save point; the verdict lists every failure found, not just the first."""
+    """Check a save point; the verdict lists every failure found, not just the first.
+
+    `sources` are the turns its citations are checked against (by default the
+    block's, on words alone: `support.Evidence` gathers the older cited turns
+    and the vectors); `clause_vectors` the clauses' embeddings, if any."""
     started = time.perf_counter()
     text, notes = _normalise(raw)
     failures: list[Failure] = []
@@ -193,6 +207,18 @@ def validate(
             f"it cites {len(covered)} of the {len(coverable)} messages of the person and the "
             f"agent in the block; at least {min_coverage:.0%} should be cited where they matter.",
         ))
+    if sources is None:
+        sources = checking.sources_of(block, language=language)
+    permitted_sources = [s for s in sources if s.id in permitted]
+    support = checking.judge(text, permitted_sources, clause_vectors=clause_vectors,
+                             language=language)
+    failures.extend(_unsupported(support, permitted_sources))
+    notes.extend(support.notes)
+    doubtful = support.unsupported()
+    if doubtful and not support.rejects:
+        notes.append(f"{len(doubtful)} citation(s) may not rest on their turn, too few to reject: "
+                     + "; ".join(f"turn {j.claim.turn_id} for \"{j.claim.sentence}\""
+                                 for j in doubtful[:SHOWN_UNSUPPORTED]))
     return Verdict(
         text=text,
         failures=tuple(failures),
@@ -201,6 +227,7 @@ def validate(
         coverable=len(coverable),
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
+        support=support,
     )
 
 
@@ -336,6 +363,38 @@ def _piles(journey: str) -> int:
             piles += 1
         previous_end = citation.end
     return piles
+
+
+SHOWN_UNSUPPORTED = 6  # sentences named in the failure; the retry fixes these first
+_QUOTE_CHARS = 90
+
+
+def _unsupported(report: checking.SupportReport, sources: Sequence[checking.Source]) -> list[Failure]:
+    """The failure of a save point whose citations too often do not rest on their turns."""
+    if not report.rejects:
+        return []
+    said = {s.id: s.text for s in sources}
+    wrong = report.unsupported()
+    lines = []
+    for judgement in wrong[:SHOWN_UNSUPPORTED]:
+        claim = judgement.claim
+        quote = " ".join(said.get(claim.turn_id, "").split())
+        if len(quote) > _QUOTE_CHARS:
+            quote = quote[:_QUOTE_CHARS].rstrip() + "…"
+        # The clause the marker ends, where the chronicler wrote it ("…" when
+        # the sentence began earlier): it names the place to fix.
+        shown = claim.clause if claim.sentence.startswith(claim.clause) else f"…{claim.clause}"
+        lines.append(f'- "{shown} {{cite:{claim.turn_id}}}": turn {claim.turn_id} says "{quote}"')
+    more = len(wrong) - SHOWN_UNSUPPORTED
+    if more > 0:
+        lines.append(f"- and {more} more")
+    return [Failure(
+        "unsupported_citations",
+        f"{len(wrong)} of its {len(report.judgements)} citations do not rest on the turn they "
+        f"cite (at most {checking.MAX_UNSUPPORTED_SHARE:.0%} may be doubtful):\n" + "\n".join(lines)
+        + "\nCite the turn that says what each of these sentences says, or tell only what the "
+        "cited turn says.",
+    )]
 
 
 def _listing(ids: Sequence[int]) -> str:

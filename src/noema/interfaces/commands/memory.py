@@ -30,6 +30,7 @@ from ...memory.selection import select_block
 from ...memory.session import Session
 from ...memory.settings import MemorySettings
 from ...memory.store import TurnStore
+from ...memory.support import Evidence
 from ...memory.tokens import estimate_tokens
 from ...memory.turns import ROLE_OF_KIND, Flag, Turn, TurnKind
 from ...memory.validator import citable, citations
@@ -50,18 +51,21 @@ def list_save_points(store: TurnStore, session: Session, *, zone: ZoneInfo | Non
         return (f"No save point yet. The session holds {len(session)} turns; compaction starts "
                 "when the context passes its threshold.")
     lines = [f"{'id':>4}  {'status':8}  {'written':16}  {'turns':>13}  {'cited':>5}  "
-             f"{'coverage':>8}  {'words':>5}  {'retries':>7}  chronicler"]
+             f"{'coverage':>8}  {'support':>7}  {'words':>5}  {'retries':>7}  chronicler"]
     for sp in found:
         report = sp.report
         mark = "*" if sp.id == session.save_point_id else " "
         lines.append(
             f"{sp.id:>3}{mark}  {sp.status.value:8}  {when(sp.created, zone):16}  "
             f"{f'{sp.first_turn}-{sp.last_turn}':>13}  {len(report.cited):>5}  "
-            f"{report.coverage:>8.0%}  {report.words:>5}  {report.retries:>7}  {report.chronicler}"
+            f"{report.coverage:>8.0%}  {support_share(sp.support):>7}  {report.words:>5}  "
+            f"{report.retries:>7}  {report.chronicler}"
         )
         if not sp.accepted:
             lines.append(f"      rejected: {_why(report)}")
     lines.append("* = the save point in the context now.  `noema memory show ID` shows one.")
+    lines.append("support = the share of its citations whose turn says what the sentence says "
+                 "(-: not checked).")
     return "\n".join(lines)
 
 
@@ -131,6 +135,21 @@ def search_memory(
     return "\n".join(lines)
 
 
+def support_share(share: float | None) -> str:
+    """A save point's share of supported citations, or "-" when none was checked."""
+    return "-" if share is None else f"{share:.0%}"
+
+
+def support_line(report: Report) -> str:
+    """What the support check found of a save point's citations, in one line."""
+    if not report.judged:
+        return "support: not checked (no citation judged, or written before citations were checked)"
+    alone = (f"; {report.words_only} judged on words alone (no vectors)"
+             if report.words_only else "")
+    return (f"support {report.support:.0%}: {report.supported} of {report.judged} citations "
+            f"supported by their turn, {report.weak} weak, {report.unsupported} unsupported{alone}")
+
+
 def format_report(report: Report) -> str:
     """A save point's report as a few lines."""
     lines = [
@@ -139,13 +158,16 @@ def format_report(report: Report) -> str:
         f"cited {len(report.cited)} turn(s): {compact_ranges(report.cited) or 'none'}",
         f"coverage {report.coverage:.0%} ({report.covered} of {report.coverable} messages of "
         "the person and the agent in the block)",
+        support_line(report),
         f"length {report.chars:,} characters, {report.words:,} words, about {report.tokens:,} tokens",
     ]
     for attempt in report.attempts:
         verdict = "valid" if not attempt.failures else ", ".join(c for c, _ in attempt.failures)
+        gathered = (f", cited turns and clause vectors {attempt.support_ms:.0f} ms"
+                    if attempt.support_ms else "")
         lines.append(
             f"attempt {attempt.number}: {verdict} (chronicler {attempt.chronicler_s:.2f} s, "
-            f"validator {attempt.validator_ms:.2f} ms)"
+            f"validator {attempt.validator_ms:.2f} ms{gathered})"
         )
     if report.error:
         lines.append(f"error: {report.error}")
@@ -269,6 +291,7 @@ async def lab_compact(
     remaining = [t for t in export.turns if not t.has(Flag.DISCARDED)]
     previous = export.save_point
     known = {t.id for t in export.turns}
+    by_id = {t.id: t for t in export.turns}
     out = [f"Chronicler {chronicler.label}, language {lang}; {len(remaining)} turns "
            f"({compact_ranges(t.id for t in remaining)})."]
     for number in range(1, max_save_points + 1):
@@ -300,7 +323,9 @@ async def lab_compact(
             min_journey_words=settings.min_journey_words,
         )
         draft = await draft_save_point(
-            chronicler, request, retries=settings.retries, min_coverage=settings.min_coverage
+            chronicler, request, retries=settings.retries, min_coverage=settings.min_coverage,
+            evidence=Evidence(turns=lambda ids: [by_id[i] for i in ids if i in by_id],
+                              agent_name=agent_name, language=lang),
         )
         report = make_report(draft, chronicler=chronicler.label, language=lang)
         status = "VALID" if draft.ok else "INVALID"

@@ -13,7 +13,7 @@ from ...memory.render import compact_ranges
 from ...memory.search import ROLE_KINDS, HistorySearch
 from ...memory.store import TurnStore
 from ...memory.validator import CITATION
-from ..commands.memory import format_report
+from ..commands.memory import format_report, support_share
 from .render import citations_html
 
 SEARCH_LIMIT = 30
@@ -42,6 +42,9 @@ class SavePointView:
     html: str  # the Journey, sanitised, citations as links inside the page and no other
     report: str  # the validator's report, as `noema memory show` words it
     rejected: list[dict[str, Any]]  # per attempt: failures and the text that was refused
+    support: str = "-"  # the share of supported citations ("-": not checked)
+    supported: int = 0
+    judged: int = 0
 
 
 def save_points(store: TurnStore) -> list[SavePointView]:
@@ -55,7 +58,9 @@ def save_points(store: TurnStore) -> list[SavePointView]:
             id=sp.id, status=sp.status.value, written=when(sp.created),
             turns=compact_ranges(sp.turn_ids), previous=sp.previous,
             html=citations_html(cited_markdown(sp.text)) if sp.text else "",
-            report=format_report(sp.report), rejected=rejected))
+            report=format_report(sp.report), rejected=rejected,
+            support=support_share(sp.support), supported=sp.report.supported,
+            judged=sp.report.judged))
     return views
 
 
