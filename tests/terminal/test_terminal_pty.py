@@ -104,3 +104,54 @@ def test_the_chat_at_a_real_terminal(tmp_path: Path):
     history = agent / "chat_history"
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
     assert "+line one\n+line two" in history.read_text()
+
+
+ASKING_SCRIPT = """
+[[responses]]
+[[responses.tool_calls]]
+name = "shell_execute"
+arguments = { command = "echo ran > proof.txt" }
+
+[[responses]]
+text = "Understood, not run."
+
+[[responses]]
+text = "I read your yes."
+"""
+
+
+def test_a_yes_typed_before_the_question_is_a_message_and_only_an_answer_at_its_prompt_counts(
+        tmp_path: Path):
+    agent = tmp_path / "agents" / "default"
+    agent.mkdir(parents=True)
+    workspace = tmp_path / "ws"
+    (agent / "script.toml").write_text(ASKING_SCRIPT)
+    (agent / "config.toml").write_text(
+        "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
+        "script = 'script.toml'\ntoken_delay_s = 0.004\n"
+        f"[[files.roots]]\npath = '{workspace}'\n")
+    env = {**env_for(tmp_path), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    chat = pexpect.spawn(NOEMA[0], [*NOEMA[1:], "chat"], env=env, encoding="utf-8",
+                         timeout=30, dimensions=(30, 100))
+    try:
+        chat.expect("you>")
+        # Both lines typed at once, before any question exists.
+        chat.send("write the proof file\ryes\r")
+        chat.expect("shell_execute needs your approval")
+        chat.expect(re.escape("allow it? [y/N]"))
+        chat.send("n\r")  # at the question's own prompt: the answer
+        chat.expect("Understood, not run.")
+        chat.expect("I read your yes.")
+        chat.send("/quit\r")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert "Traceback" not in (chat.before or "")
+    assert not (workspace / "proof.txt").exists()
+
+    store = TurnStore(agent / "turns.db")
+    try:
+        said = [t.content for t in store.range(1, 10_000) if t.kind is TurnKind.USER]
+    finally:
+        store.close()
+    assert said == ["write the proof file", "yes"]  # "yes" stored once, "n" never
