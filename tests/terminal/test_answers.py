@@ -237,8 +237,10 @@ def test_every_message_the_person_typed_is_stored_exactly_once(script):
         if line.text.strip() and not is_command(line.text)
         and (line.shown is None or line.text.strip().lower() not in YES | NO))
     assert Counter(host.stored) == expected
-    stops = [line for line in person.entered if line.text == "/stop"]
-    assert len([m for m in sent if isinstance(m, Stop)]) <= len(stops)
+    # A command is a command at any prompt: never a message, never an answer.
+    for word, kind in (("/stop", Stop), ("/status", AskStatus)):
+        typed = [line for line in person.entered if line.text == word]
+        assert len([m for m in sent if isinstance(m, kind)]) == len(typed)
 
 
 async def test_yes_typed_as_a_message_just_before_a_question_is_stored_and_answers_nothing():
