@@ -344,7 +344,7 @@ class _Silence:
         log.warning("%s has not answered in %.0f s; still waiting for %s (a step gives up "
                     "after %.0f s without an answer). It may be busy with an earlier request "
                     "(one a closed chat left behind keeps llama.cpp's Python server busy until "
-                    "it is done) or still loading its model", self._endpoint.where,
+                    "it is done), still reading a long request, or loading its model", self._endpoint.where,
                     SILENCE_TOLD_S, what, self._endpoint.timeout_s)
 
 
