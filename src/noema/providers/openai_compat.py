@@ -269,8 +269,11 @@ def _broke_after_headers(exc: BaseException) -> bool:
 _WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
 
 # Seconds without a first word before the person is told what the request
-# waits for (a busy server, start-up checks), rather than left in silence.
+# waits for (a busy server, start-up checks), rather than left in silence;
+# once answers have come, the wait must also be SILENCE_TIMES the usual one
+# (a slow machine's usual wait is no news).
 SILENCE_TOLD_S = 10.0
+SILENCE_TIMES = 3.0
 
 # Endpoints (base URL, model) found to HTML-escape what their model reads
 # (True) or not (False), for the life of the process: see `entities.py`.
@@ -319,15 +322,19 @@ async def _unless_empty(
 
 
 class _Silence:
-    """Tells the person, once, when a request has had no first word for
-    `SILENCE_TOLD_S`: what it waits for, in words (a warning, which a chat
-    shows as its notice), instead of a silent wait until the timeout."""
+    """Tells the person, once, when a request has had no first word for longer
+    than usual (`SILENCE_TOLD_S`, and `SILENCE_TIMES` the `usual` wait): what
+    it waits for, in words (a warning, which a chat shows as its notice),
+    instead of a silent wait until the timeout."""
 
-    def __init__(self, endpoint: Endpoint, checking: bool) -> None:
+    def __init__(self, endpoint: Endpoint, checking: bool, usual: float | None) -> None:
         self._endpoint = endpoint
         self._checking = checking  # the start-up checks of the server come first
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
-            SILENCE_TOLD_S, self._tell)
+        loop = asyncio.get_running_loop()
+        self._started = loop.time()
+        self.waited: float | None = None  # until the first word, once it came
+        self._after = max(SILENCE_TOLD_S, SILENCE_TIMES * (usual or 0.0))
+        self._timer: asyncio.TimerHandle | None = loop.call_later(self._after, self._tell)
 
     def checked(self) -> None:
         self._checking = False
@@ -336,6 +343,7 @@ class _Silence:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self.waited = asyncio.get_running_loop().time() - self._started
 
     def _tell(self) -> None:
         self._timer = None
@@ -344,8 +352,8 @@ class _Silence:
         log.warning("%s has not answered in %.0f s; still waiting for %s (a step gives up "
                     "after %.0f s without an answer). It may be busy with an earlier request "
                     "(one a closed chat left behind keeps llama.cpp's Python server busy until "
-                    "it is done), still reading a long request, or loading its model", self._endpoint.where,
-                    SILENCE_TOLD_S, what, self._endpoint.timeout_s)
+                    "it is done), still reading a long request, or loading its model",
+                    self._endpoint.where, self._after, what, self._endpoint.timeout_s)
 
 
 # -- the provider -------------------------------------------------------------
@@ -389,6 +397,7 @@ class OpenAICompatProvider:
         self._traffic = Traffic()
         self._may_escape = may_escape  # its server might escape what the model reads
         self._checking = asyncio.Lock()
+        self._usual_wait: float | None = None  # seconds to a first word, as usually seen
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -429,17 +438,25 @@ class OpenAICompatProvider:
         )
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
-        silence = _Silence(self.endpoint, self._checks_pending())
+        silence = _Silence(self.endpoint, self._checks_pending(), self._usual_wait)
         try:
             escaping = await self.reads_escaped()
             silence.checked()
             async with self._traffic.answering():
                 events = self._attempt_unguarded(request)
                 async for event in unescaped(events) if escaping else events:
-                    silence.end()
+                    if silence.waited is None:
+                        silence.end()
+                        self._learn_wait(silence.waited)
                     yield event
         finally:
             silence.end()
+
+    def _learn_wait(self, waited: float | None) -> None:
+        """The usual wait for a first word: a slow average of the waits seen."""
+        if waited is not None:
+            usual = self._usual_wait
+            self._usual_wait = waited if usual is None else 0.7 * usual + 0.3 * waited
 
     def _checks_pending(self) -> bool:
         return self._may_escape and self._key not in _ESCAPING
