@@ -16,6 +16,10 @@ new message cuts a reply short, a script's next line waits for it). `/stop`
 (or Ctrl-C) stops a reply,
 `/status` shows the agent's state, `/help` lists the commands, `/quit` (or
 Ctrl-D) leaves. Errors are shown as messages, never as tracebacks.
+
+An approval question is answered only by a line entered at its own prompt
+after it was drawn (`answers.py`); a line typed before, even "yes", is a
+message, sent and answered like any other.
 """
 
 from __future__ import annotations

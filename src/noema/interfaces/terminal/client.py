@@ -195,9 +195,10 @@ class ChatClient:
         self._stirred.set()
 
     async def settled(self) -> None:
-        """Until the agent has nothing in hand: idle, asking a question the
-        next line answers, or gone. Lines from a script wait for it, so that
-        each is answered instead of cutting short the answer before it."""
+        """Until the agent has nothing in hand: idle, asking a question, or
+        gone. Lines from a script wait for it, so that each is answered
+        instead of cutting short the answer before it (a line already in the
+        pipe when a question is drawn is a message, never its answer)."""
         while self.busy and not self.approvals and not self.closed.is_set():
             self._stirred.clear()
             await self._stirred.wait()
