@@ -61,7 +61,9 @@ Commands:
   /status  how much of the model's context is in use, what waits
   /help    this list
   /quit    leave (Ctrl-D does the same)
-Anything else is a message to the agent."""
+Anything else is a message to the agent. A question is answered at its own
+prompt once shown (y allows; n or Enter refuses; other words refuse and are
+sent as a message); a line typed before it appeared is a message."""
 
 HELP_KEYS = """\
 Keys: Enter sends; Alt-Enter (or Esc then Enter) starts a new line, and a pasted
