@@ -26,7 +26,9 @@ from .providers.base import BadRequest, EmptyAnswer, Message, MessageRole, Model
     ProtocolViolation, ProviderError, ProviderUnavailable, ResponseBuilder, TextDelta, \
     ToolCallDelta, ToolSpec
 from .providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
+from .providers.counting import server_root
 from .providers.discovery import DiscoveryFailed, ServerProbe, Unreachable, Window
+from .providers.failures import server_window
 from .providers.settings import ModelSettings
 
 TEST_TIMEOUT_S = 90.0  # a small local model may take its time to load
@@ -35,6 +37,10 @@ BUSY_CHECK_S = 10.0  # a server that does not list its models within this is bus
 # small one, which a server started for chat takes (a request larger than
 # the server's window is refused; a smaller one only leaves room unused).
 SAFE_LOCAL_WINDOW = 4_096
+# Tokens past any window a server of one's own runs (2**20): a request this
+# long is refused, naming the window, before it is read.
+PAST_ANY_WINDOW = (1 << 20) + 1
+REFUSAL_TIMEOUT_S = 60.0
 # Offered by the setup, in this order; the scripted model is for rehearsals, set by hand.
 CHOICES = ("ollama", "llamacpp", "vllm", "lmstudio", "openai", "anthropic", "openrouter",
            "deepseek", "openai-compatible")
@@ -159,7 +165,46 @@ async def served_window(answers: Answers, secrets: Mapping[str, str]) -> Window 
     """The window the server serves the model with; None when it does not say."""
     key = secrets.get(answers.key_env) if answers.key_env else None
     async with ServerProbe(answers.provider, answers.address, key) as probe:
-        return await probe.window(answers.model)
+        window = await probe.window(answers.model)
+    if window is None and answers.provider == "llamacpp":
+        window = await window_from_refusal(answers.address, answers.model, key)
+    return window
+
+
+async def window_from_refusal(address: str, model: str, key: str | None) -> Window | None:
+    """The window llama.cpp's Python server runs, which it says nowhere but in
+    its refusal of a request longer than it: a request past any window a
+    server of one's own runs is refused before a word of it is read (a few
+    seconds of counting, nothing generated). Asked only of a server that
+    answers that server's own count route; None otherwise."""
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    unit = "a "
+    try:
+        async with httpx2.AsyncClient(headers=headers, timeout=REFUSAL_TIMEOUT_S,
+                                      follow_redirects=False) as client:
+            counted = await client.post(server_root(address) + "/extras/tokenize/count",
+                                        json={"input": unit * 1000, "model": model})
+            count = counted.json().get("count") if counted.status_code == 200 else None
+            if not isinstance(count, int) or count <= 0:
+                return None  # not that server: it would read the request, not refuse it
+            units = -(-PAST_ANY_WINDOW * 1000 // count)
+            refused = await client.post(address.rstrip("/") + "/chat/completions", json={
+                "model": model, "max_tokens": 1,
+                "messages": [{"role": "user", "content": unit * units}]})
+    except (httpx2.HTTPError, ValueError, AttributeError):
+        return None
+    if refused.status_code != 400:
+        return None
+    try:
+        message = refused.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    tokens = server_window(message) if isinstance(message, str) else None
+    if not tokens:
+        return None
+    return Window(tokens, "llama.cpp's Python server, refusing a request longer than its window")
 
 
 def served_name(answers: Answers, served: list[str]) -> str | None:

@@ -105,3 +105,36 @@ async def test_a_server_that_is_not_there_is_said_to_be_started(tmp_path):
                       context_window=4096)
     with pytest.raises(ProviderError, match=r"Hint: is the server running at http://127"):
         await live_test(answers, {})
+
+
+async def test_the_python_server_s_window_is_read_from_its_refusal_of_a_longer_request():
+    from noema.setup_flow import PAST_ANY_WINDOW, window_from_refusal
+    from tests.fakes import FakeFailure
+    from tests.providers.test_server_quirks import LlamaServerShapes
+
+    counted: list[str] = []
+
+    def count(body):
+        counted.append(body["input"])
+        return {"count": len(body["input"].split())}
+
+    refusal = ("This model's maximum context length is 8192 tokens. However, you requested "
+               "1048588 tokens (1048587 in the messages, 1 in the completion).")
+    with LlamaServerShapes({"/extras/tokenize/count": count}) as server:
+        server.script(FakeFailure(400, refusal))
+        window = await window_from_refusal(server.base_url, "m", None)
+        [asked] = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert window is not None and window.tokens == 8192
+    assert "refusing a request longer than its window" in window.source
+    # Longer than any window: refused before it is read, never answered.
+    assert len(asked.body["messages"][0]["content"].split()) >= PAST_ANY_WINDOW
+    assert asked.body["max_tokens"] == 1
+
+
+async def test_a_server_without_that_count_route_is_never_sent_the_long_request():
+    from noema.setup_flow import window_from_refusal
+
+    with FakeLocalServer("llamacpp", {"m": None}) as server:
+        assert await window_from_refusal(server.base_url, "m", None) is None
+        asked = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert asked == []  # a server that would read it whole is not asked

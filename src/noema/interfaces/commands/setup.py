@@ -106,7 +106,13 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
     say(f"written: [models.reasoning] in {paths.config_file}")
 
 
+def _reading_window(answers: Answers, say: Say) -> None:
+    if answers.provider == "llamacpp":  # its Python server takes a few seconds to say it
+        say("reading the window the server runs…")
+
+
 def _read_window(answers: Answers, secrets: Mapping[str, str], say: Say) -> int | None:
+    _reading_window(answers, say)
     try:
         window = asyncio.run(served_window(answers, secrets))
     except DiscoveryFailed as exc:
@@ -194,6 +200,7 @@ def _ask_window(answers: Answers, secrets: Mapping[str, str], *, asked_server: b
     """The window, offering what the server says (or the catalogue's figure)."""
     window: Window | None = None
     if asked_server:
+        _reading_window(answers, say)
         try:
             window = asyncio.run(served_window(answers, secrets))
         except DiscoveryFailed as exc:
