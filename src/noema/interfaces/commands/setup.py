@@ -208,8 +208,8 @@ def _ask_window(answers: Answers, secrets: Mapping[str, str], *, asked_server: b
     if window is not None:
         say(_window_line(window))
     else:
-        say("The server does not say its context window (the tokens the model reads at "
-            f"once): {unsaid_window(answers.spec)}.")
+        say(f"context window (the tokens the model reads at once): "
+            f"{unsaid_window(answers.spec)}.")
     tokens = ask("Context window in tokens", type=click.IntRange(min=256),
                  default=window.tokens if window else fallback_window(answers.spec))
     return replace(answers, context_window=tokens)
