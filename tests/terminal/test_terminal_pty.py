@@ -3,6 +3,7 @@ prompt, Markdown answers, multi-line input, an approval, Ctrl-C, the history."""
 
 from __future__ import annotations
 
+import io
 import re
 import stat
 from pathlib import Path
@@ -130,9 +131,13 @@ def test_a_yes_typed_before_the_question_is_a_message_and_only_an_answer_at_its_
         "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
         "script = 'script.toml'\ntoken_delay_s = 0.004\n"
         f"[[files.roots]]\npath = '{workspace}'\n")
-    env = {**env_for(tmp_path), "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    # No PROMPT_TOOLKIT_NO_CPR: the chat asks the terminal nothing, so no reply
+    # of the terminal's can be taken for typing.
+    env = {**env_for(tmp_path), "TERM": "xterm"}
     chat = pexpect.spawn(NOEMA[0], [*NOEMA[1:], "chat"], env=env, encoding="utf-8",
                          timeout=30, dimensions=(30, 100))
+    seen = io.StringIO()
+    chat.logfile_read = seen
     try:
         chat.expect("you>")
         # Both lines typed at once, before any question exists.
@@ -148,6 +153,7 @@ def test_a_yes_typed_before_the_question_is_a_message_and_only_an_answer_at_its_
         chat.close(force=True)
     assert "Traceback" not in (chat.before or "")
     assert not (workspace / "proof.txt").exists()
+    assert "\x1b[6n" not in seen.getvalue()  # no cursor-position request was sent
 
     store = TurnStore(agent / "turns.db")
     try:

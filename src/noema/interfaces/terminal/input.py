@@ -32,7 +32,7 @@ from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.output import Output
+from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from .answers import Prompts
@@ -178,7 +178,8 @@ class PromptRounds:
 
 def typed_ahead(app: Application[str]) -> bool:
     """Whether anything the person typed waits at this moment: text being
-    edited, keys read but not handled, bytes in the terminal's input."""
+    edited, keys read but not handled, bytes in the terminal's input (the
+    terminal itself sends nothing there: the prompt asks it no questions)."""
     if app.current_buffer.text or app.is_done or app.key_processor.input_queue:
         return True
     try:
@@ -242,6 +243,13 @@ def make_session(client: ChatClient, screen: RichScreen, bar: StatusBar, *,
         screen.line(LEAVE_HINT, "note")
 
     rounds = PromptRounds(client)
+    if output is None:
+        output = create_output()
+        # No cursor-position requests: the terminal's reply would arrive on
+        # the input like typing, and a prompt must see in its input only what
+        # the person typed (`typed_ahead`).
+        if hasattr(output, "enable_cpr"):
+            output.enable_cpr = False
     session: PromptSession[str] = PromptSession(
         message=prompt_message(rounds, screen),
         history=history if history is not None else InMemoryHistory(),
