@@ -132,7 +132,7 @@ async def test_the_prompt_asks_the_approval_question_and_shows_the_answer_being_
     client.handle(ApprovalAsked(approval=1, tool="shell_execute", arguments="{}", reason=""))
     assert "an approval waits for your answer" in bar.text()
     rounds.begin()  # the next prompt is the question's
-    assert "".join(text for _, text in message()).endswith("allow it? [y/N] ")
+    assert "".join(text for _, text in message()).endswith("allow shell_execute? [y/N] ")
 
 
 def test_a_long_answer_being_written_keeps_to_a_few_rows_above_the_prompt():

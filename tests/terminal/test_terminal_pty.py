@@ -75,7 +75,7 @@ def test_the_chat_at_a_real_terminal(tmp_path: Path):
 
         chat.send("write the proof file\r")
         chat.expect("shell_execute needs your approval")
-        chat.expect(re.escape("allow it? [y/N]"))
+        chat.expect(re.escape("allow shell_execute? [y/N]"))
         chat.send("y\r")
         chat.expect("Done, the file is there.")
 
@@ -143,7 +143,7 @@ def test_a_yes_typed_before_the_question_is_a_message_and_only_an_answer_at_its_
         # Both lines typed at once, before any question exists.
         chat.send("write the proof file\ryes\r")
         chat.expect("shell_execute needs your approval")
-        chat.expect(re.escape("allow it? [y/N]"))
+        chat.expect(re.escape("allow shell_execute? [y/N]"))
         chat.send("n\r")  # at the question's own prompt: the answer
         chat.expect("Understood, not run.")
         chat.expect("I read your yes.")

@@ -36,7 +36,7 @@ from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from .answers import Prompts
-from .client import ChatClient
+from .client import ChatClient, one_line
 from .lines import StreamLines
 from .screen import ANSWER, PROMPT, RichScreen
 from .status_line import StatusBar
@@ -199,7 +199,11 @@ def prompt_message(rounds: PromptRounds, screen: RichScreen) -> Callable[[], For
         if live:
             parts.append(("", live_tail(ANSWER + live, _columns()) + "\n"))
         if rounds.asks is not None:
-            parts.append(("bold ansiyellow", "allow it? [y/N] "))
+            # The prompt names what it asks: it is drawn at once, while the
+            # question's lines above it may reach the screen a moment later.
+            tool = next((a.tool for a in rounds.client.approvals
+                         if a.approval == rounds.asks), "it")
+            parts.append(("bold ansiyellow", f"allow {one_line(tool, 40)}? [y/N] "))
         else:
             parts.append(("bold", PROMPT))
         return FormattedText(parts)
