@@ -15,7 +15,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from noema.interfaces.host.protocol import (
@@ -258,3 +258,47 @@ async def test_an_answer_given_to_a_question_settled_meanwhile_is_not_used_for_t
         ("take", "")])
     assert [a for a in sent if isinstance(a, Answer)] == []
     assert host.open == deque([2]) and host.stored == []
+
+
+# -- lines from a real pipe: where the input stood when a prompt was drawn -------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.just("draw"), st.text(alphabet="ayes /\u00e9", max_size=6)),
+                max_size=12))
+def test_a_line_written_to_the_pipe_before_a_prompt_is_drawn_ends_before_it(steps):
+    import os
+
+    from noema.interfaces.terminal.lines import StreamLines
+
+    async def scenario() -> None:
+        read_end, write_end = os.pipe()
+        source = os.fdopen(read_end, "r", encoding="utf-8")
+        lines = StreamLines(source, asyncio.get_running_loop())
+        prompts = Prompts()
+        lines.start()
+        written: list[tuple[str, int]] = []  # each line and the prompts drawn before it
+        draws = 0
+        try:
+            for step in steps:
+                if step == "draw":
+                    draws += 1
+                    lines.prompt_changed(prompts, draws)
+                    await asyncio.sleep(0)  # the reader may or may not have read yet
+                else:
+                    os.write(write_end, (step + "\n").encode())
+                    written.append((step, draws))
+            os.close(write_end)
+            write_end = -1
+            for text, drawn_before in written:
+                line = await asyncio.wait_for(lines.lines.get(), 10)
+                assert line is not None and line.text == text
+                # Entered at the last prompt drawn before it was written, never a later one.
+                assert prompts.at(line.at).question == (drawn_before or None)
+            assert await asyncio.wait_for(lines.lines.get(), 10) is None
+        finally:
+            if write_end >= 0:
+                os.close(write_end)
+            source.close()
+
+    asyncio.run(scenario())
