@@ -349,10 +349,10 @@ class _Silence:
         self._timer = None
         what = ("its start-up checks (how it counts and reads text)" if self._checking
                 else "the first words of the answer")
-        log.warning("%s has not answered in %.0f s; still waiting for %s (a step gives up "
-                    "after %.0f s without an answer). It may be busy with an earlier request "
-                    "(one a closed chat left behind keeps llama.cpp's Python server busy until "
-                    "it is done), still reading a long request, or loading its model",
+        log.warning("%s has not answered in %.0f s; still waiting for %s. It may be busy "
+                    "with an earlier request (one a closed chat left behind keeps llama.cpp's "
+                    "Python server busy until it is done), still reading a long request, or "
+                    "loading its model; a step with no answer for %.0f s gives up",
                     self._endpoint.where, self._after, what, self._endpoint.timeout_s)
 
 
