@@ -22,13 +22,25 @@ from urllib.parse import urlsplit
 from . import config as configuration
 from .config import ConfigError
 from .paths import AgentPaths
-from .providers.base import Message, MessageRole, ModelRequest, ProviderError, ResponseBuilder, \
-    ToolSpec
+from .providers.base import BadRequest, EmptyAnswer, Message, MessageRole, ModelRequest, \
+    ProtocolViolation, ProviderError, ProviderUnavailable, ResponseBuilder, TextDelta, \
+    ToolCallDelta, ToolSpec
 from .providers.catalog import DEFAULT_CONTEXT_WINDOW, PROVIDERS, ProviderSpec
-from .providers.discovery import ServerProbe, Window
+from .providers.counting import server_root
+from .providers.discovery import DiscoveryFailed, ServerProbe, Unreachable, Window
+from .providers.failures import server_window
 from .providers.settings import ModelSettings
 
 TEST_TIMEOUT_S = 90.0  # a small local model may take its time to load
+BUSY_CHECK_S = 10.0  # a server that does not list its models within this is busy
+# The window assumed for a server of one's own that does not say its own: a
+# small one, which a server started for chat takes (a request larger than
+# the server's window is refused; a smaller one only leaves room unused).
+SAFE_LOCAL_WINDOW = 4_096
+# Tokens past any window a server of one's own runs (2**20): a request this
+# long is refused, naming the window, before it is read.
+PAST_ANY_WINDOW = (1 << 20) + 1
+REFUSAL_TIMEOUT_S = 60.0
 # Offered by the setup, in this order; the scripted model is for rehearsals, set by hand.
 CHOICES = ("ollama", "llamacpp", "vllm", "lmstudio", "openai", "anthropic", "openrouter",
            "deepseek", "openai-compatible")
@@ -153,7 +165,46 @@ async def served_window(answers: Answers, secrets: Mapping[str, str]) -> Window 
     """The window the server serves the model with; None when it does not say."""
     key = secrets.get(answers.key_env) if answers.key_env else None
     async with ServerProbe(answers.provider, answers.address, key) as probe:
-        return await probe.window(answers.model)
+        window = await probe.window(answers.model)
+    if window is None and answers.provider == "llamacpp":
+        window = await window_from_refusal(answers.address, answers.model, key)
+    return window
+
+
+async def window_from_refusal(address: str, model: str, key: str | None) -> Window | None:
+    """The window llama.cpp's Python server runs, which it says nowhere but in
+    its refusal of a request longer than it: a request past any window a
+    server of one's own runs is refused before a word of it is read (a few
+    seconds of counting, nothing generated). Asked only of a server that
+    answers that server's own count route; None otherwise."""
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    unit = "a "
+    try:
+        async with httpx2.AsyncClient(headers=headers, timeout=REFUSAL_TIMEOUT_S,
+                                      follow_redirects=False) as client:
+            counted = await client.post(server_root(address) + "/extras/tokenize/count",
+                                        json={"input": unit * 1000, "model": model})
+            count = counted.json().get("count") if counted.status_code == 200 else None
+            if not isinstance(count, int) or count <= 0:
+                return None  # not that server: it would read the request, not refuse it
+            units = -(-PAST_ANY_WINDOW * 1000 // count)
+            refused = await client.post(address.rstrip("/") + "/chat/completions", json={
+                "model": model, "max_tokens": 1,
+                "messages": [{"role": "user", "content": unit * units}]})
+    except (httpx2.HTTPError, ValueError, AttributeError):
+        return None
+    if refused.status_code != 400:
+        return None
+    try:
+        message = refused.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    tokens = server_window(message) if isinstance(message, str) else None
+    if not tokens:
+        return None
+    return Window(tokens, "llama.cpp's Python server, refusing a request longer than its window")
 
 
 def served_name(answers: Answers, served: list[str]) -> str | None:
@@ -166,8 +217,30 @@ def served_name(answers: Answers, served: list[str]) -> str | None:
 
 
 def fallback_window(spec: ProviderSpec) -> int:
-    """The window assumed when the server does not say its own."""
-    return spec.context_window or DEFAULT_CONTEXT_WINDOW
+    """The window assumed when the server does not say its own: the
+    catalogue's figure for a hosted provider, a small safe one for a server
+    the person runs (whatever window it was started with)."""
+    if spec.context_window:
+        return spec.context_window
+    return SAFE_LOCAL_WINDOW if local(spec) else DEFAULT_CONTEXT_WINDOW
+
+
+def window_to_write(spec: ProviderSpec) -> int | None:
+    """The window to write when the server does not say its own: None when the
+    catalogue knows the provider's, else the assumed one, written so that the
+    agent does not assume a larger one."""
+    return None if spec.context_window else fallback_window(spec)
+
+
+def unsaid_window(spec: ProviderSpec) -> str:
+    """What to say when the server does not tell its window."""
+    assumed = fallback_window(spec)
+    if spec.context_window:
+        return f"not said by the server; {assumed:,} tokens are assumed (the catalogue's figure)"
+    return (f"not said by the server; {assumed:,} tokens are assumed, a small safe figure: "
+            "give the window the server runs with (the -c or --n_ctx it was started with; "
+            "llama.cpp's Python server runs 2,048 unless told), or the agent reads less than "
+            "it could")
 
 
 def settings_of(answers: Answers) -> ModelSettings:
@@ -203,16 +276,21 @@ async def live_test_of(settings: ModelSettings, secrets: Mapping[str, str]) -> O
     request = ModelRequest((Message(MessageRole.USER, _PROBE_MESSAGE),), tools=(PROBE_TOOL,),
                            max_tokens=64)
     builder = ResponseBuilder()
+    began = False
 
     async def ask() -> None:
+        nonlocal began
         async for event in provider.stream(request):
+            began = began or isinstance(event, (TextDelta, ToolCallDelta))
             builder.feed(event)
 
     try:
         await asyncio.wait_for(ask(), TEST_TIMEOUT_S)
     except TimeoutError:
-        raise ProviderError(f"{settings.provider}/{settings.model} did not answer within "
-                            f"{TEST_TIMEOUT_S:.0f} s") from None
+        raise ProviderError(await why_silent(settings, secrets, began=began)) from None
+    except ProviderError as exc:
+        exc.args = (with_hint(exc, settings),)  # its kind and fields kept, the hint added
+        raise
     finally:
         closer = getattr(provider, "aclose", None)
         if closer is not None:
@@ -221,6 +299,54 @@ async def live_test_of(settings: ModelSettings, secrets: Mapping[str, str]) -> O
     called = any(call.name == PROBE_TOOL.name for call in response.tool_calls)
     text = " ".join(response.text.split())
     return Outcome(text[:120] + ("…" if len(text) > 120 else ""), called)
+
+
+async def why_silent(settings: ModelSettings, secrets: Mapping[str, str], *, began: bool,
+                     waited: float | None = None) -> str:
+    """Why the test had no answer in time, in words, with what to do: a busy
+    server (it does not even list its models), a model that began and is
+    slow, or one that said nothing while its server answers."""
+    waited = TEST_TIMEOUT_S if waited is None else waited
+    name = f"{settings.provider}/{settings.model}"
+    label = PROVIDERS[settings.provider].label
+    where = settings.resolved_base_url
+    if began:
+        return (f"{name} began to answer but had not finished after {waited:.0f} s: the model "
+                "is slow on this machine. Hint: a smaller model, or more threads for the "
+                "server (llama.cpp: -t), answers sooner; then test again")
+    env = settings.resolved_key_env
+    key = secrets.get(env) if env else None
+    try:
+        async with ServerProbe(settings.provider, where, key, timeout_s=BUSY_CHECK_S) as probe:
+            await probe.models()
+    except Unreachable:
+        return (f"{label} at {where} took the test request but did not answer within "
+                f"{waited:.0f} s, and does not list its models within {BUSY_CHECK_S:.0f} s "
+                "either: it is busy, most likely still working on an earlier request (one a "
+                "chat closed mid-answer left keeps llama.cpp's Python server busy until it is "
+                "done). Hint: wait until it is done, or restart the server; then test again")
+    except DiscoveryFailed:
+        pass
+    return (f"{name} said nothing within {waited:.0f} s, although {label} at {where} answers: "
+            "the model may still be loading, or be slow on this machine. Hint: test again in "
+            "a minute; a smaller model answers sooner")
+
+
+def with_hint(exc: ProviderError, settings: ModelSettings) -> str:
+    """A failed test's own words, with what to do where they do not say it."""
+    text = str(exc)
+    if isinstance(exc, BadRequest) and exc.server_window:
+        return text  # it says the window to set
+    if isinstance(exc, ProviderUnavailable):
+        return (f"{text}. Hint: is the server running at {settings.resolved_base_url}? Start "
+                "it (or give its address) and test again")
+    if isinstance(exc, EmptyAnswer):
+        return (f"{text}. Hint: a very small model may not follow the test; a larger one, or "
+                "a server started with tool calling on, does")
+    if isinstance(exc, ProtocolViolation):
+        return (f"{text}. Hint: the server's chat format and the model may not agree on how "
+                "to write a call; a server started with the model's own template does better")
+    return text
 
 
 def write(paths: AgentPaths, answers: Answers) -> None:
@@ -234,7 +360,8 @@ def write(paths: AgentPaths, answers: Answers) -> None:
         raise SetupFailed(str(exc)) from None
 
 
-__all__ = ["Answers", "CHOICES", "Outcome", "PROBE_TOOL", "SetupFailed", "fallback_window",
-           "key_name", "live_test", "live_test_of", "local", "secrets_with", "sendable",
-           "served_models", "served_name", "served_window", "settings_of", "with_api_path",
+__all__ = ["Answers", "CHOICES", "Outcome", "PROBE_TOOL", "SAFE_LOCAL_WINDOW", "SetupFailed",
+           "fallback_window", "key_name", "live_test", "live_test_of", "local", "secrets_with",
+           "sendable", "served_models", "served_name", "served_window", "settings_of",
+           "unsaid_window", "why_silent", "window_to_write", "with_api_path", "with_hint",
            "write"]

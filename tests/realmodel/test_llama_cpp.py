@@ -12,6 +12,7 @@ start one server between them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -296,3 +297,31 @@ async def test_a_stored_null_content_is_sent_as_text(llama_server: LlamaServer) 
     finally:
         await provider.aclose()
     assert "".join(words).strip()
+
+
+async def test_an_answer_streaming_is_not_cut_by_a_request_that_arrives_meanwhile(
+    llama_server: LlamaServer,
+) -> None:
+    # Started as the guide says (`--interrupt_requests false`, which
+    # `scripts/llama_server serve` passes): a count asked while an answer
+    # streams waits for it, instead of ending it early without a finish.
+    body = {"model": llama_server.model, "max_tokens": 40, "temperature": 0, "stream": True,
+            "messages": [{"role": "user", "content": "Tell me a long story about the sea."}]}
+    finishes: list[str | None] = []
+    async with httpx2.AsyncClient(timeout=300) as client:
+        async with client.stream("POST", f"{llama_server.base_url}/chat/completions",
+                                 json=body) as answer:
+            counting = None
+            async for line in answer.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                if counting is None:  # the answer has begun: another request arrives
+                    counting = asyncio.create_task(client.post(
+                        f"{llama_server.root}/extras/tokenize/count",
+                        json={"input": "a count meanwhile", "model": llama_server.model}))
+                    await asyncio.sleep(0.5)  # it is waiting for the server's lock now
+                choice = json.loads(line[len("data: "):])["choices"][0]
+                finishes.append(choice.get("finish_reason"))
+        assert counting is not None
+        assert (await counting).status_code == 200
+    assert finishes[-1] in ("length", "stop"), finishes  # the answer reached its own end

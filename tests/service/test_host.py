@@ -312,6 +312,12 @@ async def test_the_first_answer_from_any_client_settles_an_approval(tmp_path):
         await chat.connection.send(Answer(approval=asked.approval, allow=False))  # too late
         late = await until(chat.messages, lambda m: isinstance(m, Notice))
         assert "no longer open" in late[-1].text
+        # Asked as a request, an answer naming a question that is not open is
+        # refused in its Done, and settles nothing.
+        await chat.connection.send(Answer(request=7, approval=asked.approval + 1, allow=True))
+        done = (await until(chat.messages, lambda m: isinstance(m, Done)))[-1]
+        assert (done.request, done.ok) == (7, False)
+        assert done.error == f"approval {asked.approval + 1} is no longer open"
         await chat.connection.aclose()
         await web.connection.aclose()
     finally:

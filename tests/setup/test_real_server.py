@@ -2,8 +2,9 @@
 (llama-cpp-python with SmolLM2-135M-Instruct): the model is taken from the
 server's own list and a real request with a tool offered is answered.
 
-That server has no `/props` (llama.cpp's own server binary does), so it does
-not say its window: setup says so and writes the window given."""
+That server has no `/props` (llama.cpp's own server binary does) and says its
+window only when it refuses a request longer than it: setup asks it so, and
+writes the window it runs."""
 
 from __future__ import annotations
 
@@ -21,12 +22,16 @@ pytestmark = pytest.mark.slow
 
 def test_setup_against_the_real_llama_server(llama_server, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA")}
-    unsaid = CliRunner().invoke(cli, ["setup", "--provider", "llamacpp", "--base-url",
+    read = CliRunner().invoke(cli, ["setup", "--provider", "llamacpp", "--base-url",
                                       llama_server.base_url, "--no-test"],
                                 env={**env, "NOEMA_HOME": str(tmp_path / "a")})
-    assert unsaid.exit_code == 0, unsaid.output
-    assert f"model: {llama_server.model}" in unsaid.output  # the only one it serves
-    assert "context window: not said by the server" in unsaid.output
+    assert read.exit_code == 0, read.output
+    assert f"model: {llama_server.model}" in read.output  # the only one it serves
+    assert (f"context window: {llama_server.context_window:,} tokens (from llama.cpp's "
+            "Python server, refusing a request longer than its window)") in read.output
+    written = AgentPaths.for_agent("default", tmp_path / "a").config_file.read_text()
+    assert tomllib.loads(written)["models"]["reasoning"]["context_window"] == \
+        llama_server.context_window
     done = CliRunner().invoke(cli, ["setup", "--provider", "llamacpp", "--base-url",
                                     llama_server.base_url, "--context-window",
                                     str(llama_server.context_window)],

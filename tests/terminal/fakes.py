@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+from noema.interfaces.terminal.answers import Prompts
 from noema.interfaces.host.protocol import (
     AskStatus,
     ClientMessage,
@@ -81,3 +82,25 @@ class FakeConnection:
 
     def of(self, kind: type) -> list[ClientMessage]:
         return [m for m in self.sent if isinstance(m, kind)]
+
+
+class Typist:
+    """An input side for the chat's logic in tests: lines are entered in
+    order, each after every prompt drawn before it was entered
+    (`enter()` gives its position); `early()` gives the position of a line
+    whose Enter was pressed before the last prompt was drawn."""
+
+    def __init__(self) -> None:
+        self.position = 0
+
+    def enter(self) -> int:
+        self.position += 1
+        return self.position
+
+    def early(self, prompts: Prompts) -> int:
+        return prompts.last.first - 1
+
+    def prompt_changed(self, prompts: Prompts, question: int | None) -> None:
+        self.position += 1
+        prompts.drawn(question, self.position)
+        self.position += 1

@@ -33,7 +33,7 @@ from noema.interfaces.terminal.client import HELP, ChatClient
 from noema.interfaces.terminal.screen import PlainScreen
 from noema.interfaces.terminal.status_line import StatusBar
 
-from .fakes import FakeConnection, answer_requests
+from .fakes import FakeConnection, Typist, answer_requests
 
 
 def turn(kind: str, content: str = "", **fields: object) -> TurnView:
@@ -48,7 +48,13 @@ class Chat:
         self.out = io.StringIO()
         self.connection = connection
         self.client = ChatClient(connection, PlainScreen(self.out), bar=bar)
+        self.typist = Typist()
+        self.client.use_input(self.typist)
         self.pump = asyncio.create_task(self.client.pump(connection.messages()))
+
+    async def type(self, text: str) -> bool:
+        """The person enters `text` now."""
+        return await self.client.take_line(text, at=self.typist.enter())
 
     @property
     def shown(self) -> str:
@@ -85,32 +91,32 @@ async def chat():
 
 
 async def test_a_typed_line_is_said_and_commands_become_their_requests(chat):
-    assert await chat.client.take_line("hello there") is True
+    assert await chat.type("hello there") is True
     (say,) = chat.connection.of(Say)
     assert say.text == "hello there"
     assert chat.client.busy  # a message to an idle agent starts a cycle
 
     await chat.hear(CycleStarted(cycle_id=1, origin="person"))
-    assert await chat.client.take_line("/stop") is True
+    assert await chat.type("/stop") is True
     assert len(chat.connection.of(Stop)) == 1
 
-    assert await chat.client.take_line("/status") is True
+    assert await chat.type("/status") is True
     assert len(chat.connection.of(AskStatus)) == 1
     assert "context: about 12,300 of 32,768 tokens (38%) in 7 turns" in chat.shown
 
     sent = len(chat.connection.sent)
-    assert await chat.client.take_line("/help") is True
-    assert await chat.client.take_line("/frobnicate") is True
-    assert await chat.client.take_line("   ") is True
+    assert await chat.type("/help") is True
+    assert await chat.type("/frobnicate") is True
+    assert await chat.type("   ") is True
     assert len(chat.connection.sent) == sent  # none of these reach the agent
     assert HELP in chat.shown and "unknown command /frobnicate; /help lists them" in chat.shown
 
-    assert await chat.client.take_line("/quit") is False
-    assert await chat.client.take_line("/exit") is False
+    assert await chat.type("/quit") is False
+    assert await chat.type("/exit") is False
 
 
 async def test_stop_with_nothing_running_sends_nothing(chat):
-    await chat.client.take_line("/stop")
+    await chat.type("/stop")
     assert chat.connection.of(Stop) == []
     assert "(nothing to stop)" in chat.shown
 
@@ -161,7 +167,7 @@ async def test_a_notice_at_the_prompt_is_printed_on_its_own_line_and_the_prompt_
 
 
 async def test_a_message_from_another_channel_is_shown_with_its_channel(chat):
-    await chat.client.take_line("from here")
+    await chat.type("from here")
     await chat.hear(
         Said(turn=turn("user", "from here", channel="terminal")),  # ours: already on screen
         Said(turn=turn("user", "from my phone", id=2, channel="telegram", sender="Ana")),
@@ -180,7 +186,7 @@ async def test_an_approval_is_asked_and_the_next_line_answers_it(chat):
             "  (runs a command)\n  allow it? [y/N] ") in chat.shown
     assert chat.client.asking is not None
 
-    await chat.client.take_line("y")
+    await chat.type("y")
     assert chat.connection.of(Answer) == [Answer(approval=3, allow=True)]
     assert chat.connection.of(Say) == []  # the answer is not a message
     await chat.hear(ApprovalSettled(approval=3, allowed=True, by="chat"))
@@ -188,7 +194,7 @@ async def test_an_approval_is_asked_and_the_next_line_answers_it(chat):
     assert "settled" not in chat.shown  # we answered it ourselves
 
     await chat.hear(ApprovalAsked(approval=4, tool="shell_execute", arguments="{}", reason=""))
-    await chat.client.take_line("whatever")
+    await chat.type("whatever")
     assert chat.connection.of(Answer)[-1] == Answer(approval=4, allow=False)
 
 
@@ -212,7 +218,7 @@ async def test_an_approval_settled_elsewhere_closes_the_question(chat):
     assert "shell_execute needs your approval" in chat.shown  # the next one is asked now
     await chat.hear(ApprovalSettled(approval=6, allowed=False, by="timeout"))
     assert chat.client.asking is None
-    await chat.client.take_line("carry on")
+    await chat.type("carry on")
     assert chat.connection.of(Answer) == []
     assert [s.text for s in chat.connection.of(Say)] == ["carry on"]
 
@@ -226,7 +232,7 @@ async def test_a_refused_message_is_said_and_nothing_starts():
 
     chat = Chat(FakeConnection(full_disk))
     try:
-        await chat.client.take_line("hello")
+        await chat.type("hello")
         assert "! your message was not taken: the disk holding /x is full" in chat.shown
         assert not chat.client.busy
         assert chat.shown.endswith("you> ")
@@ -245,7 +251,7 @@ async def test_a_message_while_busy_is_noted_unless_it_interrupted(interrupted):
     chat = Chat(FakeConnection(agent))
     try:
         await chat.hear(CycleStarted(cycle_id=1, origin="person"))
-        await chat.client.take_line("and another thing")
+        await chat.type("and another thing")
         noted = "(noted: the agent reads it when the current cycle ends)" in chat.shown
         assert noted is not interrupted
     finally:
@@ -291,4 +297,4 @@ async def test_when_the_agent_leaves_the_chat_ends(chat):
     chat.connection.end()
     await asyncio.wait_for(chat.client.closed.wait(), 10)
     assert "* the agent is leaving: the agent is stopping" in chat.shown
-    assert await chat.client.take_line("anyone?") is False
+    assert await chat.type("anyone?") is False

@@ -15,6 +15,8 @@ from noema.config import Config
 from noema.interfaces.host.attach import attach, socket_path
 from noema.interfaces.terminal.chat import Terminal, open_chat
 from noema.interfaces.host.protocol import Done, Say
+from noema.memory.store import TurnStore
+from noema.memory.turns import TurnKind
 from noema.paths import AgentLock, AgentPaths
 from noema.providers.scripted import ScriptedProvider, call, say
 from tests.service.conftest import serve, shut, until
@@ -193,4 +195,38 @@ async def test_lines_from_a_script_are_answered_one_after_the_other(tmp_path: Pa
     assert shown.endswith("you> \n")  # the last prompt, ended for the shell that follows
     assert "interrupted" not in shown and "Traceback" not in shown
     assert not socket_path(paths).exists()  # it left by itself, the agent stopped
+    AgentLock(paths).release()
+
+
+async def test_yes_piped_before_the_question_is_a_message_and_approves_nothing(
+        tmp_path: Path, keyboard: Keyboard):
+    # `printf 'write the proof file\nyes\n' | noema chat`: the "yes" was in
+    # the pipe before the question was drawn. It is the person's message
+    # (stored, answered), never the answer that runs the command.
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    model = ScriptedProvider([say("", call("shell_execute", command="echo ran > proof.txt")),
+                              say("I read your yes."), say("Nothing more.")],
+                             token_delay_s=0.001)
+    keyboard.type("write the proof file")
+    keyboard.type("yes")
+    keyboard.close()
+    screen = Screen()
+    config = Config.model_validate({"files": {"roots": [{"path": str(workspace)}]}})
+    chatting = asyncio.create_task(open_chat(
+        paths, build=lambda host: build_app(paths, config, provider=model, listener=host),
+        banner=banner, terminal=Terminal(keyboard.stdin, screen, plain=True, scripted=True)))
+    await asyncio.wait_for(chatting, WAIT)
+
+    shown = screen.text
+    assert "shell_execute needs your approval" in shown
+    assert not (workspace / "proof.txt").exists()  # nothing approved it
+    store = TurnStore(paths.turns_db)
+    try:
+        said = [t.content for t in store.range(1, 10_000) if t.kind is TurnKind.USER]
+    finally:
+        store.close()
+    assert said.count("yes") == 1 and said.count("write the proof file") == 1
+    assert "Traceback" not in shown
     AgentLock(paths).release()

@@ -4,6 +4,7 @@ multi-line input, the history file, and the keys that reach the agent."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import stat
 
@@ -12,7 +13,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from noema.interfaces.host.protocol import CycleStarted, Say, Stop
+from noema.interfaces.host.protocol import ApprovalSettled, CycleStarted, Say, Stop
 from noema.interfaces.terminal.client import ChatClient
 from noema.interfaces.terminal.input import history_file, make_session, run_prompt
 from noema.interfaces.terminal.screen import RichScreen
@@ -119,16 +120,19 @@ async def test_the_prompt_leaves_when_the_agent_goes(pipe):
 
 async def test_the_prompt_asks_the_approval_question_and_shows_the_answer_being_written(pipe):
     from noema.interfaces.host.protocol import ApprovalAsked, TextDelta
-    from noema.interfaces.terminal.input import prompt_message
+    from noema.interfaces.terminal.input import PromptRounds, prompt_message
 
     client, screen, bar, _ = chat_parts(FakeConnection())
-    message = prompt_message(client, screen)
+    rounds = PromptRounds(client)
+    client.use_input(rounds)
+    message = prompt_message(rounds, screen)
     assert "".join(text for _, text in message()) == "you> "
     client.handle(TextDelta(delta="Half a para"))
     assert "".join(text for _, text in message()) == "noema> Half a para\nyou> "
     client.handle(ApprovalAsked(approval=1, tool="shell_execute", arguments="{}", reason=""))
-    assert "".join(text for _, text in message()).endswith("allow it? [y/N] ")
     assert "an approval waits for your answer" in bar.text()
+    rounds.begin()  # the next prompt is the question's
+    assert "".join(text for _, text in message()).endswith("allow shell_execute? [y/N] ")
 
 
 def test_a_long_answer_being_written_keeps_to_a_few_rows_above_the_prompt():
@@ -140,3 +144,57 @@ def test_a_long_answer_being_written_keeps_to_a_few_rows_above_the_prompt():
     lines = "\n".join(f"line {i}" for i in range(20))
     assert live_tail(lines, 40, rows=3) == "line 17\nline 18\nline 19"
     assert live_tail("a\n" + "x" * 100, 40, rows=3) == "x" * 100  # three rows: just fits
+
+
+async def _until(condition, what: str) -> None:
+    async def wait() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+    try:
+        await asyncio.wait_for(wait(), 10)
+    except TimeoutError:
+        raise AssertionError(f"never: {what}") from None
+
+
+async def test_a_line_typed_before_the_question_is_drawn_is_a_message_at_the_prompt(pipe):
+    from noema.interfaces.host.protocol import Answer, ApprovalAsked
+
+    connection = FakeConnection()
+    client, screen, bar, out = chat_parts(connection)
+    pump = asyncio.create_task(client.pump(connection.messages()))
+    client.handle(CycleStarted(cycle_id=1, origin="person"))
+    session = make_session(client, screen, bar, input=pipe, output=DummyOutput())
+    running = asyncio.create_task(
+        run_prompt(client, session, bar, patch=False, catch_interrupt=False))
+    rounds = client.input
+
+    # Being typed when the question comes: the prompt stays for messages.
+    pipe.send_text("yes")
+    await _until(lambda: session.app.current_buffer.text == "yes", "the text is being edited")
+    client.handle(ApprovalAsked(approval=1, tool="shell_execute", arguments="{}", reason=""))
+    pipe.send_text(ENTER)
+    await _until(lambda: connection.of(Say), "the line is sent")
+    assert [s.text for s in connection.of(Say)] == ["yes"] and connection.of(Answer) == []
+    assert "was typed before the question was shown" in out.getvalue()
+
+    # Keys already in the terminal's input when the question's prompt is
+    # drawn were typed before it: a message too.
+    await _until(lambda: rounds.asks == 1, "the next prompt asks")
+    client.handle(ApprovalAsked(approval=2, tool="file_write", arguments="{}", reason=""))
+    pipe.send_text("y" + ENTER)  # in the input before the prompt can read it
+    client.handle(ApprovalSettled(approval=1, allowed=False, by="web"))  # 2 is drawn now
+    await _until(lambda: len(connection.of(Say)) == 2, "the typed-ahead line is sent")
+    assert connection.of(Say)[-1].text == "y" and connection.of(Answer) == []
+
+    # Typed at the question's own prompt, once drawn: the answer, to that question.
+    await _until(lambda: rounds.asks == 2, "the prompt asks question 2")
+    pipe.send_text("y" + ENTER)
+    await connection.sent_one(Answer)
+    assert connection.of(Answer) == [Answer(approval=2, allow=True)]
+    assert len(connection.of(Say)) == 2
+
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    await connection.aclose()
+    await pump

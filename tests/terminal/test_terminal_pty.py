@@ -3,6 +3,7 @@ prompt, Markdown answers, multi-line input, an approval, Ctrl-C, the history."""
 
 from __future__ import annotations
 
+import io
 import re
 import stat
 from pathlib import Path
@@ -74,7 +75,7 @@ def test_the_chat_at_a_real_terminal(tmp_path: Path):
 
         chat.send("write the proof file\r")
         chat.expect("shell_execute needs your approval")
-        chat.expect(re.escape("allow it? [y/N]"))
+        chat.expect(re.escape("allow shell_execute? [y/N]"))
         chat.send("y\r")
         chat.expect("Done, the file is there.")
 
@@ -104,3 +105,59 @@ def test_the_chat_at_a_real_terminal(tmp_path: Path):
     history = agent / "chat_history"
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
     assert "+line one\n+line two" in history.read_text()
+
+
+ASKING_SCRIPT = """
+[[responses]]
+[[responses.tool_calls]]
+name = "shell_execute"
+arguments = { command = "echo ran > proof.txt" }
+
+[[responses]]
+text = "Understood, not run."
+
+[[responses]]
+text = "I read your yes."
+"""
+
+
+def test_a_yes_typed_before_the_question_is_a_message_and_only_an_answer_at_its_prompt_counts(
+        tmp_path: Path):
+    agent = tmp_path / "agents" / "default"
+    agent.mkdir(parents=True)
+    workspace = tmp_path / "ws"
+    (agent / "script.toml").write_text(ASKING_SCRIPT)
+    (agent / "config.toml").write_text(
+        "[models.reasoning]\nprovider = 'scripted'\nmodel = 'script'\n"
+        "script = 'script.toml'\ntoken_delay_s = 0.004\n"
+        f"[[files.roots]]\npath = '{workspace}'\n")
+    # No PROMPT_TOOLKIT_NO_CPR: the chat asks the terminal nothing, so no reply
+    # of the terminal's can be taken for typing.
+    env = {**env_for(tmp_path), "TERM": "xterm"}
+    chat = pexpect.spawn(NOEMA[0], [*NOEMA[1:], "chat"], env=env, encoding="utf-8",
+                         timeout=30, dimensions=(30, 100))
+    seen = io.StringIO()
+    chat.logfile_read = seen
+    try:
+        chat.expect("you>")
+        # Both lines typed at once, before any question exists.
+        chat.send("write the proof file\ryes\r")
+        chat.expect("shell_execute needs your approval")
+        chat.expect(re.escape("allow shell_execute? [y/N]"))
+        chat.send("n\r")  # at the question's own prompt: the answer
+        chat.expect("Understood, not run.")
+        chat.expect("I read your yes.")
+        chat.send("/quit\r")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    assert "Traceback" not in (chat.before or "")
+    assert not (workspace / "proof.txt").exists()
+    assert "\x1b[6n" not in seen.getvalue()  # no cursor-position request was sent
+
+    store = TurnStore(agent / "turns.db")
+    try:
+        said = [t.content for t in store.range(1, 10_000) if t.kind is TurnKind.USER]
+    finally:
+        store.close()
+    assert said == ["write the proof file", "yes"]  # "yes" stored once, "n" never

@@ -149,6 +149,9 @@ def test_an_approval_stays_in_view_whole_and_is_answered_by_keyboard(browser, li
         expect(arguments).to_contain_text("r⟨U+200B⟩m")
         expect(card.locator(".hidden-warning")).to_be_visible()
         screenshot(page, f"face-approval-{size[0]}x{size[1]}", full_page=False)
+        # A key answers a card on screen long enough to read, the text box left.
+        expect(card).to_have_attribute("data-armed", "")
+        page.locator("#message").blur()
         page.keyboard.press("Alt+n")
         expect(page.locator(".line.refused")).to_be_visible()
         expect(card).to_have_count(0)

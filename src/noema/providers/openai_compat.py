@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import openai
@@ -35,6 +35,7 @@ from .base import (
 from .counting import PYTHON_SERVER_ROUTE, TOKENIZER_ROUTES, TokenizerRoute, Traffic, server_root
 from .endpoint import Endpoint
 from .entities import escape, unescaped
+from .format_leaks import calls_from_leaks
 from .failures import (
     Failure,
     FailureKind,
@@ -260,9 +261,19 @@ def _broke_after_headers(exc: BaseException) -> bool:
 
 # Endpoints (base URL, model) that cannot stream a tool call: llama.cpp's
 # Python server accepts the streamed request, then fails once the model has
-# chosen a tool. Found out by the first such failure and remembered for the
-# life of the process; their tool-bearing requests are then sent whole.
+# chosen a tool (a 500 traceback in its log, "Automatic streaming tool choice
+# is not supported"). Known before the first request when the server answers
+# its own token-count route (which only that server has), else found out by
+# the first such failure; remembered for the life of the process. Their
+# tool-bearing requests are then sent whole.
 _WHOLE_WHEN_TOOLS: set[tuple[str, str]] = set()
+
+# Seconds without a first word before the person is told what the request
+# waits for (a busy server, start-up checks), rather than left in silence;
+# once answers have come, the wait must also be SILENCE_TIMES the usual one
+# (a slow machine's usual wait is no news).
+SILENCE_TOLD_S = 10.0
+SILENCE_TIMES = 3.0
 
 # Endpoints (base URL, model) found to HTML-escape what their model reads
 # (True) or not (False), for the life of the process: see `entities.py`.
@@ -310,6 +321,41 @@ async def _unless_empty(
         raise _NothingSaid(finish)
 
 
+class _Silence:
+    """Tells the person, once, when a request has had no first word for longer
+    than usual (`SILENCE_TOLD_S`, and `SILENCE_TIMES` the `usual` wait): what
+    it waits for, in words (a warning, which a chat shows as its notice),
+    instead of a silent wait until the timeout."""
+
+    def __init__(self, endpoint: Endpoint, checking: bool, usual: float | None) -> None:
+        self._endpoint = endpoint
+        self._checking = checking  # the start-up checks of the server come first
+        loop = asyncio.get_running_loop()
+        self._started = loop.time()
+        self.waited: float | None = None  # until the first word, once it came
+        self._after = max(SILENCE_TOLD_S, SILENCE_TIMES * (usual or 0.0))
+        self._timer: asyncio.TimerHandle | None = loop.call_later(self._after, self._tell)
+
+    def checked(self) -> None:
+        self._checking = False
+
+    def end(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self.waited = asyncio.get_running_loop().time() - self._started
+
+    def _tell(self) -> None:
+        self._timer = None
+        what = ("its start-up checks (how it counts and reads text)" if self._checking
+                else "the first words of the answer")
+        log.warning("%s has not answered in %.0f s; still waiting for %s. It may be busy "
+                    "with an earlier request (one a closed chat left behind keeps llama.cpp's "
+                    "Python server busy until it is done), still reading a long request, or "
+                    "loading its model; a step with no answer for %.0f s gives up",
+                    self._endpoint.where, self._after, what, self._endpoint.timeout_s)
+
+
 # -- the provider -------------------------------------------------------------
 
 
@@ -351,6 +397,7 @@ class OpenAICompatProvider:
         self._traffic = Traffic()
         self._may_escape = may_escape  # its server might escape what the model reads
         self._checking = asyncio.Lock()
+        self._usual_wait: float | None = None  # seconds to a first word, as usually seen
 
     @property
     def _key(self) -> tuple[str, str]:
@@ -391,15 +438,36 @@ class OpenAICompatProvider:
         )
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
-        escaping = await self.reads_escaped()
-        async with self._traffic.answering():
-            events = self._attempt_unguarded(request)
-            async for event in unescaped(events) if escaping else events:
-                yield event
+        silence = _Silence(self.endpoint, self._checks_pending(), self._usual_wait)
+        try:
+            escaping = await self.reads_escaped()
+            silence.checked()
+            async with self._traffic.answering():
+                events = self._attempt_unguarded(request)
+                async for event in unescaped(events) if escaping else events:
+                    if silence.waited is None:
+                        silence.end()
+                        self._learn_wait(silence.waited)
+                    yield event
+        finally:
+            silence.end()
+
+    def _learn_wait(self, waited: float | None) -> None:
+        """The usual wait for a first word: a slow average of the waits seen."""
+        if waited is not None:
+            usual = self._usual_wait
+            self._usual_wait = waited if usual is None else 0.7 * usual + 0.3 * waited
+
+    def _checks_pending(self) -> bool:
+        return self._may_escape and self._key not in _ESCAPING
 
     async def _attempt_unguarded(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+        def arguments_for(name: str) -> Awaitable[str | None]:
+            return self._named_call_arguments(request, name)
+
         try:
-            async for event in _unless_empty(self._answer(request)):
+            async for event in _unless_empty(calls_from_leaks(self._answer(request),
+                                                              arguments_for)):
                 yield event
             return
         except _NothingSaid as nothing:
@@ -412,7 +480,10 @@ class OpenAICompatProvider:
         log.info("%s answered a request with tools with nothing; asked again without tools",
                  self.endpoint.where)
         try:
-            async for event in _unless_empty(self._answer(dataclasses.replace(request, tools=()))):
+            # Without tools the model may still write a call in its format's
+            # words (it sees earlier calls written that way): made a call too.
+            bare = self._answer(dataclasses.replace(request, tools=()))
+            async for event in _unless_empty(calls_from_leaks(bare, arguments_for)):
                 yield event
         except _NothingSaid as nothing:
             raise self._empty(nothing.finish or finish) from None
@@ -461,6 +532,25 @@ class OpenAICompatProvider:
             await response.close()
         for event in await self._whole(request, after_broken_stream=True):
             yield event
+
+    async def _named_call_arguments(self, request: ModelRequest, name: str) -> str | None:
+        """The arguments of a call to `name`, asked of the server by naming the
+        tool (the model wrote the name alone in its format's words); None when
+        the request did not offer it or the server gives none."""
+        if not any(tool.name == name for tool in request.tools):
+            return None
+        body = self.payload(request, stream=False)
+        body["tool_choice"] = {"type": "function", "function": {"name": name}}
+        try:
+            completion = await self._client.post(
+                _CHAT_PATH, body=body, cast_to=ChatCompletion,
+                options={"security": {"bearer_auth": True}})
+        except openai.OpenAIError as exc:
+            log.info("%s: asked for the arguments of %s by name, it failed: %s",
+                     self.endpoint.where, name, exc)
+            return None
+        calls = [e for e in completion_events(completion) if isinstance(e, ToolCallDelta)]
+        return calls[0].arguments or None if calls else None
 
     async def _whole(self, request: ModelRequest, *, after_broken_stream: bool = False,
                      ) -> list[StreamEvent]:
@@ -573,6 +663,12 @@ class OpenAICompatProvider:
             except (BadRequest, ModelNotFound):
                 continue  # not this server's route (404, 405…)
             self._tokenizer, self._tokenizer_probed = tokenizer, True
+            if tokenizer is PYTHON_SERVER_ROUTE and self._key not in _WHOLE_WHEN_TOOLS:
+                # That server cannot stream a call: known now, before any
+                # request with tools could fail on its side.
+                _WHOLE_WHEN_TOOLS.add(self._key)
+                log.info("%s is llama.cpp's Python server, which cannot stream a tool call: "
+                         "requests with tools go whole", self.endpoint.where)
             return count
         self._tokenizer_probed = True
         return None

@@ -27,7 +27,7 @@ from ...providers.catalog import PROVIDERS
 from ...providers.discovery import DiscoveryFailed, Window
 from ...setup_flow import CHOICES, Answers, Outcome, SetupFailed, fallback_window, key_name, \
     live_test, local, secrets_with, served_models, served_name, served_window, settings_of, \
-    write
+    unsaid_window, window_to_write, write
 from ...setup_flow import with_api_path as _with_api_path
 
 Say = Callable[[str], None]
@@ -90,6 +90,9 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
         answers = replace(answers, context_window=_read_window(listed, secrets, say))
     elif answers.context_window is not None:
         say(f"context window: {answers.context_window:,} tokens (as given)")
+    else:  # the server was not asked
+        say(f"context window: {unsaid_window(answers.spec)} (--context-window sets it)")
+        answers = replace(answers, context_window=window_to_write(answers.spec))
     settings_of(answers)
     if test:
         try:
@@ -103,16 +106,21 @@ def run_options(paths: AgentPaths, answers: Answers, *, test: bool, say: Say) ->
     say(f"written: [models.reasoning] in {paths.config_file}")
 
 
+def _reading_window(answers: Answers, say: Say) -> None:
+    if answers.provider == "llamacpp":  # its Python server takes a few seconds to say it
+        say("reading the window the server runs…")
+
+
 def _read_window(answers: Answers, secrets: Mapping[str, str], say: Say) -> int | None:
+    _reading_window(answers, say)
     try:
         window = asyncio.run(served_window(answers, secrets))
     except DiscoveryFailed as exc:
         window = None
         say(f"warning: the window could not be read: {exc}")
     if window is None:
-        say(f"context window: not said by the server; {fallback_window(answers.spec):,} tokens "
-            "are assumed (--context-window sets it)")
-        return None
+        say(f"context window: {unsaid_window(answers.spec)} (--context-window sets it)")
+        return window_to_write(answers.spec)
     say(_window_line(window))
     return window.tokens
 
@@ -192,6 +200,7 @@ def _ask_window(answers: Answers, secrets: Mapping[str, str], *, asked_server: b
     """The window, offering what the server says (or the catalogue's figure)."""
     window: Window | None = None
     if asked_server:
+        _reading_window(answers, say)
         try:
             window = asyncio.run(served_window(answers, secrets))
         except DiscoveryFailed as exc:
@@ -199,7 +208,8 @@ def _ask_window(answers: Answers, secrets: Mapping[str, str], *, asked_server: b
     if window is not None:
         say(_window_line(window))
     else:
-        say("The server does not say its context window (the tokens the model reads at once).")
+        say(f"context window (the tokens the model reads at once): "
+            f"{unsaid_window(answers.spec)}.")
     tokens = ask("Context window in tokens", type=click.IntRange(min=256),
                  default=window.tokens if window else fallback_window(answers.spec))
     return replace(answers, context_window=tokens)

@@ -705,18 +705,23 @@ class Host(AgentListener):
                                                 call_id=call_id))
 
     def _answer(self, client: _Client, answer: Answer) -> None:
+        refusal = self._settle_by(client, answer)
+        if answer.request is not None:
+            client.reply(Done(request=answer.request, ok=refusal is None, error=refusal))
+        elif refusal is not None:
+            client.reply(Notice(text=refusal))
+
+    def _settle_by(self, client: _Client, answer: Answer) -> str | None:
+        """Settle the question the answer names, and only that one; why not, if not."""
         approval = self._approvals.get(answer.approval)
         away = self._app.away if self._app is not None else None
         if away is not None and (approval is None or approval.answer is None) \
                 and away.knows(answer.approval):  # asked away: its answer is settled there
-            refusal = away.answer(answer.approval, answer.allow, client.name or client.label)
-            if refusal is not None:
-                client.reply(Notice(text=refusal))
-            return
+            return away.answer(answer.approval, answer.allow, client.name or client.label)
         if approval is None or approval.answer is None or approval.answer.done():
-            client.reply(Notice(text=f"approval {answer.approval} is no longer open"))
-            return
+            return f"approval {answer.approval} is no longer open"
         approval.answer.set_result((answer.allow, client.name or client.label))
+        return None
 
     # -- status --------------------------------------------------------------------
 

@@ -77,11 +77,15 @@ class AskStatus(_Message):
 
 
 class Answer(_Message):
-    """The person's answer to an `ApprovalAsked`."""
+    """The person's answer to the `ApprovalAsked` numbered `approval`, and to
+    no other: one naming a question that is not open is refused. With
+    `request`, the host answers `Done` (refused: `ok` False and why);
+    without, a refusal comes as a `Notice` to this client."""
 
     type: Literal["answer"] = "answer"
     approval: int
     allow: bool
+    request: int | None = None
 
 
 # The person's hand on the senses. A host that does not know these types

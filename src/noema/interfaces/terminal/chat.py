@@ -16,6 +16,10 @@ new message cuts a reply short, a script's next line waits for it). `/stop`
 (or Ctrl-C) stops a reply,
 `/status` shows the agent's state, `/help` lists the commands, `/quit` (or
 Ctrl-D) leaves. Errors are shown as messages, never as tracebacks.
+
+An approval question is answered only by a line entered at its own prompt
+after it was drawn (`answers.py`); a line typed before, even "yes", is a
+message, sent and answered like any other.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ..host.attach import AgentNotRunning, Attached, attach, lock_holder, socket
 from ..host.host import Host
 from ..host.protocol import Connection, Hello, ServerMessage, StatusView, Welcome
 from .client import HELP, HELP_KEYS, ChatClient, one_line, result_text
+from .lines import StreamLines
 from .input import (
     history_file,
     is_terminal,
@@ -183,15 +188,24 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
     status, when a function); `starting` runs once the chat listens (it
     starts an agent run here, whose first notices must be shown)."""
     bar = StatusBar(agent="")
+    loop = asyncio.get_running_loop()
+    # The input side exists before the first message is shown: a question
+    # asked at once is judged by it like any other (`answers.py`).
+    lines: StreamLines | None = None
+    session = None
     if terminal.plain:
         screen: PlainScreen | RichScreen = PlainScreen(terminal.stdout, echo=terminal.scripted)
         client = ChatClient(connection, screen, client=CLIENT)
+        lines = StreamLines(terminal.stdin, loop)
+        client.use_input(lines)
+        lines.start()
     else:
         console = _console(terminal.stdout)
         screen = RichScreen(console)
         client = ChatClient(connection, screen, client=CLIENT, bar=bar, extra_help=HELP_KEYS)
+        history = history_file(terminal.history) if terminal.history else None
+        session = make_session(client, screen, bar, history=history)
     pump = asyncio.create_task(client.pump(messages), name="chat:messages")
-    loop = asyncio.get_running_loop()
     # Log lines reach the terminal as the chat's own notices, from any thread.
     with logs.terminal_lines(lambda text: loop.call_soon_threadsafe(screen.aside, text)):
         try:
@@ -208,19 +222,17 @@ async def converse(connection: Connection, messages: AsyncIterator[ServerMessage
                 view = await client.ask_status()
             if view is not None:
                 bar.agent = view.agent
-            if terminal.plain:
+            if lines is not None:
                 if not client.busy and client.asking is None:
                     screen.ready()
-                await run_lines(client, terminal.stdin, hint=screen.line,
+                await run_lines(client, lines, hint=screen.line,
                                 one_at_a_time=terminal.scripted)
                 if isinstance(screen, PlainScreen):
                     screen.close()
             else:
-                assert isinstance(screen, RichScreen)
-                history = history_file(terminal.history) if terminal.history else None
-                session = make_session(client, screen, bar, history=history)
-                screen.on_change(lambda: session.app.invalidate() if session.app.is_running
-                                 else None)
+                assert isinstance(screen, RichScreen) and session is not None
+                app = session.app
+                screen.on_change(lambda: app.invalidate() if app.is_running else None)
                 await run_prompt(client, session, bar)
         finally:
             await connection.aclose()

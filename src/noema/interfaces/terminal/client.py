@@ -48,6 +48,7 @@ from ..host.protocol import (
     TurnStored,
     TurnView,
 )
+from .answers import Command, InputSide, Message, Prompts, Reply, Unclocked, read_line
 from .screen import Kind, Screen
 from .status_line import StatusBar
 from .status_text import format_status
@@ -60,13 +61,14 @@ Commands:
   /status  how much of the model's context is in use, what waits
   /help    this list
   /quit    leave (Ctrl-D does the same)
-Anything else is a message to the agent."""
+Anything else is a message to the agent. A question is answered at its own
+prompt once shown (y allows; n or Enter refuses; other words refuse and are
+sent as a message); a line typed before it appeared is a message."""
 
 HELP_KEYS = """\
 Keys: Enter sends; Alt-Enter (or Esc then Enter) starts a new line, and a pasted
 text keeps its lines; Up and Down walk the history."""
 
-YES = {"y", "yes", "s", "si", "sí"}
 QUIT = {"/quit", "/exit"}
 CANCELS = {"SafeCancel", "UnsafeCancel"}  # decisions that mean a message interrupted a cycle
 REQUEST_TIMEOUT = 60.0  # seconds for the agent to answer a request before we say so
@@ -146,6 +148,10 @@ class ChatClient:
         self._stirred = asyncio.Event()  # a message came, or the connection ended
         self.goodbye: str | None = None
         self.approvals: deque[ApprovalAsked] = deque()
+        # Which question a typed line answers, if any, is decided by when it
+        # was entered against when each prompt was drawn (`answers.py`).
+        self.prompts = Prompts()
+        self.input: InputSide = Unclocked()
         self._requests = 0
         self._waiting: dict[int, asyncio.Future[ServerMessage]] = {}
         self._idles = 0  # Idle messages seen, to order them against our requests
@@ -191,9 +197,10 @@ class ChatClient:
         self._stirred.set()
 
     async def settled(self) -> None:
-        """Until the agent has nothing in hand: idle, asking a question the
-        next line answers, or gone. Lines from a script wait for it, so that
-        each is answered instead of cutting short the answer before it."""
+        """Until the agent has nothing in hand: idle, asking a question, or
+        gone. Lines from a script wait for it, so that each is answered
+        instead of cutting short the answer before it (a line already in the
+        pipe when a question is drawn is a message, never its answer)."""
         while self.busy and not self.approvals and not self.closed.is_set():
             self._stirred.clear()
             await self._stirred.wait()
@@ -311,6 +318,7 @@ class ChatClient:
         if self.bar is not None:
             self.bar.approvals = len(self.approvals)
         self.screen.ask()
+        self.input.prompt_changed(self.prompts, asked.approval)
 
     def _approval_settled(self, message: ApprovalSettled) -> None:
         ids = [a.approval for a in self.approvals]
@@ -326,8 +334,10 @@ class ChatClient:
             self.screen.line(f"(the question was settled{by}: {verdict})", "note")
         if first and self.approvals:
             self._show_question()
-        elif not self.approvals and not self.busy:
-            self.screen.ready()
+        elif not self.approvals:
+            if not self.busy:
+                self.screen.ready()
+            self.input.prompt_changed(self.prompts, None)
 
     def _goodbye(self, message: Goodbye) -> None:
         self.goodbye = message.reason or "the agent stopped"
@@ -356,40 +366,56 @@ class ChatClient:
         """The approval question the next typed line answers, if one is open."""
         return self.approvals[0] if self.approvals else None
 
-    async def take_line(self, text: str) -> bool:
-        """One typed line: an answer, a command or a message. False means leave."""
+    def use_input(self, side: InputSide) -> None:
+        """Lines come from `side`, which says when each prompt was drawn."""
+        self.input = side
+
+    async def take_line(self, text: str, *, at: int) -> bool:
+        """One typed line, entered at input position `at` (see `answers.py`):
+        an answer, a command or a message. False means leave."""
         self.screen.line_read(text)
-        if self.asking is not None:
-            await self._answer(text)
-            return True
-        text = text.strip()
-        if not text:
-            self._ready_if_idle()
-            return True
+        verdict = read_line(text, self.prompts.at(at))
         try:
-            if text.startswith("/"):
-                if not await self._command(text):
+            if isinstance(verdict, Reply):
+                await self._send_answer(verdict)
+                if verdict.words:  # refused, and what they wrote instead is for the agent
+                    await self._say(verdict.words)
+            elif isinstance(verdict, Command):
+                if not await self._command(verdict.text):
                     return False
-            else:
-                await self._say(text)
+            elif isinstance(verdict, Message):
+                if self.asking is not None:  # entered before the question was drawn
+                    self.screen.line(f"(\"{one_line(verdict.text, 40)}\" was typed before the "
+                                     "question was shown: sent as a message, not as your "
+                                     "answer)", "note")
+                await self._say(verdict.text)
         except AgentGone:
             return False
         except (ConnectionError, TimeoutError) as exc:
             self.screen.line(f"! the agent did not take that: {exc or type(exc).__name__}",
                              "error")
-        self._ready_if_idle()
+        if self.asking is not None and not isinstance(verdict, Reply):
+            self.screen.ask()  # the question still waits for its answer
+        else:
+            self._ready_if_idle()
         return True
 
     def _ready_if_idle(self) -> None:
         if not self.busy and not self.approvals:
             self.screen.ready()
 
-    async def _answer(self, text: str) -> None:
-        asked = self.approvals[0]
-        allow = text.strip().lower() in YES
+    async def _send_answer(self, reply: Reply) -> None:
+        """Send an answer bound to the question it was given at; one whose
+        question was settled meanwhile (elsewhere, by a stop) is not used."""
+        if all(a.approval != reply.question for a in self.approvals):
+            self.screen.line(f"(your answer to approval {reply.question} came after it was "
+                             "settled, so it was not used)", "note")
+            return
         try:
-            await self.connection.send(Answer(approval=asked.approval, allow=allow))
+            await self.connection.send(Answer(approval=reply.question, allow=reply.allow))
         except ConnectionError as exc:
+            if self.closed.is_set():
+                raise AgentGone(str(exc)) from exc
             self.screen.line(f"! the answer did not reach the agent: {exc}", "error")
 
     async def _say(self, text: str) -> None:

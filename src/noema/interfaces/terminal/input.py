@@ -19,24 +19,25 @@ import asyncio
 import contextlib
 import math
 import os
+import select
 import signal
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import get_app
+from prompt_toolkit.application import Application, get_app
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.output import Output
+from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.patch_stdout import patch_stdout
 
-from .client import ChatClient
+from .answers import Prompts
+from .client import ChatClient, one_line
+from .lines import StreamLines
 from .screen import ANSWER, PROMPT, RichScreen
 from .status_line import StatusBar
 
@@ -111,7 +112,84 @@ async def _quietly(stopping) -> None:
         await stopping
 
 
-def prompt_message(client: ChatClient, screen: RichScreen) -> Callable[[], FormattedText]:
+class PromptRounds:
+    """The prompts read under prompt_toolkit, numbered: a line's input
+    position is the number of the prompt it was entered at (see
+    `answers.py`).
+
+    A prompt asks the question shown when it is drawn only if, at that
+    drawing, nothing typed before was waiting: no text being edited, no keys
+    read but not handled, nothing in the terminal's input. Otherwise it stays
+    a prompt for messages (the person was typing one) and the question is
+    asked at the next one. A prompt waiting empty when a question comes (or
+    goes) becomes a new prompt in place, numbered anew and judged at its next
+    drawing the same way; one being typed into stays what it is.
+    """
+
+    def __init__(self, client: ChatClient) -> None:
+        self.client = client
+        self.number = 0
+        self.asks: int | None = None  # the question the prompt on the screen asks
+        self.app: Application[str] | None = None
+        self._intended: int | None = None
+        self._checked = True
+
+    def begin(self) -> None:
+        """A new prompt is about to be read."""
+        asked = self.client.asking
+        self._renumber(asked.approval if asked is not None else None)
+
+    def _renumber(self, question: int | None) -> None:
+        self.number += 1
+        self._intended = self.asks = question
+        self._checked = False
+        # For messages until a drawing shows nobody had typed ahead.
+        self.client.prompts.drawn(None, self.number)
+
+    def rendered(self, app: Application[str]) -> None:
+        """The prompt was drawn (prompt_toolkit's after_render): the first
+        time since it was numbered, decide what it asks."""
+        if self._checked:
+            return
+        self._checked = True
+        asked = self.client.asking
+        wanted = asked.approval if asked is not None else None
+        if typed_ahead(app):
+            if self.asks is not None:
+                self.asks = None
+                app.invalidate()
+            return
+        if wanted != self._intended:  # it changed as this prompt was drawn
+            self._renumber(wanted)
+            app.invalidate()
+            return
+        if wanted is not None:
+            self.client.prompts.drawn(wanted, self.number)
+
+    def prompt_changed(self, prompts: Prompts, question: int | None) -> None:
+        """The chat shows `question` (or takes messages again)."""
+        app = self.app
+        if question == self.asks or app is None or not self._checked:
+            return  # not drawn yet: its drawing sees the change
+        if app.is_running and not app.is_done and not app.current_buffer.text:
+            self._renumber(question)
+            app.invalidate()
+
+
+def typed_ahead(app: Application[str]) -> bool:
+    """Whether anything the person typed waits at this moment: text being
+    edited, keys read but not handled, bytes in the terminal's input (the
+    terminal itself sends nothing there: the prompt asks it no questions)."""
+    if app.current_buffer.text or app.is_done or app.key_processor.input_queue:
+        return True
+    try:
+        ready, _, _ = select.select([app.input.fileno()], [], [], 0)
+    except (NotImplementedError, OSError, ValueError):  # cannot tell: assume it does
+        return True
+    return bool(ready)
+
+
+def prompt_message(rounds: PromptRounds, screen: RichScreen) -> Callable[[], FormattedText]:
     """What stands before the cursor: the answer's unfinished block, then
     `you> ` or the approval question."""
 
@@ -120,8 +198,12 @@ def prompt_message(client: ChatClient, screen: RichScreen) -> Callable[[], Forma
         live = screen.pending
         if live:
             parts.append(("", live_tail(ANSWER + live, _columns()) + "\n"))
-        if client.asking is not None:
-            parts.append(("bold ansiyellow", "allow it? [y/N] "))
+        if rounds.asks is not None:
+            # The prompt names what it asks: it is drawn at once, while the
+            # question's lines above it may reach the screen a moment later.
+            tool = next((a.tool for a in rounds.client.approvals
+                         if a.approval == rounds.asks), "it")
+            parts.append(("bold ansiyellow", f"allow {one_line(tool, 40)}? [y/N] "))
         else:
             parts.append(("bold", PROMPT))
         return FormattedText(parts)
@@ -164,8 +246,16 @@ def make_session(client: ChatClient, screen: RichScreen, bar: StatusBar, *,
     def leave_hint() -> None:
         screen.line(LEAVE_HINT, "note")
 
+    rounds = PromptRounds(client)
+    if output is None:
+        output = create_output()
+        # No cursor-position requests: the terminal's reply would arrive on
+        # the input like typing, and a prompt must see in its input only what
+        # the person typed (`typed_ahead`).
+        if hasattr(output, "enable_cpr"):
+            output.enable_cpr = False
     session: PromptSession[str] = PromptSession(
-        message=prompt_message(client, screen),
+        message=prompt_message(rounds, screen),
         history=history if history is not None else InMemoryHistory(),
         key_bindings=key_bindings(client, leave_hint, clock),
         bottom_toolbar=bar.text,
@@ -173,13 +263,19 @@ def make_session(client: ChatClient, screen: RichScreen, bar: StatusBar, *,
         enable_open_in_editor=False,
         input=input, output=output,
     )
+    rounds.app = session.app
+    session.app.after_render += rounds.rendered
+    client.use_input(rounds)
     return session
 
 
 async def run_prompt(client: ChatClient, session: PromptSession[str], bar: StatusBar, *,
                      patch: bool = True, catch_interrupt: bool = True) -> None:
-    """Read lines at the prompt until the person leaves or the agent goes."""
+    """Read lines at the prompt until the person leaves or the agent goes.
+    `session` is the client's (`make_session`)."""
     app = session.app
+    rounds = client.input
+    assert isinstance(rounds, PromptRounds), "run_prompt reads the session make_session made"
 
     def redraw() -> None:
         if app.is_running:
@@ -198,6 +294,7 @@ async def run_prompt(client: ChatClient, session: PromptSession[str], bar: Statu
     try:
         with patch_stdout(raw=True) if patch else contextlib.nullcontext():
             while not client.closed.is_set():
+                rounds.begin()
                 reading = asyncio.create_task(session.prompt_async(handle_sigint=False))
                 await asyncio.wait({reading, closed}, return_when=asyncio.FIRST_COMPLETED)
                 if not reading.done():  # the agent went away while the person typed
@@ -213,7 +310,7 @@ async def run_prompt(client: ChatClient, session: PromptSession[str], bar: Statu
                     return
                 except KeyboardInterrupt:
                     continue
-                if not await client.take_line(text):
+                if not await client.take_line(text, at=rounds.number):
                     return
     finally:
         if catch_interrupt:
@@ -266,26 +363,7 @@ class Countdown:
 # -- from a pipe -------------------------------------------------------------------
 
 
-def _start_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None],
-                  source: TextIO) -> None:
-    # A daemon thread: a blocked readline never keeps the process alive.
-    def read() -> None:
-        while True:
-            try:
-                line = source.readline()
-            except (OSError, ValueError):
-                line = ""
-            try:
-                loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
-            except RuntimeError:  # the chat is over and its loop closed
-                return
-            if not line:
-                return
-
-    threading.Thread(target=read, name="stdin", daemon=True).start()
-
-
-async def run_lines(client: ChatClient, source: TextIO = sys.stdin, *,
+async def run_lines(client: ChatClient, source: StreamLines, *,
                     hint: Callable[[str], None], catch_interrupt: bool = True,
                     one_at_a_time: bool = False) -> None:
     """Read plain lines until end of input, `/quit`, or the agent goes.
@@ -295,11 +373,11 @@ async def run_lines(client: ChatClient, source: TextIO = sys.stdin, *,
     from a file or a script, not a person typing), each line waits until
     the agent has answered the one before, and the end of input until the
     last answer is given: a person's new message interrupts a reply, a
-    script's next line should not.
+    script's next line should not. `source` is the client's input side
+    (`client.use_input`), started.
     """
     loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
-    _start_reader(loop, lines, source)
+    lines = source.lines
     last_interrupt = [float("-inf")]
 
     def on_interrupt() -> None:
@@ -328,7 +406,7 @@ async def run_lines(client: ChatClient, source: TextIO = sys.stdin, *,
                 getting.cancel()
                 return
             line = getting.result()
-            if line is None or not await client.take_line(line.rstrip("\n")):
+            if line is None or not await client.take_line(line.text, at=line.at):
                 return
     finally:
         closed.cancel()

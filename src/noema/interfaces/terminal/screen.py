@@ -76,6 +76,7 @@ class PlainScreen:
         self.echo = echo
         self.streaming = False
         self.prompting = False  # the prompt is the last thing on the screen
+        self._prompt = PROMPT  # the prompt shown last: for messages, or a question's
         self._asides: list[str] = []  # said while an answer streams: shown after it
 
     def _write(self, text: str) -> None:
@@ -102,8 +103,9 @@ class PlainScreen:
         # Said while the prompt waits: on its own line, then the prompt again.
         waiting = self.prompting
         self._write(("\n" if waiting else "") + text + "\n")
-        if waiting:
-            self.ready()
+        if waiting:  # the same prompt again: a question's stays a question's
+            self._write(self._prompt)
+            self.prompting = True
 
     def aside(self, text: str) -> None:
         if self.streaming:
@@ -114,12 +116,14 @@ class PlainScreen:
     def ready(self) -> None:
         # Several paths end at idle at once (a stop, its repair, the command):
         # one prompt is enough.
-        if not self.prompting:
-            self._write(PROMPT)
+        if not self.prompting or self._prompt != PROMPT:
+            self._write(("\n" if self.prompting else "") + PROMPT)
+            self._prompt = PROMPT
             self.prompting = True
 
     def ask(self) -> None:
         self._write(QUESTION)
+        self._prompt = QUESTION
         self.prompting = True
 
     def line_read(self, text: str) -> None:

@@ -108,9 +108,11 @@ async def answer(request: Request) -> Response:
     except BadRequest as exc:
         return error(400, str(exc))
     try:
-        await context_of(request).bridge.answer(approval, allow)
+        done = await context_of(request).bridge.answer(approval, allow)
     except AgentUnavailable as exc:
         return error(503, f"your answer was not sent: {exc}")
+    if not done.ok:  # the answer names a question that is not open: it settles nothing
+        return error(409, f"your answer was not used: {done.error}")
     return JSONResponse({"ok": True})
 
 

@@ -104,9 +104,12 @@ class Bridge:
         return await self._request(  # type: ignore[return-value]
             lambda n: StartSense(request=n, channel=channel))
 
-    async def answer(self, approval: int, allow: bool) -> None:
-        """The person's answer to an approval; the settlement arrives on the streams."""
-        await self._send(Answer(approval=approval, allow=allow))
+    async def answer(self, approval: int, allow: bool) -> Done:
+        """The person's answer to approval `approval`, and to no other: the
+        Done says why not when that question is no longer open; the
+        settlement arrives on the streams."""
+        return await self._request(  # type: ignore[return-value]
+            lambda n: Answer(request=n, approval=approval, allow=allow))
 
     async def aclose(self) -> None:
         """Leave the control attachment (the agent goes on)."""

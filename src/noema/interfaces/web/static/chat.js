@@ -672,15 +672,22 @@ const chat = {
     allow.type = refuse.type = "button";
     allow.title = "Alt+Y";
     refuse.title = "Alt+N";
-    allow.addEventListener("click", () => chat.answer(message.approval, true, card));
-    refuse.addEventListener("click", () => chat.answer(message.approval, false, card));
+    allow.disabled = refuse.disabled = true;  // until it has been on screen a moment
+    // A click counts only on a card that has been on screen for a while: one
+    // in its first moments was aimed at whatever stood there before.
+    allow.addEventListener("click", (event) => {
+      if (chat.cardSeen(card, event)) chat.answer(message.approval, true, card);
+    });
+    refuse.addEventListener("click", (event) => {
+      if (chat.cardSeen(card, event)) chat.answer(message.approval, false, card);
+    });
     const buttons = chat.el("div", "buttons");
-    buttons.append(allow, refuse, noema.el("span", "keys", "Alt+Y allows · Alt+N refuses"));
+    buttons.append(allow, refuse, noema.el("span", "keys", "Alt+Y allows · Alt+N refuses (outside the message box)"));
     card.appendChild(buttons);
     box.appendChild(card);
+    chat.armCards();
     chat.waiting += 1;
     chat.doing("approval");
-    refuse.focus();
   },
 
   // Where the question was asked and when it expires, on the person's clock.
@@ -695,21 +702,66 @@ const chat = {
     return `${where}Unanswered, it is refused at ${clock} (in ${minutes} minute${minutes === 1 ? "" : "s"}).`;
   },
 
-  // Alt+Y and Alt+N answer the oldest open approval.
+  // How long a card must have been on screen before an answer counts.
+  SEEN_MS: 500,
+
+  // The cards are drawn, or moved (one above them went): each counts as on
+  // screen from its next painted frame; `data-armed` says when it may be answered.
+  armCards() {
+    for (const card of document.querySelectorAll("#approvals .approval")) {
+      delete card.dataset.armed;
+      card.drawnAt = Infinity;
+      for (const button of card.querySelectorAll("button")) button.disabled = true;
+      requestAnimationFrame(() => {
+        const drawnAt = performance.now();
+        card.drawnAt = drawnAt;
+        setTimeout(() => {
+          if (card.drawnAt !== drawnAt || !card.isConnected) return;
+          card.dataset.armed = "";
+          if (!("sending" in card.dataset)) {
+            for (const button of card.querySelectorAll("button")) button.disabled = false;
+          }
+          // Refuse takes the focus only when nothing else has it: a person
+          // typing a message keeps their text box (a space or an Enter meant
+          // for it must not press a button).
+          const first = document.querySelector("#approvals .approval");
+          const idle = !document.activeElement || document.activeElement === document.body;
+          if (card === first && idle) card.querySelector("button.refuse")?.focus();
+        }, chat.SEEN_MS);
+      });
+    }
+  },
+
+  // Whether `event` (a click or a key press) came once `card` had been on
+  // screen for SEEN_MS: not before it was drawn, not in its first moments.
+  cardSeen(card, event) {
+    const drawnAt = card.drawnAt ?? Infinity;
+    return event.timeStamp - drawnAt >= chat.SEEN_MS;
+  },
+
+  // Alt+Y and Alt+N answer the oldest open approval: a fresh press (a key
+  // held down repeats, and would answer the next card as it appears), on a
+  // card on screen long enough to read, and never while the person types.
   shortcut(event) {
     if (!event.altKey || !["y", "n"].includes(event.key.toLowerCase())) return;
     const card = document.querySelector("#approvals .approval");
     if (!card) return;
+    const typing = event.target.closest?.("input, textarea, select, [contenteditable]");
+    if (event.repeat || typing || !chat.cardSeen(card, event)) return;
     event.preventDefault();
     chat.answer(Number(card.dataset.approval), event.key.toLowerCase() === "y", card);
   },
 
   async answer(approval, allow, card) {
+    card.dataset.sending = "";
     for (const button of card.querySelectorAll("button")) button.disabled = true;
     const {status, body} = await noema.post("/api/answer", {approval, allow});
+    delete card.dataset.sending;
     if (status !== 200) {
       chat.setState(body.error || "the answer was not sent");
-      for (const button of card.querySelectorAll("button")) button.disabled = false;
+      if ("armed" in card.dataset) {
+        for (const button of card.querySelectorAll("button")) button.disabled = false;
+      }
     }
   },
 
@@ -718,6 +770,7 @@ const chat = {
     if (card) {
       card.remove();
       chat.waiting = Math.max(0, chat.waiting - 1);
+      chat.armCards();  // the others moved
     }
     chat.doing(chat.busy ? "thinking" : "idle");
     const who = message.by ? ` (${message.by})` : "";
