@@ -54,12 +54,12 @@ async def test_a_question_asked_away_says_where_and_until_when(chat):  # noqa: F
     expires = time.time() + 3600
     await chat.hear(ApprovalAsked(approval=1, tool="schedule_alarm",
                                   arguments='{"reason": "call the plumber"}',
-                                  reason="the autonomy level of schedule_alarm is 'ask'",
+                                  reason="because alarms are set to ask first",
                                   where="on Telegram", expires_at=expires))
     clock = datetime.fromtimestamp(expires).strftime("%H:%M")
     assert ("* schedule_alarm needs your approval:\n"
             '    {"reason": "call the plumber"}\n'
-            "  (the autonomy level of schedule_alarm is 'ask')\n"
+            "  Asked because alarms are set to ask first.\n"
             "  (asked on Telegram while you were away: answer here or there, the first answer "
             f"counts; unanswered, it is refused at {clock}, in 60 minutes)\n") in chat.shown
 

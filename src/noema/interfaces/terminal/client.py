@@ -309,8 +309,10 @@ class ChatClient:
         if flagged:
             text += ("\n  ! it holds invisible or direction-changing characters, shown as "
                      "⟨U+…⟩: read it with care")
-        if asked.reason:
-            text += f"\n  ({one_line(shown_plainly(asked.reason)[0], 200)})"
+        if asked.reason:  # "because it follows a stranger's mail (…)": whose words, whole
+            reason = one_line(shown_plainly(asked.reason)[0], 600)
+            text += (f"\n  Asked {reason}." if reason.startswith("because ")
+                     else f"\n  ({reason})")
         deadline = deadline_text(asked.where, asked.expires_at, time.time())
         if deadline:
             text += f"\n  ({deadline})"
