@@ -71,10 +71,9 @@ def test_a_healthy_agent_is_said_healthy(agent):
     assert lines[0].startswith("ok") and "turns.db" in lines[0]
     assert lines[1].startswith("ok") and "archive.db" in lines[1]
     assert lines[2].startswith("ok") and "schedules.db (alarms and schedules)" in lines[2]
-    assert lines[3] == "ok       file_marks.db (which files hold outside words)"
-    assert lines[4].startswith("ok") and lines[4].split()[1].startswith("versions/")
-    assert lines[5] == "ok       permissions: only you can read the agent's folder"
-    assert lines[-1] == "all healthy" and len(lines) == 7
+    assert lines[3].startswith("ok") and lines[3].split()[1].startswith("versions/")
+    assert lines[4] == "ok       permissions: only you can read the agent's folder"
+    assert lines[-1] == "all healthy" and len(lines) == 6
     # Stores made by use are listed once they exist, not before.
     assert "mail.db" not in result.output and "docs.db" not in result.output
 
@@ -363,7 +362,7 @@ def test_damaged_channel_stores_and_document_index_are_found_and_repaired(agent)
     assert found.exit_code == 1
     for name in ("mail.db", "telegram.db", "docs.db"):
         assert f"DAMAGED  {name}" in found.output
-    assert "3 of 8 damaged" in found.output
+    assert "3 of 7 damaged" in found.output
 
     repaired = doctor(agent, "--repair")
     assert repaired.exit_code == 0, repaired.output
@@ -395,8 +394,10 @@ def test_a_damaged_record_of_outside_files_is_found_and_made_anew(agent):
     silently read as "no file holds outside words"."""
     from noema.security.file_marks import FileMarks
 
+    from noema.memory.turns import Source, SourceKind
+
     marks = FileMarks(agent.file_marks_db)
-    marks.mark(b"a stranger's words", (), "/w/a")  # no sources: nothing is kept
+    marks.mark(b"a stranger's words", (Source(SourceKind.MAIL, "m@x.example"),), "/w/a")
     marks.close()
     overwrite_header(agent.file_marks_db)
     found = doctor(agent)

@@ -73,7 +73,7 @@ async def test_a_strangers_orders_are_all_asked_and_refused_nothing_happens(acco
     assert len(model.obeyed) == 5, "the model did not try every order"
     assert {r.tool for r in person.asked} >= {"file_write", "schedule_recurring",
                                               "email_send", "shell_execute"}
-    assert all("words from outside" in r.reason or "never wrote" in r.reason
+    assert all("mallory@outside.test" in r.reason or "never wrote" in r.reason
                for r in person.asked)
     assert not (ws / "planted.txt").exists() and not (ws / "ran-a-command").exists()
     assert schedules == []

@@ -43,7 +43,7 @@ async def test_ask_runs_the_call_when_the_person_approves(world: World):
     (request,) = person.asked
     assert request.tool == "file_write" and "path: a.txt" in request.arguments
     assert request.call_id.startswith("call-") and request.turn_id is not None
-    assert "'ask'" in request.reason
+    assert "set to ask first" in request.reason
 
 
 async def test_ask_refuses_when_the_person_declines(world: World):

@@ -96,7 +96,7 @@ async def test_a_chat_the_person_never_used_is_asked_even_when_allowed(
             await send.handler(ctx(), text="the notes", chat_id=555)
         assert server.sent == []
     [request] = asked
-    assert request.tool == "telegram_send" and "never used" in request.reason
+    assert request.tool == "telegram_send" and "not one of yours" in request.reason
 
 
 async def test_with_nobody_to_ask_a_new_chat_is_refused(rig: Rig, server: FakeTelegramServer):

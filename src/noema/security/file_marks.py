@@ -24,7 +24,7 @@ import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..health import check_file, opening, private_file
@@ -61,21 +61,40 @@ def content_id(data: bytes) -> str:
 
 
 class FileMarks:
-    """The marks of one agent's files; `None` as the path keeps them in memory."""
+    """The marks of one agent's files; `None` as the path keeps them in memory.
+
+    The file is made at the first mark: an agent that never met outside words
+    holds none (and a check of one that exists finds damage at start)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if path is None or path.exists() or path.with_name(path.name + "-wal").exists():
+            self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        path = self.path
         if path is not None:
             with opening(path):
                 path.parent.mkdir(parents=True, exist_ok=True)
             check_file(path)
             private_file(path)
-        self._db = sqlite3.connect(str(path) if path else ":memory:", isolation_level=None,
-                                   check_same_thread=False, timeout=30)
-        self._lock = threading.Lock()
+        db = sqlite3.connect(str(path) if path else ":memory:", isolation_level=None,
+                             check_same_thread=False, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+        self._db = db
+        return db
+
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        """A query's rows; none while no mark was ever made."""
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+            if self._db is None:
+                return []
+            return self._db.execute(sql, params).fetchall()
 
     def mark(self, data: bytes | str, sources: Iterable[Source], path: str) -> None:
         """Mark content (bytes, or their blob id) written to `path` as holding
@@ -85,25 +104,25 @@ class FileMarks:
             return
         blob = data if isinstance(data, str) else content_id(data)
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._open()
+            db.execute("BEGIN IMMEDIATE")
             try:
-                before = self._db.execute("SELECT sources FROM contents WHERE blob = ?",
-                                          (blob,)).fetchone()
+                before = db.execute("SELECT sources FROM contents WHERE blob = ?",
+                                    (blob,)).fetchone()
                 joined = sources_union(sources, sources_from_text(before[0]) if before else ())
-                self._db.execute(
+                db.execute(
                     "INSERT INTO contents (blob, sources, path, marked) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT(blob) DO UPDATE SET sources = excluded.sources",
                     (blob, sources_to_text(joined), path, time.time()))
-                row = self._db.execute("SELECT sources FROM paths WHERE path = ?",
-                                       (path,)).fetchone()
+                row = db.execute("SELECT sources FROM paths WHERE path = ?", (path,)).fetchone()
                 at_path = sources_union(sources, sources_from_text(row[0]) if row else ())
-                self._db.execute(
+                db.execute(
                     "INSERT INTO paths (path, sources) VALUES (?, ?) ON CONFLICT(path)"
                     " DO UPDATE SET sources = excluded.sources", (path, sources_to_text(at_path)))
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            db.execute("COMMIT")
 
     def mark_version(self, version: str, sources: Iterable[Source]) -> None:
         """A version made while outside words led: its note (a command line, a
@@ -112,47 +131,42 @@ class FileMarks:
         if not sources:
             return
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO versions (id, sources) VALUES (?, ?)",
-                             (version, sources_to_text(sources)))
+            self._open().execute("INSERT OR REPLACE INTO versions (id, sources) VALUES (?, ?)",
+                                 (version, sources_to_text(sources)))
 
     def of_versions(self, versions: Iterable[str]) -> tuple[Source, ...]:
         """Whose outside words led to any of these versions."""
-        wanted = list(dict.fromkeys(versions))
-        found: list[Source] = []
-        with self._lock:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for (sources,) in self._db.execute(
-                        f"SELECT sources FROM versions WHERE id IN ({marks})", chunk):
-                    found.extend(sources_from_text(sources))
-        return sources_union(found)
+        return sources_union(*(sources_from_text(text) for (text,) in
+                               self._among("SELECT sources FROM versions WHERE id IN", versions)))
 
     def of_content(self, data: bytes | str, shown: str = "") -> tuple[Source, ...]:
         """Whose outside words these bytes (or this blob id) hold; with
         `shown`, the file they were read from is named among the sources."""
         blob = data if isinstance(data, str) else content_id(data)
-        with self._lock:
-            row = self._db.execute("SELECT sources, path FROM contents WHERE blob = ?",
-                                   (blob,)).fetchone()
-        if row is None:
+        rows = self._rows("SELECT sources, path FROM contents WHERE blob = ?", (blob,))
+        if not rows:
             return ()
-        return sources_union(sources_from_text(row[0]),
-                             (Source(SourceKind.FILE, shown or row[1]),))
+        sources, path = rows[0]
+        return sources_union(sources_from_text(sources),
+                             (Source(SourceKind.FILE, shown or path),))
 
     def of_paths(self, paths: Iterable[str]) -> tuple[Source, ...]:
         """Whose outside words were ever written under these names."""
-        wanted = list(dict.fromkeys(paths))
         found: list[Source] = []
-        with self._lock:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for path, sources in self._db.execute(
-                        f"SELECT path, sources FROM paths WHERE path IN ({marks})", chunk):
-                    found.extend(sources_from_text(sources))
-                    found.append(Source(SourceKind.FILE, path))
+        for path, sources in self._among("SELECT path, sources FROM paths WHERE path IN",
+                                         paths):
+            found.extend(sources_from_text(sources))
+            found.append(Source(SourceKind.FILE, path))
         return sources_union(found)
+
+    def _among(self, select: str, keys: Iterable[str]) -> list[tuple]:
+        """`select … IN (keys)`, in chunks the SQL limits allow."""
+        wanted = list(dict.fromkeys(keys))
+        rows: list[tuple] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            rows += self._rows(f"{select} ({','.join('?' * len(chunk))})", chunk)
+        return rows
 
     def of_paths_content(self, paths: Iterable[str]) -> tuple[Source, ...]:
         """Whose outside words the files at these paths hold now, judged by
@@ -180,10 +194,15 @@ class FileMarks:
     def all_sources(self) -> tuple[Source, ...]:
         """Every source any marked content holds (what a reader with no view
         of what it read must assume it read)."""
-        with self._lock:
-            rows = self._db.execute("SELECT sources FROM contents").fetchall()
-        return sources_union(*(sources_from_text(r[0]) for r in rows))
+        return sources_union(*(sources_from_text(r[0])
+                               for r in self._rows("SELECT sources FROM contents")))
+
+    def any_marked(self) -> bool:
+        """Whether any content was ever marked (a cheap test before a walk)."""
+        return bool(self._rows("SELECT 1 FROM contents LIMIT 1"))
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
