@@ -14,6 +14,8 @@ import json
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
@@ -130,6 +132,14 @@ async def assert_refused(url: str, why: str, **kw) -> str:
     ("http://[64:ff9b::a00:5]/", "is a NAT64 address of 10.0.0.5"),
     ("http://[64:ff9b::127.0.0.1]/", "is a NAT64 address of 127.0.0.1"),
     ("http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/", "is a Teredo address of 10.0.0.1"),
+    ("http://[::ffff:0:7f00:1]/", "is an IPv4-translated address of 127.0.0.1 is a loopback"),
+    ("http://[::ffff:0:10.0.0.5]/", "is an IPv4-translated address of 10.0.0.5"),
+    ("http://[64:ff9b:1::7f00:1]/", "is a NAT64 address of 127.0.0.1"),
+    ("http://[2002:7f00:1::1]/", "is a 6to4 address of 127.0.0.1"),
+    # IPv6 outside the one range the internet routes, whatever Python's table says.
+    ("http://[::ffff:0:0:0:1]/", "is a reserved address"),
+    ("http://[100::1]/", "is a reserved address"),
+    ("http://[4000::1]/", "is a reserved address"),
     # Cloud metadata, by address and by name.
     ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud metadata address"),
     ("http://[fd00:ec2::254]/", "fd00:ec2::254 is a cloud metadata address"),
@@ -232,6 +242,40 @@ async def test_an_allowed_range_opens_only_that_range():
     metadata = ipaddress.ip_address("169.254.169.254")
     assert refusal(metadata, open_all) is not None  # metadata stays shut
     assert refusal(ipaddress.ip_address("169.254.1.1"), open_all) is None
+
+
+_TEREDO_SERVER = int(ipaddress.IPv4Address("65.54.227.120"))
+EMBEDDINGS = {  # each form an IPv4 address takes inside an IPv6 one, built by hand
+    "mapped": lambda v4: 0xFFFF << 32 | v4,
+    "translated": lambda v4: 0xFFFF << 48 | v4,
+    "NAT64": lambda v4: 0x64FF9B << 96 | v4,
+    "local-use NAT64": lambda v4: 0x64FF9B0001 << 80 | v4,
+    "6to4": lambda v4: 0x2002 << 112 | v4 << 80,
+    "Teredo": lambda v4: 0x20010000 << 96 | _TEREDO_SERVER << 64 | (v4 ^ 0xFFFFFFFF),
+    "IPv4-compatible": lambda v4: v4,
+}
+
+
+@settings(max_examples=300)
+@given(st.integers(min_value=0, max_value=2**32 - 1), st.sampled_from(sorted(EMBEDDINGS)))
+def test_an_ipv6_address_carrying_an_ipv4_one_is_refused_when_that_one_is(v4, form):
+    inner = ipaddress.IPv4Address(v4)
+    outer = ipaddress.IPv6Address(EMBEDDINGS[form](v4))
+    why = refusal(outer)
+    if refusal(inner) is not None:
+        assert why is not None, (form, outer)
+        if v4 > 1:  # ::0 and ::1 are the unspecified and loopback addresses themselves
+            assert f"of {inner}" in why, why
+    elif form not in ("local-use NAT64", "IPv4-compatible"):  # never routed, whatever inside
+        assert why is None, why
+
+
+async def test_an_ipv4_translated_loopback_is_refused_through_the_proxy_too(web):
+    with TunnelProxy() as proxy:
+        proxy.route["[::ffff:0:7f00:1]"] = "127.0.0.1"
+        result = await fetch(proxied(proxy, Resolver({})), f"http://[::ffff:0:7f00:1]:{web.port}/")
+    assert result.is_error and "IPv4-translated address of 127.0.0.1" in result.content
+    assert proxy.asked == []
 
 
 def test_public_addresses_pass_and_spellings_are_read_as_the_stack_reads_them():
