@@ -72,6 +72,10 @@ def web():
             ("GET", "/to-metadata"): redirect("http://169.254.169.254/latest/meta-data/", 301),
             ("GET", "/to-decimal"): redirect("http://2130706433/"),
             ("GET", "/to-private-name"): redirect("/article.html"),
+            ("GET", "/to-slash-backslash"): redirect("/\\127.0.0.1/admin"),
+            ("GET", "/to-backslashes"): redirect("\\\\127.0.0.1/admin"),
+            ("GET", "/to-userinfo"): redirect("http://news.example.org@127.0.0.1/admin"),
+            ("GET", "/to-port-zero"): redirect("http://news.example.org:0/admin"),
         })
         yield server
 
@@ -193,6 +197,47 @@ async def test_redirects_to_refused_addresses_are_refused(web, path, why):
     await assert_refused(web.url(path, "news.example.org"), why, resolver=resolver,
                          connector=connector)
     assert connector.dialled == [str(PUBLIC)]  # only the first hop was dialled
+
+
+@pytest.mark.parametrize("url, why", [
+    ("http://news.example.org\\@127.0.0.1/", "has a backslash"),
+    ("http://127.0.0.1\\.news.example.org/", "has a backslash"),
+    ("http:\\\\127.0.0.1/", "has a backslash"),
+    ("http://news.example.org/a\\b", "has a backslash"),
+    ("http://news.example.org:0/", "has port '0'; a port is a number from 1 to 65535"),
+    ("http://news.example.org:+80/", "has port '+80'"),
+    ("http://news.example.org:99999/", "has port '99999'"),
+    ("http://news.example.org@127.0.0.1/", "has a user name or password before '@'"),
+    ("http://user:secret@news.example.org/", "has a user name or password before '@'"),
+    ("http:///etc/passwd", "names no host"),
+    ("http://:8080/", "names no host"),
+    ("http://[]/", "names no host"),
+    ("http://[::1]x/", "malformed IPv6 address"),
+    ("http://news.example .org/", "has a space in its host"),
+    ("http://news.example.org/\tadmin", "has a control character"),
+])
+async def test_malformed_authorities_are_refused_with_their_reason(url, why):
+    resolver = Resolver({"news.example.org": [[str(PUBLIC)]]})
+    connector = Connector()
+    result = await fetch(tools(resolver, connector), url)
+    assert result.is_error and why in result.content, result.content
+    assert resolver.asked == [] and connector.dialled == []
+
+
+@pytest.mark.parametrize("path, why", [
+    ("/to-slash-backslash", "the redirect to '/\\\\127.0.0.1/admin' has a backslash"),
+    ("/to-backslashes", "has a backslash"),
+    ("/to-userinfo", "has a user name or password before '@'"),
+    ("/to-port-zero", "has port '0'"),
+])
+async def test_a_redirect_spelled_to_be_read_two_ways_is_refused(web, path, why):
+    resolver = Resolver({"news.example.org": [[str(PUBLIC)]]})
+    connector = Connector()
+    result = await fetch(tools(resolver, connector), web.url(path, "news.example.org"))
+    assert result.is_error and why in result.content, result.content
+    assert connector.dialled == [str(PUBLIC)]  # only the first hop
+    assert [p for _, p, _, _ in web.requests].count(path) >= 1
+    assert not any(p.endswith("admin") for _, p, _, _ in web.requests)
 
 
 async def test_a_redirect_to_a_name_that_now_resolves_privately_is_refused(web):

@@ -29,6 +29,7 @@ from ..tools.errors import ToolError, shorten
 from .addresses import AddressGuard, IPAddress, Refused, Resolver, read_host, system_resolver
 from .settings import WebSettings
 from .tunnel import tunnel_connector
+from .urls import check_authority, check_spelling
 
 Connector = Callable[[IPAddress, int, "float | None"], Awaitable[httpcore2.AsyncNetworkStream]]
 # Called with (from, to) before a redirect is followed; raises ToolError to stop it.
@@ -160,7 +161,9 @@ class Fetcher:
                             f"{shorten(url)} redirects more than {self.settings.max_redirects} "
                             "times; giving up"
                         )
-                    target = str(response.url.join(response.headers["location"]))
+                    location = response.headers["location"]
+                    check_spelling(location, "the redirect to")  # before a join reads it
+                    target = str(response.url.join(location))
                     if on_redirect is not None:
                         on_redirect(current, target)
                     current = await self._checked(target)
@@ -176,6 +179,7 @@ class Fetcher:
         An address in any spelling (2130706433, 0x7f.1, [::ffff:7f00:1]) is
         rewritten in its plain form, so the request goes where the check looked.
         """
+        check_authority(url)
         try:
             parts = urlsplit(url.strip())
             port = parts.port

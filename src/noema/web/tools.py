@@ -20,6 +20,7 @@ from .extract import READABLE, to_text
 from .search import MAX_RESULTS, SearchResult, Searcher, search_problem
 from .seen import SeenAddresses, TurnSource
 from .settings import WebSettings
+from .urls import check_authority
 
 if TYPE_CHECKING:
     from .fetch import Connector, Fetcher
@@ -139,6 +140,7 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                 raise ToolError(f"offset must be 0 or more, not {offset}")
             if not 1 <= size <= MAX_PAGE_CHARS:
                 raise ToolError(f"limit must be between 1 and {MAX_PAGE_CHARS}, not {size}")
+            check_authority(url)  # a malformed address is refused before anyone is asked
             redirect = None
             if guard is not None:
                 arguments = {"url": url, "offset": offset, "limit": limit}
