@@ -357,8 +357,8 @@ async def test_a_proxy_is_used_and_the_target_is_still_checked_here(web):
         result = await fetch(reg, f"http://news.example.org:{web.port}/article.html")
         assert not result.is_error, result.content
         assert "fourˆmetres" in result.content
-        # The proxy was asked for the checked address; the name went only to the site.
-        assert proxy.asked == [f"CONNECT {PUBLIC}:{web.port} HTTP/1.1"]
+        # The proxy was asked for the checked address; it has the name only as the Host.
+        assert proxy.asked == [f"GET http://{PUBLIC}:{web.port}/article.html HTTP/1.1"]
         _, _, headers, _ = web.requests[-1]
         assert headers["Host"] == f"news.example.org:{web.port}"
         before = len(web.requests)
