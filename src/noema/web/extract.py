@@ -101,8 +101,57 @@ _BINARY: dict[str, tuple[str, Callable[[bytes], str]]] = {
 }
 
 
+# What a DOCX or ODT may unpack to: its parts are read whole and parsed into
+# a tree several times their size.
+UNPACKED_LIMIT = 32 << 20
+_MAGIC = {b"%PDF-": "a PDF document", b"PK\x03\x04": "a zip archive",
+          b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
+          b"\x1f\x8b": "gzip-compressed data"}
+
+
+def binary_in_text(body: bytes, charset: str | None) -> str | None:
+    """What a body labelled as text really holds, when it is plainly not text."""
+    for magic, words in _MAGIC.items():
+        if body.startswith(magic):
+            return words
+    head = body[:8192]
+    wide = (charset or "").lower().replace("-", "").startswith(("utf16", "utf32"))
+    if b"\x00" in head and not wide:  # no text but UTF-16 and UTF-32 has NUL bytes
+        return "binary data"
+    return None
+
+
+def check_unpacked(body: bytes, name: str, url: str) -> None:
+    """Refuse a DOCX or ODT whose parts unpack to more than `UNPACKED_LIMIT`.
+
+    The sizes read are those the archive declares; reading a part never
+    yields more than its declared size (zipfile stops there and checks the
+    CRC), so they bound what the readers will unpack.
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            total = sum(item.file_size for item in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError):
+        raise ToolError(f"the {name} document at {url} is not a valid zip archive") from None
+    if total > UNPACKED_LIMIT:
+        raise ToolError(
+            f"the {name} document at {url} unpacks to {total >> 20} MiB, more than the "
+            f"{UNPACKED_LIMIT >> 20} MiB a document may unpack to; it was not read"
+        )
+
+
 def to_text(body: bytes, media_type: str, charset: str | None, url: str, truncated: bool) -> str:
-    """The readable text of a body; a ToolError if it cannot be read."""
+    """The readable text of a body; a ToolError if it cannot be read.
+
+    Run it in the reader's worker (`reader.py`), whose memory and time are
+    bounded: these checks give the common hostile cases a clear message, the
+    worker's bounds hold for the rest."""
+    if media_type in HTML or media_type in PLAIN:
+        found = binary_in_text(body, charset)
+        if found is not None:
+            raise ToolError(f"{url} is labelled {media_type} but holds {found}; it was not read")
     if media_type in HTML:
         return html_text(body, charset, url)
     if media_type in PLAIN:
@@ -113,8 +162,12 @@ def to_text(body: bytes, media_type: str, charset: str | None, url: str, truncat
             f"the {name} document at {url} is larger than the size cap ([web] max_bytes = "
             f"{len(body)}); it cannot be read"
         )
+    if media_type in (DOCX, ODT):
+        check_unpacked(body, name, url)
     try:
         return reader(body)
+    except MemoryError:
+        raise  # the worker's bound: it says so itself
     except Exception as exc:  # a damaged or hostile file: each library fails its own way
         raise ToolError(
             f"the {name} document at {url} could not be read ({type(exc).__name__})"

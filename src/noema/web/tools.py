@@ -16,7 +16,8 @@ from ..tools.errors import ToolError
 from ..tools.registry import Tool, ToolContext, ToolResult, tool
 from .addresses import Resolver, system_resolver
 from .exfiltration import FetchGuard
-from .extract import READABLE, to_text
+from .extract import READABLE
+from .reader import read_text
 from .search import MAX_RESULTS, SearchResult, Searcher, search_problem
 from .seen import SeenAddresses, TurnSource
 from .settings import WebSettings
@@ -150,8 +151,8 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                     guard.redirect(first, previous, target)
 
             fetched = await fetcher().fetch(url, READABLE, redirect)
-            text = await asyncio.to_thread(
-                to_text, fetched.body, fetched.media_type, fetched.charset, fetched.url,
+            text = await asyncio.to_thread(  # in the reader's worker, bounded
+                read_text, fetched.body, fetched.media_type, fetched.charset, fetched.url,
                 fetched.truncated,
             )
             return ToolResult(render_page(text, fetched.url, fetched.media_type, offset, size,

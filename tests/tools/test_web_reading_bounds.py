@@ -1,0 +1,152 @@
+"""Reading a fetched body costs bounded memory and time, whatever its bytes say:
+a zip that unpacks to far more than its size, a body whose label lies, a
+document that needs more memory or time than a reader may take. The agent's
+own process grows by the body, never by what reading it costs."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Awaitable
+
+import pytest
+
+from noema.perception.untrusted import SessionDelimiter
+from noema.providers.base import ToolCall
+from noema.tools.errors import ToolError
+from noema.tools.registry import ToolContext, ToolRegistry
+from noema.web import WebSettings
+from noema.web.extract import DOCX, ODT, UNPACKED_LIMIT
+from noema.web.reader import Reader
+from noema.web.tools import web_tools
+from tests.fakes.web_server import WebServer, page, pdf_bomb, pdf_bytes
+
+MIB = 1 << 20
+
+
+def zipped(parts: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def document_xml(text_bytes: int) -> bytes:
+    """A Word document.xml holding `text_bytes` of text, in paragraphs of 1 KiB."""
+    paragraph = b"<w:p><w:r><w:t>" + b"a" * 1024 + b"</w:t></w:r></w:p>"
+    return (b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/'
+            b'wordprocessingml/2006/main"><w:body>' + paragraph * (text_bytes // 1024)
+            + b"</w:body></w:document>")
+
+
+WORD_PARTS = {  # what python-docx needs to find the document's text
+    "[Content_Types].xml": b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats'
+    b'.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/>'
+    b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.'
+    b'relationships+xml"/><Override PartName="/word/document.xml" ContentType="application/'
+    b'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
+    "_rels/.rels": b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.'
+    b'org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.'
+    b'openxmlformats.org/officeDocument/2006/relationships/officeDocument" '
+    b'Target="word/document.xml"/></Relationships>',
+}
+
+
+def rss(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+async def growth_while(work: Awaitable) -> tuple[object, int]:
+    """What `work` gives, and how far this process's RSS peaked above where it was."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # the peak (VmHWM) starts again from the RSS now
+    before = rss("VmRSS")
+    done = await work
+    return done, rss("VmHWM") - before
+
+
+@pytest.fixture(scope="module")
+def site():
+    with WebServer() as server:
+        yield server
+
+
+async def fetch(site: WebServer, path: str, media: str, payload: bytes):
+    site.routes[("GET", path)] = page(media, payload)
+    registry = ToolRegistry(web_tools(WebSettings(allow_ranges=("127.0.0.0/8",)), {},
+                                      SessionDelimiter("0123456789ab")))
+    call = ToolCall("c1", "web_get_content", json.dumps({"url": site.url(path)}))
+    return await registry.call(call, ToolContext("c1", 1, 1))
+
+
+async def test_a_docx_that_unpacks_past_the_limit_is_refused_and_costs_the_agent_nothing(site):
+    bomb = zipped({**WORD_PARTS, "word/document.xml": document_xml(UNPACKED_LIMIT + MIB)})
+    assert len(bomb) < MIB  # a small download
+    result, growth = await growth_while(fetch(site, "/bomb.docx", DOCX, bomb))
+    assert result.is_error and "MiB, more than the 32 MiB a document may unpack to" in \
+        result.content, result.content
+    assert growth < 24 * MIB, growth / MIB  # 139 MiB when the agent read it itself
+
+
+@pytest.mark.parametrize("media, payload, holds", [
+    ("text/html", pdf_bytes(["not a page"]), "holds a PDF document"),
+    ("text/plain", zipped({"a.txt": b"x"}), "holds a zip archive"),
+    ("text/html", bytes(range(256)) * 64, "holds binary data"),
+])
+async def test_a_body_whose_label_lies_is_refused(site, media, payload, holds):
+    result = await fetch(site, "/lying", media, payload)
+    assert result.is_error and f"is labelled {media} but {holds}" in result.content
+
+
+async def test_utf16_text_is_not_taken_for_binary(site):
+    site.routes[("GET", "/wide")] = lambda q, b: (
+        200, {"Content-Type": "text/plain; charset=utf-16"}, "tides at Vigo".encode("utf-16"))
+    registry = ToolRegistry(web_tools(WebSettings(allow_ranges=("127.0.0.0/8",)), {},
+                                      SessionDelimiter("0123456789ab")))
+    call = ToolCall("c1", "web_get_content", json.dumps({"url": site.url("/wide")}))
+    result = await registry.call(call, ToolContext("c1", 1, 1))
+    assert not result.is_error and "tidesˆatˆVigo" in result.content
+
+
+def test_a_document_needing_more_memory_than_the_reader_may_take_is_stopped():
+    """A PDF of 24 KB whose page inflates to 8 MB of drawing commands, read by a
+    reader allowed 8 MiB: the worker's own bound stops it, the message says so,
+    and the next document is read by a fresh worker."""
+    reader = Reader(base_memory=8 * MIB)
+    try:
+        with pytest.raises(ToolError, match=r"needs more than 8 MiB"):
+            reader.read(pdf_bomb(8_000_000), "application/pdf", None,
+                        "http://site.example/bomb.pdf", False)
+        assert reader.read(b"after it", "text/plain", None, "http://x.example/", False) \
+            == "after it"
+    finally:
+        reader.close()
+
+
+def test_a_document_taking_longer_than_the_reader_may_is_stopped():
+    reader = Reader(timeout_s=1)
+    endless = b"<html><body>" + b"<p>x</p>" * 1_000_000  # minutes of work for an HTML reader
+    try:
+        with pytest.raises(ToolError, match="took longer than 1 s and was stopped"):
+            reader.read(endless, "text/html", None, "http://site.example/", False)
+        assert reader.read(b"after it", "text/plain", None, "http://x.example/", False) \
+            == "after it"
+    finally:
+        reader.close()
+
+
+def test_an_odt_is_held_to_the_unpack_limit_too():
+    reader = Reader()
+    bomb = zipped({"mimetype": b"application/vnd.oasis.opendocument.text",
+                   "content.xml": b"<x>" + b"a" * (UNPACKED_LIMIT + MIB) + b"</x>"})
+    try:
+        with pytest.raises(ToolError, match="ODT document .* unpacks to 33 MiB"):
+            reader.read(bomb, ODT, None, "http://site.example/bomb.odt", False)
+    finally:
+        reader.close()
