@@ -150,3 +150,20 @@ def test_an_odt_is_held_to_the_unpack_limit_too():
             reader.read(bomb, ODT, None, "http://site.example/bomb.odt", False)
     finally:
         reader.close()
+
+
+async def test_a_compressed_body_is_unpacked_only_up_to_the_size_cap(site):
+    """64 MiB of text in 64 KB of gzip: the transfer decoding stops at the cap
+    ([web] max_bytes, 1 MiB here), so the agent never holds the rest."""
+    import gzip
+
+    packed = gzip.compress(b"a" * (64 * MIB), 9)
+    site.routes[("GET", "/packed")] = lambda q, b: (
+        200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"}, packed)
+    registry = ToolRegistry(web_tools(WebSettings(allow_ranges=("127.0.0.0/8",), max_bytes=MIB),
+                                      {}, SessionDelimiter("0123456789ab")))
+    call = ToolCall("c1", "web_get_content", json.dumps({"url": site.url("/packed")}))
+    result, growth = await growth_while(registry.call(call, ToolContext("c1", 1, 1)))
+    assert not result.is_error, result.content
+    assert f"{MIB} characters of text; the response was cut at the {MIB}-byte" in result.content
+    assert growth < 16 * MIB, growth / MIB
