@@ -324,6 +324,12 @@ def provider_error(
             f"{where} refused the request as unauthorised (HTTP {failure.status}: "
             f"{failure.detail}); if it needs a key, set api_key_env to the variable that holds it"
         )
+    if failure.kind is FailureKind.STATUS and failure.status and 300 <= failure.status < 400:
+        return BadRequest(
+            f"{where} answered with a redirect (HTTP {failure.status}); a model server's "
+            "redirects are not followed, so the key never goes to another address: if the "
+            "server has moved, set base_url to its new address"
+        )
     if failure.kind is FailureKind.STATUS and failure.model_missing:
         return ModelNotFound(
             f"{where} does not know model {endpoint.model!r} ({failure.detail}); check the "
