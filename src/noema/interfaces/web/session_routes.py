@@ -17,7 +17,8 @@ from .auth import Session, ending_cookie
 from .context import context_of, error, session_of
 
 
-def _shown(session: Session, current: Session, now: float) -> dict:
+def shown(session: Session, current: Session, now: float) -> dict:
+    """A session as the page lists it."""
     return {"number": session.number, "browser": session.browser or "an unnamed browser",
             "signed_in": time.strftime("%Y-%m-%d %H:%M", time.localtime(session.created)),
             "idle_s": max(0, round(now - session.seen)), "current": session is current}
@@ -27,7 +28,7 @@ async def list_sessions(request: Request) -> Response:
     """Every open session, this browser's marked."""
     current, now = session_of(request), time.time()
     sessions = context_of(request).credentials.sessions.listing()
-    return JSONResponse({"sessions": [_shown(s, current, now) for s in sessions]},
+    return JSONResponse({"sessions": [shown(s, current, now) for s in sessions]},
                         headers={"cache-control": "no-store"})
 
 
