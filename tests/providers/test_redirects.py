@@ -29,3 +29,23 @@ async def test_the_model_test_does_not_follow_a_redirect_with_the_key(provider, 
             await live_test_of(settings, {env: "sk-kept-secret"})
         assert len(server.requests) == 1  # asked once, at its own address
         assert elsewhere.requests == []  # and never elsewhere, key or no key
+
+
+ERROR_PAGE = (b"<!DOCTYPE html><html><head><title>500 Internal Server Error</title><style>"
+              b"body{font:9pt}</style></head><body><h1>Internal Server Error</h1><pre>Traceback "
+              b"(most recent call last):\n  File \"app.py\", line 3</pre></body></html>")
+
+
+@pytest.mark.parametrize("provider", CASES)
+async def test_an_error_sent_as_a_web_page_is_told_in_plain_words(provider):
+    path, env = CASES[provider]
+    with WebServer() as server:
+        server.routes[("POST", path)] = lambda q, b: (500, {"Content-Type": "text/html"},
+                                                      ERROR_PAGE)
+        base = server.url("/v1" if provider != "anthropic" else "")
+        settings = ModelSettings(provider=provider, model="m", base_url=base, api_key_env=env)
+        with pytest.raises(ProviderError) as failed:
+            await live_test_of(settings, {env: "sk-kept-secret"})
+    said = str(failed.value)
+    assert "HTTP 500: Internal Server Error, sent as a web page" in said, said
+    assert "<" not in said and "Traceback" not in said and "font" not in said
