@@ -167,3 +167,15 @@ async def test_a_compressed_body_is_unpacked_only_up_to_the_size_cap(site):
     assert not result.is_error, result.content
     assert f"{MIB} characters of text; the response was cut at the {MIB}-byte" in result.content
     assert growth < 16 * MIB, growth / MIB
+
+
+def test_the_reader_gets_none_of_the_agent_s_secrets(monkeypatch):
+    """What reads hostile bytes is started without the agent's environment."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-reader-0123456789")
+    reader = Reader()
+    try:
+        reader.read(b"x", "text/plain", None, "http://x.example/", False)
+        with open(f"/proc/{reader._proc.pid}/environ", "rb") as environ:
+            assert b"sk-never-in-the-reader" not in environ.read()
+    finally:
+        reader.close()

@@ -20,6 +20,7 @@ agent does.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -36,6 +37,8 @@ TEXT_LIMIT = 4_000_000  # characters of text kept from one document
 _BASE_MEMORY = 256 << 20  # what reading any document may take, above the worker's own
 _PER_BODY_BYTE = 4  # and per byte of the document
 _FRAME = struct.Struct(">Q")
+_KEPT_ENV = frozenset({"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "HOME",
+                       "VIRTUAL_ENV"})
 
 
 def memory_for(size: int, base: int = _BASE_MEMORY) -> int:
@@ -90,11 +93,13 @@ class Reader:
             return self._proc
         source = str(Path(__file__).resolve().parents[2])  # the folder holding `noema`
         path = os.pathsep.join([source, *filter(None, [os.environ.get("PYTHONPATH")])])
+        # What reads hostile bytes gets none of the agent's secrets from the environment.
+        kept = {k: v for k, v in os.environ.items() if k in _KEPT_ENV}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "noema.web.reader"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
             start_new_session=True,  # a Ctrl-C at the terminal is the agent's, not its
-            env={**os.environ, "PYTHONPATH": path})
+            env={**kept, "PYTHONPATH": path})
         return self._proc
 
     def _stop(self) -> int | None:
@@ -158,6 +163,7 @@ def read_text(body: bytes, media_type: str, charset: str | None, url: str,
     with _SHARED_LOCK:
         if not _SHARED:
             _SHARED.append(Reader())
+            atexit.register(_SHARED[0].close)  # the worker goes with the agent
     return _SHARED[0].read(body, media_type, charset, url, truncated)
 
 
