@@ -73,3 +73,23 @@ def test_sessions_are_kept_by_hash_and_capped():
     assert sessions.find(opened[0][0]) is None  # the ones unused longest went first
     assert sessions.find(opened[-1][0]) is opened[-1][1]
     assert all(value not in repr(vars(sessions)) for value, _ in opened)  # no cookie is kept
+
+
+def test_an_ended_session_s_open_stream_gets_nothing_more(live: LiveServer):
+    from noema.providers.scripted import say
+
+    with signed_in(live) as ana, signed_in(live) as bo:
+        number = next(s["number"] for s in bo.get("/api/sessions").json()["sessions"]
+                      if s["current"])
+        live.script(say("a reply the ended browser must not see"))
+        with bo.stream("GET", "/live") as stream:
+            lines = stream.iter_lines()
+            for line in lines:
+                if '"welcome"' in line:
+                    break
+            assert ana.post(f"/api/sessions/{number}/end", headers=csrf_of(ana)).is_success
+            assert ana.post("/api/say", json={"text": "said after the end"},
+                            headers=csrf_of(ana)).is_success
+            rest = list(lines)  # the stream ends at the next message, unsent
+        live.idle()
+    assert not any("said after the end" in line or "must not see" in line for line in rest)

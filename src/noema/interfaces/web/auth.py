@@ -87,6 +87,10 @@ class Sessions:
             return None
         return self._by_digest.get(_digest(value))
 
+    def is_open(self, session: Session) -> bool:
+        """Whether `session` is still open (a stream checks it before each message)."""
+        return any(open_ is session for open_ in self._by_digest.values())
+
     def end(self, number: int) -> Session | None:
         """End session `number`; the session, or None if no open session has it."""
         for digest, session in list(self._by_digest.items()):
