@@ -168,8 +168,8 @@ class ForwardTransport(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(sent)
         if response.status_code == 407:
             await response.aclose()
-            raise ToolError("the proxy asks for a login; put the user name and password in "
-                            "[web] proxy (http://user:password@host:port)")
+            raise ToolError("the proxy asks for a login, or refused the one given; the user "
+                            "name and password go in [web] proxy (http://user:password@host:port)")
         return response
 
     async def aclose(self) -> None:

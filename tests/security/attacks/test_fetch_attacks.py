@@ -258,3 +258,13 @@ async def test_plain_http_through_an_https_proxy_is_a_proxy_request_over_tls(sit
         fetched = await fetcher.fetch(f"http://site.example:{site.port}/article.html", HTML)
     assert b"four metres" in fetched.body
     assert proxy.asked == [f"GET http://{PUBLIC}:{site.port}/article.html HTTP/1.1"]
+
+
+async def test_a_proxy_asking_for_a_login_says_where_it_goes(site):
+    resolver = Resolver({"site.example": [[str(PUBLIC)]]})
+    with TunnelProxy(login=("ana", "s3cret")) as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        bare = proxy.url.replace("ana:s3cret@", "")
+        with pytest.raises(ToolError, match=r"asks for a login.*\[web\] proxy"):
+            await Fetcher(WebSettings(proxy=bare), resolver=resolver).fetch(
+                f"http://site.example:{site.port}/article.html", HTML)
