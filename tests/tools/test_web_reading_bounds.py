@@ -179,3 +179,29 @@ def test_the_reader_gets_none_of_the_agent_s_secrets(monkeypatch):
             assert b"sk-never-in-the-reader" not in environ.read()
     finally:
         reader.close()
+
+
+async def test_a_cancelled_fetch_stops_its_reading_at_once():
+    """Stop while a costly document is read: the worker is killed, not left to
+    finish, and the next document is read by a fresh one."""
+    import asyncio
+    import os
+
+    reader = Reader(timeout_s=120)
+    endless = b"<html><body>" + b"<p>x</p>" * 1_000_000
+    try:
+        reading = asyncio.create_task(reader.read_async(endless, "text/html", None,
+                                                        "http://site.example/", False))
+        while reader._proc is None:  # the worker has started on it
+            await asyncio.sleep(0.01)
+        busy = reader._proc.pid
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        text = await reader.read_async(b"after it", "text/plain", None, "http://x.example/",
+                                       False)
+        assert text == "after it" and reader._proc.pid != busy
+        with pytest.raises(ProcessLookupError):
+            os.kill(busy, 0)  # the busy worker is gone, reaped
+    finally:
+        reader.close()

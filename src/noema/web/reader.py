@@ -88,6 +88,24 @@ class Reader:
         with self._lock:
             self._stop()
 
+    def abandon(self) -> None:
+        """Kill the worker now, whatever it reads (the thread waiting on it then
+        returns at once): the fetch that wanted the text was cancelled."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
+    async def read_async(self, body: bytes, media_type: str, charset: str | None, url: str,
+                         truncated: bool) -> str:
+        """`read` from a thread; a cancelled caller stops the reading too."""
+        import asyncio
+
+        try:
+            return await asyncio.to_thread(self.read, body, media_type, charset, url, truncated)
+        except asyncio.CancelledError:
+            self.abandon()
+            raise
+
     def _started(self) -> subprocess.Popen:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
@@ -157,14 +175,19 @@ _SHARED: list[Reader] = []
 _SHARED_LOCK = threading.Lock()
 
 
-def read_text(body: bytes, media_type: str, charset: str | None, url: str,
-              truncated: bool) -> str:
-    """`Reader.read` on the process's one worker (blocking: call it from a thread)."""
+def shared_reader() -> Reader:
+    """The process's one reader (its worker starts at the first document)."""
     with _SHARED_LOCK:
         if not _SHARED:
             _SHARED.append(Reader())
             atexit.register(_SHARED[0].close)  # the worker goes with the agent
-    return _SHARED[0].read(body, media_type, charset, url, truncated)
+    return _SHARED[0]
+
+
+def read_text(body: bytes, media_type: str, charset: str | None, url: str,
+              truncated: bool) -> str:
+    """`Reader.read` on the process's one worker (blocking: call it from a thread)."""
+    return shared_reader().read(body, media_type, charset, url, truncated)
 
 
 # -- the worker ----------------------------------------------------------------------

@@ -5,7 +5,6 @@ where it came from as its provenance."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ from ..tools.registry import Tool, ToolContext, ToolResult, tool
 from .addresses import Resolver, system_resolver
 from .exfiltration import FetchGuard
 from .extract import READABLE
-from .reader import read_text
+from .reader import shared_reader
 from .search import MAX_RESULTS, SearchResult, Searcher, search_problem
 from .seen import SeenAddresses, TurnSource
 from .settings import WebSettings
@@ -151,8 +150,8 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                     guard.redirect(first, previous, target)
 
             fetched = await fetcher().fetch(url, READABLE, redirect)
-            text = await asyncio.to_thread(  # in the reader's worker, bounded
-                read_text, fetched.body, fetched.media_type, fetched.charset, fetched.url,
+            text = await shared_reader().read_async(  # in the reader's worker, bounded
+                fetched.body, fetched.media_type, fetched.charset, fetched.url,
                 fetched.truncated,
             )
             return ToolResult(render_page(text, fetched.url, fetched.media_type, offset, size,
