@@ -205,3 +205,24 @@ async def test_a_cancelled_fetch_stops_its_reading_at_once():
             os.kill(busy, 0)  # the busy worker is gone, reaped
     finally:
         reader.close()
+
+
+async def test_cancelling_a_waiting_fetch_leaves_the_reading_under_way_alone():
+    import asyncio
+
+    reader = Reader(timeout_s=120)
+    page = b"<html><body>" + b"<p>some words here</p>" * 50_000
+    try:
+        first = asyncio.create_task(reader.read_async(page, "text/html", None,
+                                                      "http://site.example/a", False))
+        while reader._job is None:  # the first is being read
+            await asyncio.sleep(0.01)
+        waiting = asyncio.create_task(reader.read_async(b"later", "text/plain", None,
+                                                        "http://site.example/b", False))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert "some words here" in await first  # read whole, not killed for the other
+    finally:
+        reader.close()

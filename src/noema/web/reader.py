@@ -46,6 +46,12 @@ def memory_for(size: int, base: int = _BASE_MEMORY) -> int:
     return base + _PER_BODY_BYTE * size
 
 
+class _Job:
+    """One document's reading, as its caller knows it."""
+
+    cancelled = False
+
+
 class Reader:
     """The worker, driven from a thread: `read` blocks until the text or an error."""
 
@@ -54,56 +60,74 @@ class Reader:
         self.base_memory = base_memory
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
+        self._job: _Job | None = None  # the reading under way, when a caller marked it
 
     def read(self, body: bytes, media_type: str, charset: str | None, url: str,
-             truncated: bool) -> str:
-        """The readable text of a fetched body; a ToolError says why there is none."""
+             truncated: bool, job: _Job | None = None) -> str:
+        """The readable text of a fetched body; a ToolError says why there is none.
+
+        `job` (from `read_async`) marks the reading so that only its own
+        cancellation stops it."""
         header = {"media_type": media_type, "charset": charset, "url": url,
                   "truncated": truncated, "memory": memory_for(len(body), self.base_memory)}
         with self._lock:
-            proc = self._started()
-            deadline = time.monotonic() + self.timeout_s
+            if job is not None and job.cancelled:
+                raise ToolError(f"reading {url} was cancelled")
+            self._job = job
             try:
-                assert proc.stdin is not None
-                _write_frame(proc.stdin, json.dumps(header).encode())
-                _write_frame(proc.stdin, body)
-                proc.stdin.flush()
-                answer = json.loads(self._frame(proc, deadline))
-                text = self._frame(proc, deadline).decode("utf-8", "replace")
-            except TimeoutError:
-                self._stop()
-                raise ToolError(f"reading {url} took longer than {self.timeout_s:g} s and was "
-                                "stopped; the document is too costly to read") from None
-            except (OSError, EOFError, ValueError):
-                code = self._stop()
-                raise ToolError(f"the reader of {url} stopped ({_exit_words(code)}); the "
-                                "document could not be read") from None
-            if answer.get("restart"):  # it ran out of memory: a fresh one for the next
-                self._stop()
-            if "error" in answer:
-                raise ToolError(answer["error"])
-            return text
+                return self._exchange(header, body, url)
+            finally:
+                self._job = None
+
+    def _exchange(self, header: dict, body: bytes, url: str) -> str:
+        """One document to the worker and its text back (the lock is held)."""
+        proc = self._started()
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            assert proc.stdin is not None
+            _write_frame(proc.stdin, json.dumps(header).encode())
+            _write_frame(proc.stdin, body)
+            proc.stdin.flush()
+            answer = json.loads(self._frame(proc, deadline))
+            text = self._frame(proc, deadline).decode("utf-8", "replace")
+        except TimeoutError:
+            self._stop()
+            raise ToolError(f"reading {url} took longer than {self.timeout_s:g} s and was "
+                            "stopped; the document is too costly to read") from None
+        except (OSError, EOFError, ValueError):
+            code = self._stop()
+            raise ToolError(f"the reader of {url} stopped ({_exit_words(code)}); the "
+                            "document could not be read") from None
+        if answer.get("restart"):  # it ran out of memory: a fresh one for the next
+            self._stop()
+        if "error" in answer:
+            raise ToolError(answer["error"])
+        return text
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
-    def abandon(self) -> None:
-        """Kill the worker now, whatever it reads (the thread waiting on it then
-        returns at once): the fetch that wanted the text was cancelled."""
+    def abandon(self, job: _Job) -> None:
+        """The fetch that wanted `job`'s text was cancelled: kill the worker if it
+        reads that job now (the thread waiting on it then returns at once), and
+        make sure it never starts otherwise."""
+        job.cancelled = True
         proc = self._proc
-        if proc is not None and proc.poll() is None:
+        if self._job is job and proc is not None and proc.poll() is None:
             proc.kill()
 
     async def read_async(self, body: bytes, media_type: str, charset: str | None, url: str,
                          truncated: bool) -> str:
-        """`read` from a thread; a cancelled caller stops the reading too."""
+        """`read` from a thread; a cancelled caller stops its reading too."""
         import asyncio
 
+        job = _Job()
         try:
-            return await asyncio.to_thread(self.read, body, media_type, charset, url, truncated)
+            return await asyncio.to_thread(self.read, body, media_type, charset, url,
+                                           truncated, job)
         except asyncio.CancelledError:
-            self.abandon()
+            self.abandon(job)
             raise
 
     def _started(self) -> subprocess.Popen:
