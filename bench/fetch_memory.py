@@ -2,7 +2,7 @@
 
 Each case is a document built to cost far more to read than its size: a
 PDF whose one content stream inflates to 60 MB of drawing commands, a DOCX
-whose document.xml unpacks to 400 MiB, 10 MB of `<p>` labelled text/html,
+whose document.xml unpacks to 100 MiB, 10 MB of `<p>` labelled text/html,
 random bytes and a PDF labelled text/html, and a gzip-encoded body of 1 GiB
 of zeros. Each runs in a fresh process: the real tool over HTTP against a
 local server, with the peak RSS (VmHWM, reset before the call) compared to
@@ -31,14 +31,21 @@ CACHE = Path("/tmp/noema-bench-fetch-memory")
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
-def docx_bomb(size: int = 400 << 20) -> bytes:
+def docx_bomb(size: int = 100 << 20) -> bytes:
+    """A Word document whose document.xml unpacks to `size` bytes, in paragraphs."""
+    from tests.tools.test_web_reading_bounds import WORD_PARTS
+
+    paragraph = b"<w:p><w:r><w:t>" + b"a" * 1024 + b"</w:t></w:r></w:p>"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
+        for name, data in WORD_PARTS.items():
+            archive.writestr(name, data)
         with archive.open("word/document.xml", "w", force_zip64=True) as part:
-            chunk = b"a" * (1 << 20)
-            for _ in range(size >> 20):
-                part.write(chunk)
+            part.write(b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.'
+                       b'openxmlformats.org/wordprocessingml/2006/main"><w:body>')
+            for _ in range(size // len(paragraph)):
+                part.write(paragraph)
+            part.write(b"</w:body></w:document>")
     return buffer.getvalue()
 
 
@@ -74,7 +81,6 @@ def one(case: str, in_process: bool) -> dict:
     from noema.web import WebSettings
     from noema.web import tools as web_tools_module
     from noema.web.extract import to_text
-    from noema.web.reader import read_text
     from tests.fakes.web_server import WebServer
 
     make, media, headers = CASES[case]
@@ -96,6 +102,8 @@ def one(case: str, in_process: bool) -> dict:
         registry = ToolRegistry(web_tools_module.web_tools(
             WebSettings(allow_ranges=("127.0.0.0/8",)), {}, SessionDelimiter("0123456789ab")))
         if not in_process:
+            from noema.web.reader import read_text
+
             read_text(b"warm", "text/plain", None, "http://warm/", False)  # the worker's start
         with open("/proc/self/clear_refs", "w") as refs:
             refs.write("5")  # the peak RSS starts again from now
