@@ -33,7 +33,7 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 def docx_bomb(size: int = 100 << 20) -> bytes:
     """A Word document whose document.xml unpacks to `size` bytes, in paragraphs."""
-    from tests.tools.test_web_reading_bounds import WORD_PARTS
+    from tests.fakes.web_server import WORD_PARTS
 
     paragraph = b"<w:p><w:r><w:t>" + b"a" * 1024 + b"</w:t></w:r></w:p>"
     buffer = io.BytesIO()

@@ -73,6 +73,19 @@ def pdf_bomb(raw: int) -> bytes:
     return bytes(out)
 
 
+WORD_PARTS = {  # what python-docx needs to find the document's text
+    "[Content_Types].xml": b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats'
+    b'.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/>'
+    b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.'
+    b'relationships+xml"/><Override PartName="/word/document.xml" ContentType="application/'
+    b'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
+    "_rels/.rels": b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.'
+    b'org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.'
+    b'openxmlformats.org/officeDocument/2006/relationships/officeDocument" '
+    b'Target="word/document.xml"/></Relationships>',
+}
+
+
 def tls_contexts(name: str, directory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A server context with a self-signed certificate for `name`, and a client
     context that trusts only that certificate."""

@@ -20,7 +20,7 @@ from noema.web import WebSettings
 from noema.web.extract import DOCX, ODT, UNPACKED_LIMIT
 from noema.web.reader import Reader
 from noema.web.tools import web_tools
-from tests.fakes.web_server import WebServer, page, pdf_bomb, pdf_bytes
+from tests.fakes.web_server import WORD_PARTS, WebServer, page, pdf_bomb, pdf_bytes
 
 MIB = 1 << 20
 
@@ -39,19 +39,6 @@ def document_xml(text_bytes: int) -> bytes:
     return (b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/'
             b'wordprocessingml/2006/main"><w:body>' + paragraph * (text_bytes // 1024)
             + b"</w:body></w:document>")
-
-
-WORD_PARTS = {  # what python-docx needs to find the document's text
-    "[Content_Types].xml": b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats'
-    b'.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/>'
-    b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.'
-    b'relationships+xml"/><Override PartName="/word/document.xml" ContentType="application/'
-    b'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
-    "_rels/.rels": b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.'
-    b'org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.'
-    b'openxmlformats.org/officeDocument/2006/relationships/officeDocument" '
-    b'Target="word/document.xml"/></Relationships>',
-}
 
 
 def rss(field: str) -> int:
