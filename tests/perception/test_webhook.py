@@ -511,3 +511,36 @@ async def test_an_answer_http_refuses_to_frame_still_reaches_the_client():
                 await serving
     assert answer.startswith(b"HTTP/1.1 304 Not Modified\r\n")
     assert b"connection: close" in answer
+
+
+@pytest.mark.parametrize("where", ["admit", "take"])
+async def test_a_failure_of_ours_still_answers_the_client(where, caplog):
+    from noema.perception.sensors.webhook_http import HttpServer
+    from noema.perception.sensors.webhook_messages import Answer, Handler
+
+    def broken(*_args):
+        raise RuntimeError("a bug of ours")
+
+    reported = []
+    server = HttpServer(Handler(
+        broken if where == "admit" else (lambda head: None),
+        broken if where == "take" else (lambda head, body, token: Answer(202, {})),
+        reported.append))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        ready = asyncio.Event()
+        serving = asyncio.create_task(server.serve(sock, ready.set))
+        try:
+            await ready.wait()
+            answer = await asyncio.to_thread(
+                read_answer, sock.getsockname(),
+                b"POST /events HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+    assert answer.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    assert b"the agent's log says why" in answer and b"a bug of ours" not in answer
+    assert [(c.status, c.kind) for c in reported] == [(500, "failed")]
+    assert "a bug of ours" in caplog.text  # the traceback went to the log, not the client

@@ -164,7 +164,11 @@ class HttpServer:
                     408, "too slow", "the request's head took too long"))
                 return
             first = False
-            admission = self.handler.admit(head)
+            try:
+                admission = self.handler.admit(head)
+            except Exception:  # our bug: logged, and the client still gets an answer
+                await self._failed(conn, writer, bare)
+                return
             if isinstance(admission, Answer):
                 await self._send(conn, writer, admission, close=True, bare=bare)
                 return
@@ -181,9 +185,13 @@ class HttpServer:
                 await self._close_with(conn, writer, Closing(
                     408, "too slow", "the request's body took too long"), bare)
                 return
-            answer = self.handler.take(head, body, admission)
-            if not isinstance(answer, Answer):
-                answer = await answer
+            try:
+                answer = self.handler.take(head, body, admission)
+                if not isinstance(answer, Answer):
+                    answer = await answer
+            except Exception:  # our bug: logged, and the client still gets an answer
+                await self._failed(conn, writer, bare)
+                return
             await self._send(conn, writer, answer, close=answer.status >= 400, bare=bare)
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
@@ -234,6 +242,13 @@ class HttpServer:
                     raise _Refused(Closing(413, "too big", "the body may be at most "
                                            f"{self.limits.max_body_bytes} bytes"))
                 chunks.append(bytes(event.data))
+
+    async def _failed(self, conn: h11.Connection, writer: asyncio.StreamWriter,
+                      bare: bool) -> None:
+        log.exception("the webhook failed on a request")
+        await self._close_with(conn, writer, Closing(
+            500, "failed", "the webhook failed on this request; the agent's log says why"),
+            bare)
 
     async def _close_with(self, conn: h11.Connection, writer: asyncio.StreamWriter,
                           closing: Closing, bare: bool = False) -> None:
