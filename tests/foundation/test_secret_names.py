@@ -85,3 +85,26 @@ def test_the_first_run_setup_refuses_it_before_writing_the_key(paths):
         write(paths, answers)
     assert tomllib.loads(paths.secrets_file.read_text()) == {"NOEMA_WEBHOOK_TOKEN": TOKEN}
     assert "models" not in tomllib.loads(paths.config_file.read_text())
+
+
+def test_a_key_typed_alone_never_replaces_another_setting_s_secret(paths):
+    """Nothing changes but the key: the file already names the model's default
+    variable for the Telegram bot too; the key typed is refused, the bot's
+    token kept."""
+    paths.secrets_file.write_text('OPENAI_API_KEY = "123456:the-bot-token-of-the-person"\n')
+    paths.config_file.write_text('[models.reasoning]\nprovider = "openai"\nmodel = "gpt-4o"\n'
+                                 '[telegram]\nchat_ids = [1]\ntoken_secret = "OPENAI_API_KEY"\n')
+    section = next(s for s in form(file_config(paths)) if s.key == "models.reasoning")
+    values = {f.key: f.value for f in section.fields if f.widget not in ("secret", "checkbox")}
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "models.reasoning", values, key="sk-a-model-key-0123456789")
+    beside = refused.value.problems["models.reasoning.api_key_env"]
+    assert "telegram.token_secret (the Telegram bot's token)" in beside[0]
+    assert "bot-token-of-the-person" in paths.secrets_file.read_text()
+
+
+def file_config(paths):
+    """The file as the page reads it, past the clash the agent itself refuses."""
+    from noema.config import Config, read_config_file
+
+    return Config.model_validate(read_config_file(paths.config_file))
