@@ -11,6 +11,8 @@ import zipfile
 from collections.abc import Awaitable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
@@ -213,3 +215,31 @@ async def test_cancelling_a_waiting_fetch_leaves_the_reading_under_way_alone():
         assert "some words here" in await first  # read whole, not killed for the other
     finally:
         reader.close()
+
+
+words = st.lists(st.text(alphabet="abcdefghij ", min_size=1, max_size=12).filter(str.strip),
+                 min_size=1, max_size=20)
+
+
+@given(words, words)
+def test_a_page_too_costly_for_a_tree_still_gives_its_visible_text_in_order(shown, hidden):
+    """When the tree builder gives up (lxml out of the worker's memory), the
+    page's text comes from a tokenizer that builds no tree: every visible word
+    in order, nothing of its scripts or styles."""
+    from noema.web.extract import _bare_text
+
+    page = "<html><head><title>t</title></head><body>" + "".join(
+        f"<div><p>{w}</p><script>{h}</script><style>{h}</style></div>"
+        for w, h in zip(shown, hidden * len(shown))) + "</body></html>"
+    assert _bare_text(page).split("\n") == [w.strip() for w in shown]
+
+
+def test_the_html_reader_falls_back_to_the_tokenizer_when_the_tree_gives_nothing(monkeypatch):
+    import trafilatura
+
+    from noema.web.extract import html_text
+
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **k: None)
+    monkeypatch.setattr(trafilatura, "html2txt", lambda *a, **k: "")
+    assert html_text(b"<p>tides at Vigo</p><script>x()</script>", None, "http://x/") == \
+        "tides at Vigo"

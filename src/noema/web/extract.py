@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from html.parser import HTMLParser
 
 from ..tools.errors import ToolError
 
@@ -40,7 +41,42 @@ def html_text(body: bytes, charset: str | None, url: str) -> str:
     )
     if not text:  # a page with no main text (a form, a list of links): all of its text
         text = trafilatura.html2txt(html)
+    if not text:  # lxml gave up (in the reader's worker: its memory bound), or no tree at all
+        text = _bare_text(html)
     return text or ""
+
+
+class _TextOnly(HTMLParser):
+    """Text nodes in document order, without what a browser does not show."""
+
+    _HIDDEN = frozenset({"script", "style", "template", "noscript", "head"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in self._HIDDEN:
+            self._hidden += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._HIDDEN and self._hidden:
+            self._hidden -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden and data.strip():
+            self.parts.append(data.strip())
+
+
+def _bare_text(html: str) -> str:
+    """A page's text by the standard library's tokenizer, which builds no tree:
+    its memory is the text it keeps, whatever the markup's shape."""
+    reader = _TextOnly()
+    for start in range(0, len(html), 1 << 16):
+        reader.feed(html[start:start + (1 << 16)])
+    reader.close()
+    return "\n".join(reader.parts)
 
 
 def pdf_text(body: bytes) -> str:
