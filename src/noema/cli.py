@@ -22,7 +22,7 @@ from .health import DamagedDatabase, UnusableDatabase, opening
 from .health.agent_files import lost_history, repositories
 from .interfaces.commands.context import DOCTOR, Context, refusal
 from .interfaces.commands.setup import CHOICES as SETUP_PROVIDERS
-from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths
+from .paths import DEFAULT_AGENT, AgentBusy, AgentPaths, MisplacedPath
 from .privacy import go_private
 from .providers.base import ProviderError
 
@@ -140,7 +140,8 @@ def chat(obj: Context) -> None:
 
     try:
         asyncio.run(open_chat(obj.paths, build=build, banner=banner))
-    except (NoModelConfigured, ProviderError, AgentBusy, ConfigError, AttachRefused) as exc:
+    except (NoModelConfigured, ProviderError, AgentBusy, MisplacedPath, ConfigError,
+            AttachRefused) as exc:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
         raise refusal(exc) from None
@@ -635,7 +636,8 @@ def ui(obj: Context, host: str, port: int, allow_remote: bool) -> None:
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
-    except (PublicAddress, NoModelConfigured, ProviderError, AgentBusy, ConfigError) as exc:
+    except (PublicAddress, NoModelConfigured, ProviderError, AgentBusy, MisplacedPath,
+            ConfigError) as exc:
         raise click.ClickException(configuration.mask_secrets(str(exc))) from None
     except UnusableDatabase as exc:
         raise refusal(exc) from None

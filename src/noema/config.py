@@ -244,9 +244,71 @@ def merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def validate(data: Mapping[str, Any], source: str) -> Config:
     """A Config from raw data, or a ConfigError naming each bad key and its fix."""
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except pydantic.ValidationError as exc:
         raise ConfigError(source, [_explain(err) for err in exc.errors()]) from None
+    clashes = secret_clashes(config)
+    if clashes:
+        raise ConfigError(source, clashes)
+    return config
+
+
+@dataclass(frozen=True, slots=True)
+class SecretUse:
+    """A setting that names a secret: the name, the setting, and what the secret is for."""
+
+    name: str
+    key: str  # the dotted setting, e.g. "webhook.person_token_secret"
+    purpose: str  # settings of one purpose may share a secret (two models, one key)
+    words: str  # what it holds, for the person
+
+
+def secret_uses(config: Config) -> list[SecretUse]:
+    """Every secret the configuration names, for the features that are on."""
+    uses: list[SecretUse] = []
+    for role in ("reasoning", "chronicler"):
+        settings = getattr(config.models, role)
+        if settings is not None and settings.resolved_key_env:
+            uses.append(SecretUse(settings.resolved_key_env, f"models.{role}.api_key_env",
+                                  "model key", f"the {role} model's key"))
+    web = config.web
+    if web.search is not None and web.resolved_key_env:
+        uses.append(SecretUse(web.resolved_key_env, "web.search_key_env", "search key",
+                              "the web search's key"))
+    if config.mail.configured:
+        uses.append(SecretUse(config.mail.password_env, "mail.password_env", "mail password",
+                              "the mail account's password"))
+    if config.telegram.configured:
+        uses.append(SecretUse(config.telegram.token_secret, "telegram.token_secret",
+                              "telegram token", "the Telegram bot's token"))
+    hook = config.webhook
+    if hook.enabled:
+        uses.append(SecretUse(hook.person_token_secret, "webhook.person_token_secret",
+                              "webhook person", "the webhook's token for the person"))
+        for source, name in hook.sources.items():
+            uses.append(SecretUse(name, f"webhook.sources.{source}", f"webhook {source}",
+                                  f"the webhook's token for {source}"))
+    return uses
+
+
+def secret_clashes(config: Config) -> list[str]:
+    """One problem per setting whose secret another setting uses for something
+    else (a model's key that is the webhook's token would hand the token to the
+    model's server, and saving the key would replace the token), naming both."""
+    by_name: dict[str, list[SecretUse]] = {}
+    for use in secret_uses(config):
+        by_name.setdefault(use.name, []).append(use)
+    problems = []
+    for name, uses in by_name.items():
+        if len({use.purpose for use in uses}) < 2:
+            continue
+        for use in uses:
+            others = [o for o in uses if o.purpose != use.purpose]
+            listed = " and ".join(f"{o.key} ({o.words})" for o in others)
+            problems.append(
+                f"{use.key}: the secret {name} is also named by {listed}; one secret cannot be "
+                f"both {use.words} and {others[0].words}: give {use.key} a name of its own")
+    return problems
 
 
 def load_config(paths: AgentPaths, environ: Mapping[str, str] | None = None) -> Config:
@@ -537,6 +599,20 @@ def write_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"],
     """Replace `[models.<role>]` with `settings` (how the old one called its
     model is kept), comments elsewhere kept; the whole file must validate,
     else a ConfigError and nothing is written."""
+    text, config = _with_model(paths, role, settings)
+    _replace(paths.config_file, text)
+    return config
+
+
+def check_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"],
+                settings: Mapping[str, Any]) -> Config:
+    """What `write_model` would make of the file, checked and not written: a
+    ConfigError before anything else (a secret) is written for it."""
+    return _with_model(paths, role, settings)[1]
+
+
+def _with_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"],
+                settings: Mapping[str, Any]) -> tuple[str, Config]:
     import tomlkit  # only `noema config set`, `setup` and `show` write TOML
 
     path = paths.config_file
@@ -557,9 +633,7 @@ def write_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"],
                 table[name] = old[name]
     models[role] = table
     text = tomlkit.dumps(document)
-    config = validate(tomllib.loads(text), f"{path} (with the new [models.{role}])")
-    _replace(path, text)
-    return config
+    return text, validate(tomllib.loads(text), f"{path} (with the new [models.{role}])")
 
 
 def check_besides_model(paths: AgentPaths, role: Literal["reasoning", "chronicler"]) -> None:

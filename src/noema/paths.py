@@ -121,13 +121,45 @@ class AgentPaths:
                 return None
         return None
 
+    def misplaced(self) -> MisplacedPath | None:
+        """A file standing where the agent keeps a folder (its logs, its identity
+        notes), or a folder where it keeps a file (its lock), or None."""
+        for folder in (self.root, self.identity_dir, self.logs_dir):
+            if folder.exists() and not folder.is_dir():
+                return MisplacedPath(folder, wanted="folder")
+        if self.lock_file.is_dir():
+            return MisplacedPath(self.lock_file, wanted="file")
+        return None
+
     def ensure(self) -> AgentPaths:
-        """Create the folder tree (private to the user) if missing."""
+        """Create the folder tree (private to the user) if missing.
+
+        Raises `MisplacedPath` when something of the wrong kind stands where
+        one of the agent's folders goes."""
         if self.agents_dir != self.root:  # made here, not as a parent with the umask's mode
             self.agents_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         for folder in (self.root, self.identity_dir, self.logs_dir):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except FileExistsError:  # exist_ok forgives only a folder
+                raise MisplacedPath(folder, wanted="folder") from None
         return self
+
+
+class MisplacedPath(Exception):
+    """A file where the agent needs one of its folders, or a folder where it
+    needs one of its files: the message names the path and the way out."""
+
+    def __init__(self, path: Path, wanted: str) -> None:
+        self.path = path
+        if wanted == "folder":
+            found, fix = "a file", (f"Move that file aside (for example `mv {path} {path}.old`)"
+                                    ", and the agent makes the folder when it starts.")
+        else:
+            found, fix = "a folder", (f"Move that folder aside (for example `mv {path} "
+                                      f"{path}.old`, or `rmdir {path}` if it is empty), and the "
+                                      "agent makes the file when it starts.")
+        super().__init__(f"{path} is {found}, but the agent needs a {wanted} there. {fix}")
 
 
 class AgentBusy(Exception):
@@ -145,8 +177,11 @@ class AgentLock:
         paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         # A raw descriptor, unbuffered: on a full disk nothing waits to be
         # flushed, so neither writing the note nor releasing the lock can fail.
-        self._fd: int | None = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                                       0o600)
+        try:
+            self._fd: int | None = os.open(paths.lock_file,
+                                           os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except IsADirectoryError:
+            raise MisplacedPath(paths.lock_file, wanted="file") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -353,6 +353,9 @@ def write(paths: AgentPaths, answers: Answers) -> None:
     """The secret first, then `[models.reasoning]`: each file replaced whole."""
     settings_of(answers)  # refuse before touching anything
     try:
+        # The whole file as it will be, first: a key must not be written over
+        # a secret another setting names (the webhook's token, say).
+        configuration.check_model(paths, "reasoning", answers.table())
         if answers.key and answers.key_env:
             configuration.write_secret(paths, answers.key_env, answers.key)
         configuration.write_model(paths, "reasoning", answers.table())

@@ -1,11 +1,15 @@
-"""A tunnelling proxy on 127.0.0.1 (HTTP CONNECT and SOCKS5), for fetch tests.
+"""A proxy on 127.0.0.1 (HTTP CONNECT, HTTP proxy requests and SOCKS5), for fetch tests.
 
-It records what it was asked (`asked`: the request line and Host header of an
-HTTP request, or the address of a SOCKS5 request) and dials through `route`,
-which maps the address asked to the one really dialled, so a test can play a
-public address while everything stays on this machine. An address not in
-`route` is refused, and so is a request that is not a tunnel (a proxy asked
-`GET http://name/` would resolve the name itself).
+It records what it was asked (`asked`: the request line of an HTTP request,
+or the address of a SOCKS5 request; `hosts`: the Host headers) and dials
+through `route`, which maps the host asked to the address really dialled, so
+a test can play a public address while everything stays on this machine. A
+host not in `route` is refused (a name there would be the proxy resolving
+it itself), and so is a tunnel to a port of `refuse_ports` (Squid tunnels
+only to the ports of its SSL_ports list, 443 by default). A proxy request
+(`GET http://203.0.113.7:80/page`) is passed on to the routed address in
+origin form with its headers, as Squid does; `tunnels_only` makes the proxy
+refuse it as some do.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import socket
 import socketserver
 import ssl
 import threading
+from dataclasses import dataclass
 
 
 class TunnelProxy:
@@ -23,11 +28,12 @@ class TunnelProxy:
 
     def __init__(self, scheme: str = "http", login: tuple[str, str] | None = None,
                  refuse_ports: frozenset[int] = frozenset(),
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, tunnels_only: bool = False) -> None:
         self.scheme = scheme  # "http", "https" (with `tls`, the proxy's own certificate) or "socks5"
         self.tls = tls
         self.login = login
         self.refuse_ports = refuse_ports
+        self.tunnels_only = tunnels_only
         self.route: dict[str, str] = {}
         self.asked: list[str] = []
         self.hosts: list[str] = []  # the Host header of each CONNECT
@@ -70,6 +76,9 @@ class TunnelProxy:
             target = self._socks(client)
         else:
             target = self._connect(client)
+        if isinstance(target, _Forward):
+            self._pass_on(client, target)
+            return
         if target is None:
             return
         host, port = target
@@ -81,27 +90,49 @@ class TunnelProxy:
             self._answer(client, ok=True)
             _pump(client, far)
 
-    def _connect(self, client: socket.socket) -> tuple[str, int] | None:
+    def _connect(self, client: socket.socket) -> tuple[str, int] | _Forward | None:
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = client.recv(4096)
             if not chunk:
                 return None
             head += chunk
-        lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        head, rest = head.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
         self.asked.append(lines[0])
         self.hosts += [line.split(":", 1)[1].strip() for line in lines[1:]
                        if line.lower().startswith("host:")]
         method, target, _ = lines[0].split(" ", 2)
-        if method != "CONNECT":
-            client.sendall(b"HTTP/1.1 405 Only tunnels\r\nContent-Length: 0\r\n\r\n")
-            return None
-        host, _, port = target.rpartition(":")
         if self.login and not any(line.lower().startswith("proxy-authorization: basic ")
                                   for line in lines[1:]):
             client.sendall(b"HTTP/1.1 407 Login\r\nContent-Length: 0\r\n\r\n")
             return None
+        if method != "CONNECT":
+            if self.tunnels_only or not target.startswith("http://"):
+                client.sendall(b"HTTP/1.1 405 Only tunnels\r\nContent-Length: 0\r\n\r\n")
+                return None
+            authority, slash, path = target[len("http://"):].partition("/")
+            host, _, port = authority.rpartition(":")
+            return _Forward(method, host, int(port), slash + path, lines[1:], rest)
+        host, _, port = target.rpartition(":")
         return host, int(port)  # an IPv6 host stays bracketed: the route names it so
+
+    def _pass_on(self, client: socket.socket, request: _Forward) -> None:
+        """A proxy request, sent on in origin form to the routed address; the
+        answer is relayed and the connection closed after it."""
+        dialled = self.route.get(request.host)
+        if dialled is None:
+            self._answer(client, ok=False)
+            return
+        kept = [line for line in request.headers
+                if line.split(":", 1)[0].strip().lower() not in ("proxy-authorization",
+                                                                   "connection")]
+        head = "\r\n".join([f"{request.method} {request.path} HTTP/1.1", *kept,
+                             "Connection: close", "", ""])
+        with socket.create_connection((dialled, request.port), timeout=10) as far:
+            far.sendall(head.encode("latin-1") + request.body)
+            while data := far.recv(65536):
+                client.sendall(data)
 
     def _socks(self, client: socket.socket) -> tuple[str, int] | None:
         version, count = _exactly(client, 2)
@@ -138,6 +169,18 @@ class TunnelProxy:
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
             client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """A proxy request: to whom, and what to pass on."""
+
+    method: str
+    host: str  # as asked: an IPv6 address stays bracketed
+    port: int
+    path: str
+    headers: list[str]
+    body: bytes  # what came after the head in the same read
 
 
 def _exactly(sock: socket.socket, count: int) -> bytes:

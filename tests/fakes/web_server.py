@@ -13,6 +13,7 @@ import json
 import ssl
 import sys
 import threading
+import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -46,6 +47,43 @@ def pdf_bytes(pages: list[str]) -> bytes:
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\n" % (len(objects) + 1)
     out += b"startxref\n%d\n%%%%EOF\n" % xref
     return bytes(out)
+
+
+def pdf_bomb(raw: int) -> bytes:
+    """A small PDF whose one page's content stream inflates to `raw` bytes of
+    drawing commands: cheap to send, dear to read."""
+    unit = b"BT /F1 12 Tf 72 720 Td (x) Tj ET\n"
+    data = zlib.compress(unit * (raw // len(unit)), 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        b"/Resources << /Font << /F1 3 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, xref)
+    return bytes(out)
+
+
+WORD_PARTS = {  # what python-docx needs to find the document's text
+    "[Content_Types].xml": b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats'
+    b'.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/>'
+    b'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.'
+    b'relationships+xml"/><Override PartName="/word/document.xml" ContentType="application/'
+    b'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
+    "_rels/.rels": b'<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.'
+    b'org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.'
+    b'openxmlformats.org/officeDocument/2006/relationships/officeDocument" '
+    b'Target="word/document.xml"/></Relationships>',
+}
 
 
 def tls_contexts(name: str, directory) -> tuple[ssl.SSLContext, ssl.SSLContext]:

@@ -463,3 +463,84 @@ def test_an_alert_posted_to_noema_chat_reaches_the_model(tmp_path):
             chat.expect(pexpect.EOF)
         sent = json.dumps([r.body for r in server.requests])
     assert "DiskFull" in sent and "authorised=no" in sent
+
+
+def read_answer(address: tuple[str, int], request: bytes) -> bytes:
+    """Send `request` whole and read until the server closes the connection."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        return answer
+
+
+async def test_a_head_request_gets_an_answer_without_a_body():
+    events: list[Event] = []
+    async with running(events.append) as intake:
+        for token in ("", f"authorization: Bearer {PERSON}\r\n"):
+            request = f"HEAD /events HTTP/1.1\r\nhost: x\r\n{token}\r\n".encode()
+            answer = await asyncio.to_thread(read_answer, intake.address, request)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+            assert b"\r\nallow: POST" in head and body == b""
+    assert [e.key for e in events] == ["405 wrong method"] * 2
+
+
+async def test_an_answer_http_refuses_to_frame_still_reaches_the_client():
+    """A handler's answer HTTP/1.1 cannot carry (a body on a 304) is a bug of ours:
+    the client still gets a status line, and the connection is closed."""
+    from noema.perception.sensors.webhook_http import HttpServer
+    from noema.perception.sensors.webhook_messages import Answer, Handler
+
+    server = HttpServer(Handler(lambda head: None, lambda head, body, token: Answer(
+        304, {"error": "a body a 304 cannot have"}), lambda closing: None))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        ready = asyncio.Event()
+        serving = asyncio.create_task(server.serve(sock, ready.set))
+        try:
+            await ready.wait()
+            answer = await asyncio.to_thread(
+                read_answer, sock.getsockname(),
+                b"POST /events HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+    assert answer.startswith(b"HTTP/1.1 304 Not Modified\r\n")
+    assert b"connection: close" in answer
+
+
+@pytest.mark.parametrize("where", ["admit", "take"])
+async def test_a_failure_of_ours_still_answers_the_client(where, caplog):
+    from noema.perception.sensors.webhook_http import HttpServer
+    from noema.perception.sensors.webhook_messages import Answer, Handler
+
+    def broken(*_args):
+        raise RuntimeError("a bug of ours")
+
+    reported = []
+    server = HttpServer(Handler(
+        broken if where == "admit" else (lambda head: None),
+        broken if where == "take" else (lambda head, body, token: Answer(202, {})),
+        reported.append))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        ready = asyncio.Event()
+        serving = asyncio.create_task(server.serve(sock, ready.set))
+        try:
+            await ready.wait()
+            answer = await asyncio.to_thread(
+                read_answer, sock.getsockname(),
+                b"POST /events HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+    assert answer.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    assert b"the agent's log says why" in answer and b"a bug of ours" not in answer
+    assert [(c.status, c.kind) for c in reported] == [(500, "failed")]
+    assert "a bug of ours" in caplog.text  # the traceback went to the log, not the client

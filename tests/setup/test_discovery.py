@@ -106,3 +106,65 @@ async def test_anthropic_is_asked_with_its_own_headers_at_its_own_path():
     assert names == ["claude-sonnet-4-5"] and window is None  # the catalogue's figure holds
     assert asked.path == "/v1/models" and asked.headers["x-api-key"] == "sk-ant-test"
     assert asked.headers["anthropic-version"] and "authorization" not in asked.headers
+
+
+# -- redirects: within the server's own origin only ----------------------------------------
+
+def redirecting_site(routes: dict):
+    from tests.fakes.web_server import WebServer
+
+    site = WebServer()
+    site.routes.update(routes)
+    return site
+
+
+async def test_a_redirect_to_another_origin_is_refused_and_carries_no_key():
+    from tests.fakes.web_server import redirect
+
+    with FakeLocalServer("vllm", {"internal-secret-model": 8192}) as internal:
+        elsewhere = f"{internal.base_url}/models"
+        with redirecting_site({("GET", "/v1/models"): redirect(elsewhere, 307)}) as site:
+            async with ServerProbe("vllm", site.url("/v1"), "kept-key") as asking:
+                with pytest.raises(DiscoveryFailed, match="redirected to another address") as e:
+                    await asking.models()
+        assert internal.requests == []  # neither the probe nor the key went there
+    assert "internal-secret-model" not in str(e.value)
+    assert f"another address ({internal.base_url.removesuffix('/v1')});" in str(e.value)
+
+
+async def test_anthropic_s_key_does_not_follow_a_redirect_either():
+    from tests.fakes.web_server import redirect
+
+    with FakeLocalServer("openai", {"claude-internal": None}) as internal:
+        with redirecting_site({("GET", "/v1/models"): redirect(
+                f"{internal.base_url}/models", 307)}) as site:
+            async with ServerProbe("anthropic", site.url(""), "sk-ant-kept") as asking:
+                with pytest.raises(DiscoveryFailed, match="redirected to another address"):
+                    await asking.models()
+            assert site.requests[0][2]["x-api-key"] == "sk-ant-kept"  # sent to its own server
+        assert internal.requests == []
+
+
+async def test_ollama_never_posts_back_what_another_origin_answered():
+    from tests.fakes.web_server import redirect
+
+    with FakeLocalServer("ollama", {"from-the-intranet": 8192}) as internal:
+        with redirecting_site({("GET", "/api/tags"): redirect(
+                f"{internal.base_url.removesuffix('/v1')}/api/tags", 302)}) as site:
+            async with ServerProbe("ollama", site.url("/v1")) as asking:
+                with pytest.raises(DiscoveryFailed, match="redirected to another address"):
+                    await asking.models()
+            assert [(m, p) for m, p, _, _ in site.requests] == [("GET", "/api/tags")]
+        assert internal.requests == []
+
+
+async def test_a_redirect_within_the_server_is_followed():
+    import json
+
+    from tests.fakes.web_server import page, redirect
+
+    listing = json.dumps({"data": [{"id": "m", "max_model_len": 4096}]})
+    with redirecting_site({("GET", "/v1/models"): redirect("/api/v1/models", 308),
+                           ("GET", "/api/v1/models"): page("application/json", listing)}) as site:
+        async with ServerProbe("vllm", site.url("/v1")) as asking:
+            assert await asking.models() == ["m"]

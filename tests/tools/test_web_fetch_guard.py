@@ -254,7 +254,9 @@ async def test_variants_of_a_shown_address_do_not_pass_as_shown(web, make, varia
     web.requests.clear()
     url = variant.format(port=web.port, other=web.port + 1)
     result = await agent.call("web_get_content", url=url)
-    assert result.is_error and "needs the person's approval" in result.content, result.content
+    # A user name before '@' is refused outright, before anyone is asked.
+    why = "before '@'" if "@" in variant else "needs the person's approval"
+    assert result.is_error and why in result.content, result.content
     assert web.requests == []
 
 
@@ -318,7 +320,8 @@ async def test_a_trusted_host_takes_composed_addresses_without_a_question(web, m
 async def test_look_alikes_of_a_trusted_host_ask(web, make, host):
     agent = make(person=None, trusted_hosts=["docs.example.org", "*.trusted.example"])
     result = await agent.call("web_get_content", url=exfiltrating(web, host))
-    assert result.is_error and "needs the person's approval" in result.content, result.content
+    why = "before '@'" if "@" in host else "needs the person's approval"
+    assert result.is_error and why in result.content, result.content
 
 
 async def test_a_host_the_person_named_takes_pages_and_queries_of_their_words(web, make):

@@ -14,6 +14,8 @@ import json
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noema.perception.untrusted import SessionDelimiter
 from noema.providers.base import ToolCall
@@ -70,6 +72,10 @@ def web():
             ("GET", "/to-metadata"): redirect("http://169.254.169.254/latest/meta-data/", 301),
             ("GET", "/to-decimal"): redirect("http://2130706433/"),
             ("GET", "/to-private-name"): redirect("/article.html"),
+            ("GET", "/to-slash-backslash"): redirect("/\\127.0.0.1/admin"),
+            ("GET", "/to-backslashes"): redirect("\\\\127.0.0.1/admin"),
+            ("GET", "/to-userinfo"): redirect("http://news.example.org@127.0.0.1/admin"),
+            ("GET", "/to-port-zero"): redirect("http://news.example.org:0/admin"),
         })
         yield server
 
@@ -130,6 +136,14 @@ async def assert_refused(url: str, why: str, **kw) -> str:
     ("http://[64:ff9b::a00:5]/", "is a NAT64 address of 10.0.0.5"),
     ("http://[64:ff9b::127.0.0.1]/", "is a NAT64 address of 127.0.0.1"),
     ("http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/", "is a Teredo address of 10.0.0.1"),
+    ("http://[::ffff:0:7f00:1]/", "is an IPv4-translated address of 127.0.0.1 is a loopback"),
+    ("http://[::ffff:0:10.0.0.5]/", "is an IPv4-translated address of 10.0.0.5"),
+    ("http://[64:ff9b:1::7f00:1]/", "is a NAT64 address of 127.0.0.1"),
+    ("http://[2002:7f00:1::1]/", "is a 6to4 address of 127.0.0.1"),
+    # IPv6 outside the one range the internet routes, whatever Python's table says.
+    ("http://[::ffff:0:0:0:1]/", "is a reserved address"),
+    ("http://[100::1]/", "is a reserved address"),
+    ("http://[4000::1]/", "is a reserved address"),
     # Cloud metadata, by address and by name.
     ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud metadata address"),
     ("http://[fd00:ec2::254]/", "fd00:ec2::254 is a cloud metadata address"),
@@ -185,6 +199,47 @@ async def test_redirects_to_refused_addresses_are_refused(web, path, why):
     assert connector.dialled == [str(PUBLIC)]  # only the first hop was dialled
 
 
+@pytest.mark.parametrize("url, why", [
+    ("http://news.example.org\\@127.0.0.1/", "has a backslash"),
+    ("http://127.0.0.1\\.news.example.org/", "has a backslash"),
+    ("http:\\\\127.0.0.1/", "has a backslash"),
+    ("http://news.example.org/a\\b", "has a backslash"),
+    ("http://news.example.org:0/", "has port '0'; a port is a number from 1 to 65535"),
+    ("http://news.example.org:+80/", "has port '+80'"),
+    ("http://news.example.org:99999/", "has port '99999'"),
+    ("http://news.example.org@127.0.0.1/", "has a user name or password before '@'"),
+    ("http://user:secret@news.example.org/", "has a user name or password before '@'"),
+    ("http:///etc/passwd", "names no host"),
+    ("http://:8080/", "names no host"),
+    ("http://[]/", "names no host"),
+    ("http://[::1]x/", "malformed IPv6 address"),
+    ("http://news.example .org/", "has a space in its host"),
+    ("http://news.example.org/\tadmin", "has a control character"),
+])
+async def test_malformed_authorities_are_refused_with_their_reason(url, why):
+    resolver = Resolver({"news.example.org": [[str(PUBLIC)]]})
+    connector = Connector()
+    result = await fetch(tools(resolver, connector), url)
+    assert result.is_error and why in result.content, result.content
+    assert resolver.asked == [] and connector.dialled == []
+
+
+@pytest.mark.parametrize("path, why", [
+    ("/to-slash-backslash", "the redirect to '/\\\\127.0.0.1/admin' has a backslash"),
+    ("/to-backslashes", "has a backslash"),
+    ("/to-userinfo", "has a user name or password before '@'"),
+    ("/to-port-zero", "has port '0'"),
+])
+async def test_a_redirect_spelled_to_be_read_two_ways_is_refused(web, path, why):
+    resolver = Resolver({"news.example.org": [[str(PUBLIC)]]})
+    connector = Connector()
+    result = await fetch(tools(resolver, connector), web.url(path, "news.example.org"))
+    assert result.is_error and why in result.content, result.content
+    assert connector.dialled == [str(PUBLIC)]  # only the first hop
+    assert [p for _, p, _, _ in web.requests].count(path) >= 1
+    assert not any(p.endswith("admin") for _, p, _, _ in web.requests)
+
+
 async def test_a_redirect_to_a_name_that_now_resolves_privately_is_refused(web):
     # The same name answers public for the first hop, loopback for the redirect.
     resolver = Resolver({"news.example.org": [[str(PUBLIC)], ["127.0.0.1"]]})
@@ -234,6 +289,40 @@ async def test_an_allowed_range_opens_only_that_range():
     assert refusal(ipaddress.ip_address("169.254.1.1"), open_all) is None
 
 
+_TEREDO_SERVER = int(ipaddress.IPv4Address("65.54.227.120"))
+EMBEDDINGS = {  # each form an IPv4 address takes inside an IPv6 one, built by hand
+    "mapped": lambda v4: 0xFFFF << 32 | v4,
+    "translated": lambda v4: 0xFFFF << 48 | v4,
+    "NAT64": lambda v4: 0x64FF9B << 96 | v4,
+    "local-use NAT64": lambda v4: 0x64FF9B0001 << 80 | v4,
+    "6to4": lambda v4: 0x2002 << 112 | v4 << 80,
+    "Teredo": lambda v4: 0x20010000 << 96 | _TEREDO_SERVER << 64 | (v4 ^ 0xFFFFFFFF),
+    "IPv4-compatible": lambda v4: v4,
+}
+
+
+@settings(max_examples=300)
+@given(st.integers(min_value=0, max_value=2**32 - 1), st.sampled_from(sorted(EMBEDDINGS)))
+def test_an_ipv6_address_carrying_an_ipv4_one_is_refused_when_that_one_is(v4, form):
+    inner = ipaddress.IPv4Address(v4)
+    outer = ipaddress.IPv6Address(EMBEDDINGS[form](v4))
+    why = refusal(outer)
+    if refusal(inner) is not None:
+        assert why is not None, (form, outer)
+        if v4 > 1:  # ::0 and ::1 are the unspecified and loopback addresses themselves
+            assert f"of {inner}" in why, why
+    elif form not in ("local-use NAT64", "IPv4-compatible"):  # never routed, whatever inside
+        assert why is None, why
+
+
+async def test_an_ipv4_translated_loopback_is_refused_through_the_proxy_too(web):
+    with TunnelProxy() as proxy:
+        proxy.route["[::ffff:0:7f00:1]"] = "127.0.0.1"
+        result = await fetch(proxied(proxy, Resolver({})), f"http://[::ffff:0:7f00:1]:{web.port}/")
+    assert result.is_error and "IPv4-translated address of 127.0.0.1" in result.content
+    assert proxy.asked == []
+
+
 def test_public_addresses_pass_and_spellings_are_read_as_the_stack_reads_them():
     assert refusal(PUBLIC) is None
     assert refusal(ipaddress.ip_address("2606:4700::1111")) is None
@@ -268,8 +357,8 @@ async def test_a_proxy_is_used_and_the_target_is_still_checked_here(web):
         result = await fetch(reg, f"http://news.example.org:{web.port}/article.html")
         assert not result.is_error, result.content
         assert "fourˆmetres" in result.content
-        # The proxy was asked for the checked address; the name went only to the site.
-        assert proxy.asked == [f"CONNECT {PUBLIC}:{web.port} HTTP/1.1"]
+        # The proxy was asked for the checked address; it has the name only as the Host.
+        assert proxy.asked == [f"GET http://{PUBLIC}:{web.port}/article.html HTTP/1.1"]
         _, _, headers, _ = web.requests[-1]
         assert headers["Host"] == f"news.example.org:{web.port}"
         before = len(web.requests)

@@ -31,6 +31,13 @@ WAIT = 20.0  # seconds: generous, the machine is shared
 TOKEN_DELAY = 0.02  # seconds per scripted word: streaming is visible, Stop has time to land
 
 
+def sign_in(credentials) -> tuple[dict[str, str], dict[str, str]]:
+    """A session of its own for a test's HTTP client: its cookies, and the
+    headers that carry its CSRF token for actions."""
+    value, session = credentials.sessions.open("a test client")
+    return {credentials.cookie: value}, {"x-csrf-token": session.csrf}
+
+
 class LiveServer:
     """`UiServer` running in its own event loop thread; calls cross over safely."""
 

@@ -23,7 +23,7 @@ from noema.security.settings import FilesSettings, RootSettings
 from tests.fakes import FakeReply, FakeToolCall
 from tests.fakes.local_servers import FakeLocalServer
 
-from .conftest import WAIT, own_ui, screenshot
+from .conftest import WAIT, own_ui, screenshot, sign_in
 
 SIZES = {"desk": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 KEY = "sk-local-4f9c2e7a1b"
@@ -167,14 +167,12 @@ def test_with_no_model_the_page_runs_the_offline_demo(browser, tmp_path):
 
 
 def test_the_setup_steps_take_no_forged_request_and_leave_a_configured_agent_alone(live):
-    credentials = live.server.credentials
+    cookies, csrf = sign_in(live.server.credentials)
     body = {"provider": "vllm", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
-    with httpx.Client(base_url=live.base, cookies={credentials.cookie: credentials.session},
-                      timeout=WAIT) as client:
+    with httpx.Client(base_url=live.base, cookies=cookies, timeout=WAIT) as client:
         forged = client.post("/api/first-run/save", json=body)
         assert forged.status_code == 403 and "CSRF" in forged.text
-        configured = client.post("/api/first-run/save", json=body,
-                                 headers={"x-csrf-token": credentials.csrf})
+        configured = client.post("/api/first-run/save", json=body, headers=csrf)
         assert configured.status_code == 409
         assert "settings page" in configured.json()["error"]
     assert not live.paths.config_file.exists() or "9/v1" not in live.paths.config_file.read_text()
@@ -202,12 +200,12 @@ def test_an_agent_that_fails_to_start_after_saving_leaves_the_first_run_page_wor
         with pytest.raises(RuntimeError, match="the sandbox is missing"):
             call(server._start_agent())
         assert server.mode == "first-run" and server.first_run and server.agent_app is None
-        credentials = server.credentials
+        cookies, csrf = sign_in(server.credentials)
         with httpx.Client(base_url=server.address.split("/?")[0], timeout=WAIT,
-                          cookies={credentials.cookie: credentials.session}) as client:
+                          cookies=cookies) as client:
             assert "First, a model" in client.get("/").text
             step = client.post("/api/first-run/models", json={"provider": "nobody"},
-                               headers={"x-csrf-token": credentials.csrf})
+                               headers=csrf)
             assert step.status_code == 400 and step.json()["field"] == "provider"  # still a form
     finally:
         call(server.stop())

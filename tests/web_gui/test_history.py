@@ -7,13 +7,13 @@ import httpx
 
 from noema.interfaces.web.chat_routes import HISTORY_LIMIT
 from noema.providers.scripted import say
+from .conftest import sign_in
 
 
 def test_history_reads_the_newest_turns_or_those_after_one(live):
     live.script(say("One."), say("Two."))
-    headers = {"x-csrf-token": live.server.credentials.csrf}
-    with httpx.Client(base_url=live.base, cookies={live.server.credentials.cookie: live.server.credentials.session},
-                      timeout=20) as client:
+    cookies, headers = sign_in(live.server.credentials)
+    with httpx.Client(base_url=live.base, cookies=cookies, timeout=20) as client:
         for text in ("first", "second"):
             assert client.post("/api/say", json={"text": text}, headers=headers).status_code == 200
             live.idle()

@@ -25,7 +25,10 @@ def client(live):
 
 @pytest.fixture
 def signed_in(live, client):
-    client.cookies.set(live.server.credentials.cookie, live.server.credentials.session)
+    """A client holding a session of its own (its CSRF token as `client.csrf`)."""
+    value, session = live.server.credentials.sessions.open("a test client")
+    client.cookies.set(live.server.credentials.cookie, value)
+    client.csrf = session.csrf
     return client
 
 
@@ -55,8 +58,9 @@ def test_the_token_becomes_a_strict_http_only_cookie(live, client):
     assert response.headers["location"] == "/memory"  # the token leaves the address
     cookie = response.headers["set-cookie"]
     credentials = live.server.credentials
-    assert cookie.startswith(f"{credentials.cookie}={credentials.session};")
-    assert credentials.token not in cookie  # the cookie is derived, never the token itself
+    value = cookie.split(";", 1)[0].removeprefix(f"{credentials.cookie}=")
+    assert credentials.sessions.find(value) is not None  # a session of its own
+    assert credentials.token not in cookie  # the cookie is drawn, never the token itself
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
 
 
@@ -95,9 +99,9 @@ def test_an_action_without_the_csrf_token_is_refused_and_nothing_is_sent(live, s
 
 def test_an_action_from_another_origin_is_refused_even_with_the_csrf_token(live, signed_in):
     before = _user_texts(live)
-    headers = {"x-csrf-token": live.server.credentials.csrf, "origin": "http://evil.example"}
+    headers = {"x-csrf-token": signed_in.csrf, "origin": "http://evil.example"}
     assert signed_in.post("/api/stop", headers=headers).status_code == 403
-    headers = {"x-csrf-token": live.server.credentials.csrf, "sec-fetch-site": "cross-site"}
+    headers = {"x-csrf-token": signed_in.csrf, "sec-fetch-site": "cross-site"}
     assert signed_in.post("/api/say", json={"text": "forged"}, headers=headers).status_code == 403
     assert _user_texts(live) == before
 
@@ -108,7 +112,7 @@ def test_a_foreign_host_name_is_refused(signed_in):
 
 
 def test_a_bad_request_gets_a_clear_error(live, signed_in):
-    headers = {"x-csrf-token": live.server.credentials.csrf}
+    headers = {"x-csrf-token": signed_in.csrf}
     response = signed_in.post("/api/say", content=b"{not json", headers=headers)
     assert response.status_code == 400 and "JSON" in response.json()["error"]
     response = signed_in.post("/api/answer", json={"approval": "one"}, headers=headers)
@@ -169,7 +173,7 @@ def test_the_live_stream_resumes_from_last_event_id_without_loss_or_repeat(live,
         (start, welcome), = _events(first, lambda m: m["type"] == "welcome")
         assert welcome["complete"]
         sent = signed_in.post("/api/say", json={"text": "stream please"},
-                              headers={"x-csrf-token": live.server.credentials.csrf})
+                              headers={"x-csrf-token": signed_in.csrf})
         assert sent.status_code == 200, sent.text
         before = _events(first, lambda m: m["type"] == "text" and "piece5" in m["delta"])
     # The page lost its connection mid-answer; the browser reconnects with the last id.

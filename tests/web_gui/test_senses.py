@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from noema.interfaces.web.senses import rates
 from noema.providers.scripted import say
 
-from .conftest import WAIT, screenshot
+from .conftest import WAIT, screenshot, sign_in
 
 SCREENS = {"desk": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 GREEN_MARKS = """(channel) => {
@@ -149,12 +149,13 @@ def test_silencing_an_unknown_channel_is_refused_with_its_reason(live):
     import httpx
 
 
-    with httpx.Client(base_url=live.base, cookies={live.server.credentials.cookie: live.server.credentials.session}) as c:
+    cookies, csrf = sign_in(live.server.credentials)
+    with httpx.Client(base_url=live.base, cookies=cookies) as c:
         response = c.post("/api/senses/silence", json={"channel": "nope", "duration": "5m"},
-                          headers={"x-csrf-token": live.server.credentials.csrf})
+                          headers=csrf)
         assert response.status_code == 400 and "unknown channel" in response.json()["error"]
         response = c.post("/api/senses/silence", json={"channel": "applog", "duration": "soon"},
-                          headers={"x-csrf-token": live.server.credentials.csrf})
+                          headers=csrf)
         assert response.status_code == 400 and response.json()["error"]
 
 

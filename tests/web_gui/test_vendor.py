@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from .conftest import sign_in
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "vendor_web_libs"
 
@@ -31,8 +32,8 @@ def test_the_vendored_files_match_their_pinned_sums():
 
 def test_the_page_is_served_the_pinned_bytes_with_the_licence_beside_them(live):
     pins = _pins()
-    credentials = live.server.credentials
-    with httpx.Client(base_url=live.base, cookies={credentials.cookie: credentials.session}) as c:
+    cookies, _ = sign_in(live.server.credentials)
+    with httpx.Client(base_url=live.base, cookies=cookies) as c:
         for name, digest in pins.FILES.values():
             response = c.get(f"/static/vendor/{name}")
             assert response.status_code == 200, name

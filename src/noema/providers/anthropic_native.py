@@ -216,7 +216,7 @@ def _input_tokens(usage: Any) -> int:
 def describe_anthropic_error(exc: BaseException) -> Failure | None:
     """A neutral description of an Anthropic SDK (or transport) exception."""
     if isinstance(exc, anthropic.APIStatusError):
-        if exc.status_code < 400:  # an error event inside a started stream
+        if exc.status_code < 300:  # an error event inside a started stream (a 3xx: a redirect)
             return failure_from_stream_error(exc.body, exc.message)
         return failure_from_response(exc.status_code, exc.response.headers, exc.body, exc.message)
     if isinstance(exc, anthropic.APITimeoutError):
@@ -253,6 +253,7 @@ class AnthropicProvider:
             base_url=endpoint.base_url,
             timeout=endpoint.timeout(),
             max_retries=0,  # ours is the only retry policy
+            http_client=endpoint.http_client(anthropic.DefaultAsyncHttpxClient),
         )
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:

@@ -76,7 +76,7 @@ class ServerProbe:
         self._client = httpx2.AsyncClient(
             headers=self._headers(),
             timeout=httpx2.Timeout(self._timeout_s, connect=CONNECT_TIMEOUT_S),
-            follow_redirects=True,
+            follow_redirects=False,  # followed here, within the server's own origin only
         )
         return self
 
@@ -123,7 +123,7 @@ class ServerProbe:
         assert self._client is not None, "use the probe as an async context manager"
         method = "GET" if body is None else "POST"
         try:
-            response = await self._client.request(method, url, json=body)
+            response = await self._same_origin(method, url, body)
         except httpx2.ConnectError as exc:
             raise Unreachable(f"cannot reach {self.label} at {url} ({_reason(exc)}); "
                                   "is the server running, at that address?") from None
@@ -144,6 +144,52 @@ class ServerProbe:
             return response.json()
         except ValueError:
             raise DiscoveryFailed(f"{self.label} at {url} did not answer JSON") from None
+
+
+    async def _same_origin(self, method: str, url: str, body: Any) -> httpx2.Response:
+        """The answer to `method url`, following redirects that stay on the
+        server's origin (scheme, host and port) and refusing any other.
+
+        A server the person typed must not send the probe, and the key it
+        carries (`Authorization` or Anthropic's `x-api-key`), to another
+        address: an internal service's answer would then fill the page's list
+        and be posted back to the first server."""
+        assert self._client is not None
+        origin = _origin(url)
+        for _ in range(_MAX_REDIRECTS + 1):
+            response = await self._client.request(method, url, json=body)
+            if not response.is_redirect:
+                return response
+            target = str(response.url.join(response.headers["location"]))
+            if _origin(target) != origin:
+                raise DiscoveryFailed(
+                    f"{self.label} at {url} redirected to another address ({_shown(target)}); "
+                    "it was not followed, and no key was sent there. If that is the "
+                    "server's real address, give it instead")
+            if response.status_code in (301, 302, 303):
+                method, body = "GET", None  # as browsers do: the body is not sent on
+            url = target
+        raise DiscoveryFailed(f"{self.label} at {url} redirects more than {_MAX_REDIRECTS} "
+                              "times; giving up")
+
+
+_MAX_REDIRECTS = 3
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    import httpx2
+
+    parsed = httpx2.URL(url)
+    return parsed.scheme, parsed.host, parsed.port or {"http": 80, "https": 443}.get(
+        parsed.scheme)
+
+
+def _shown(url: str) -> str:
+    """An address as told to the person: its origin, not a path that may carry data."""
+    import httpx2
+
+    parsed = httpx2.URL(url)
+    return f"{parsed.scheme}://{parsed.netloc.decode('ascii', 'replace')}"
 
 
 def _reason(exc: BaseException) -> str:

@@ -36,6 +36,14 @@ class Endpoint:
         """How messages name the endpoint: 'OpenRouter at https://…'."""
         return f"{self.label} at {self.base_url}"
 
+    def http_client(self, sdk_client: type[httpx2.AsyncClient]) -> httpx2.AsyncClient:
+        """The SDK's own HTTP client class (its limits and defaults), told never
+        to follow a redirect: httpx drops `Authorization` on a redirect to
+        another origin but keeps Anthropic's `x-api-key`, so a server that
+        redirects could hand the key to any address. A redirect is reported
+        as the server's answer instead (`failures.py` says what to do)."""
+        return sdk_client(follow_redirects=False, timeout=self.timeout())
+
     def timeout(self) -> httpx2.Timeout:
         """The SDKs' transport timeout: connecting, and waiting for each read."""
         import httpx2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import email.utils
 import enum
+import http
 import json
 import re
 import time
@@ -224,11 +225,29 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+_MARKUP = re.compile(r"<\s*(?:!doctype|html|head|body|title|h[1-6]|div|p|pre|center|hr)\b",
+                     re.IGNORECASE)
+
+
+def _web_page_instead(status: int) -> str:
+    """What the person reads for an error sent as a web page: its status in plain
+    words, never the page (markup, styles, a traceback meant for a browser)."""
+    try:
+        phrase = http.HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "an unknown status"
+    return (f"{phrase}, sent as a web page rather than an API error; the server's own log "
+            "says what failed")
+
+
 def failure_from_response(
     status: int, headers: Mapping[str, str], body: object, fallback: str
 ) -> Failure:
     """A failure from an HTTP error response."""
     message, code = server_message(body)
+    kind = (headers.get("content-type") or "").lower()
+    if "html" in kind or _MARKUP.search(message or "") or _MARKUP.search(fallback or ""):
+        message, code = _web_page_instead(status), None
     return Failure(
         FailureKind.STATUS,
         one_line(message or fallback),
@@ -323,6 +342,12 @@ def provider_error(
         return AuthenticationFailed(
             f"{where} refused the request as unauthorised (HTTP {failure.status}: "
             f"{failure.detail}); if it needs a key, set api_key_env to the variable that holds it"
+        )
+    if failure.kind is FailureKind.STATUS and failure.status and 300 <= failure.status < 400:
+        return BadRequest(
+            f"{where} answered with a redirect (HTTP {failure.status}); a model server's "
+            "redirects are not followed, so the key never goes to another address: if the "
+            "server has moved, set base_url to its new address"
         )
     if failure.kind is FailureKind.STATUS and failure.model_missing:
         return ModelNotFound(

@@ -391,6 +391,7 @@ class OpenAICompatProvider:
             base_url=endpoint.base_url,
             timeout=endpoint.timeout(),
             max_retries=0,  # ours is the only retry policy
+            http_client=endpoint.http_client(openai.DefaultAsyncHttpxClient),
         )
         self._tokenizer: TokenizerRoute | None = None
         self._tokenizer_probed = False

@@ -82,6 +82,21 @@ def unsafe_file(
     return None
 
 
+def written_mode(mode: int) -> int:
+    """The permission bits a file keeps when its content is replaced.
+
+    The kernel drops setuid on a write by anyone without CAP_FSETID, and
+    setgid when the group may execute (setgid without it marks locking, not
+    privilege). The agent drops them the same way whoever it runs as: a root
+    agent's write must not leave its bytes in a program that runs as the
+    file's owner.
+    """
+    mode = stat.S_IMODE(mode) & ~stat.S_ISUID
+    if mode & stat.S_IXGRP:
+        mode &= ~stat.S_ISGID
+    return mode
+
+
 def _swapped(name: str) -> AccessDenied:
     return AccessDenied(
         f"{name!r} changed into a link while it was being checked; the operation was refused"
@@ -220,7 +235,8 @@ def atomic_write(
     """Replace (or create) a file below `root` with `data`, all or nothing.
 
     Missing parent folders are created. The permission bits of an existing
-    file are kept unless `mode` is given. A file with other hard links is
+    file are kept unless `mode` is given, less setuid and setgid
+    (`written_mode`). A file with other hard links is
     refused unless `allow_hard_links`; then the link is broken, never written
     through: the other names keep the old content.
     """
@@ -229,10 +245,10 @@ def atomic_write(
     temp = _temp_name(name)
     try:
         old = _replaceable(name, dfd, relative, allow_hard_links=allow_hard_links)
-        final_mode = (
+        final_mode = written_mode(
             mode
             if mode is not None
-            else (stat.S_IMODE(old.st_mode) if old is not None else workspace_file_mode())
+            else (old.st_mode if old is not None else workspace_file_mode())
         )
         fd = os.open(
             temp,

@@ -6,9 +6,11 @@ admin page, a database on localhost, a cloud's metadata service), so the rule
 is one question: is the address globally reachable? Python's `is_global`
 (from the IANA special-purpose registries) answers it, and the few ranges its
 table gets wrong or leaves out are refused by name (`NOT_GLOBAL`: IPv6
-site-local, local-use NAT64, multicast, newer special ranges). An IPv6
-address that carries an IPv4 address (mapped, 6to4, Teredo, NAT64) is judged
-by the IPv4 address too. The person can open a range with
+site-local, local-use NAT64, multicast, newer special ranges), and an IPv6
+address outside 2000::/3, the one range the internet routes, is refused
+whatever the table says. An IPv6 address that carries an IPv4 address
+(mapped, translated, NAT64, 6to4, Teredo, IPv4-compatible) is judged by the
+IPv4 address too. The person can open a range with
 `[web] allow_ranges`; cloud metadata addresses stay closed.
 """
 
@@ -45,6 +47,10 @@ METADATA_NAMES = frozenset({
 
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765/6145: ::ffff:0:a.b.c.d
+# The only IPv6 unicast the internet routes (RFC 4291, IANA): anything else
+# is local, reserved or unassigned, whatever Python's table says of it.
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
 
 # Ranges `is_global` calls global (in Python 3.11 and up to the version that
 # fixed each) that are not reachable from the whole internet, with their words.
@@ -102,9 +108,16 @@ def read_host(raw: str) -> Host:
 
 
 def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
-    """The IPv4 address an IPv6 address carries, with the name of the scheme."""
+    """The IPv4 address an IPv6 address carries, with the name of the scheme.
+
+    Every form a stack, a translator or a tunnel reads as an IPv4 host:
+    mapped (::ffff:a.b.c.d), translated (::ffff:0:a.b.c.d), NAT64 (well-known
+    and local-use prefixes), 6to4, Teredo and the old IPv4-compatible form.
+    """
     if ip.ipv4_mapped is not None:
         return "an IPv4-mapped address", ip.ipv4_mapped
+    if ip in _IPV4_TRANSLATED:
+        return "an IPv4-translated address", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip.sixtofour is not None:
         return "a 6to4 address", ip.sixtofour
     if ip.teredo is not None:
@@ -168,6 +181,8 @@ def refusal(ip: IPAddress, allowed: Sequence[Network] = ()) -> str | None:
         # A way to a global IPv4 host, judged as that host: Python's own
         # table has called 2002::/16 private in some 3.11 releases, global in others.
         return None
+    if named is None and ip.version == 6 and ip not in _GLOBAL_UNICAST and not ip.is_multicast:
+        return f"{ip} is {_kind(ip) or 'an address outside the routed range (2000::/3)'}"
     if named is None and ip.is_global:
         return None
     if named is None or ip.is_unspecified or ip.is_loopback:  # ::1 is loopback first

@@ -7,10 +7,10 @@ is allowed, connects to a checked address (the Host header and TLS name stay
 the URL's), and checks the connected socket's peer before a byte is sent.
 Every redirect goes through the same door, because each hop is a new request.
 
-With a proxy the same holds: the backend resolves and checks the name here,
-then asks the proxy for a tunnel to the checked address, never to the name
-(`tunnel.py`), so the proxy's own resolver has no say in where the request
-goes.
+With a proxy the same holds: the name is resolved and checked here, and the
+proxy is given the checked address, never the name: a tunnel to it for
+https://, a proxy request to it for plain http:// (`tunnel.py`), so the
+proxy's own resolver has no say in where the request goes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import httpx2
 from ..tools.errors import ToolError, shorten
 from .addresses import AddressGuard, IPAddress, Refused, Resolver, read_host, system_resolver
 from .settings import WebSettings
-from .tunnel import tunnel_connector
+from .tunnel import ForwardTransport, forwards_plain_http, tunnel_connector
+from .urls import check_authority, check_spelling
 
 Connector = Callable[[IPAddress, int, "float | None"], Awaitable[httpcore2.AsyncNetworkStream]]
 # Called with (from, to) before a redirect is followed; raises ToolError to stop it.
@@ -114,11 +115,14 @@ class Fetcher:
                  ) -> None:
         self.settings = settings
         self.guard = AddressGuard(settings.allowed_networks, resolver)
+        self._forward: str | None = None  # the proxy that takes plain http:// as requests
         if settings.proxy and connect is direct_connect:  # the proxy is the way out
             # An https:// proxy is verified like the sites: the system's authorities,
             # or those a test brings.
-            connect = tunnel_connector(
-                settings.proxy, verify if isinstance(verify, ssl.SSLContext) else None)
+            self._proxy_tls = verify if isinstance(verify, ssl.SSLContext) else None
+            connect = tunnel_connector(settings.proxy, self._proxy_tls)
+            if forwards_plain_http(settings.proxy):
+                self._forward = settings.proxy
         self._connect = connect
         self._verify = verify  # the system's certificate authorities, unless a test brings its own
 
@@ -128,9 +132,12 @@ class Fetcher:
         given); a ToolError names what went wrong."""
         s = self.settings
         timeout = httpx2.Timeout(s.read_timeout_s, connect=s.connect_timeout_s)
+        mounts = {} if self._forward is None else {
+            "http://": ForwardTransport(self._forward, self.guard.resolve, self._proxy_tls)}
         client = httpx2.AsyncClient(
-            transport=_transport(self.guard, self._connect, self._verify), timeout=timeout,
-            follow_redirects=False, trust_env=False, headers={"User-Agent": USER_AGENT},
+            transport=_transport(self.guard, self._connect, self._verify), mounts=mounts,
+            timeout=timeout, follow_redirects=False, trust_env=False,
+            headers={"User-Agent": USER_AGENT},
         )
         try:
             async with asyncio.timeout(s.total_timeout_s), client:
@@ -160,7 +167,9 @@ class Fetcher:
                             f"{shorten(url)} redirects more than {self.settings.max_redirects} "
                             "times; giving up"
                         )
-                    target = str(response.url.join(response.headers["location"]))
+                    location = response.headers["location"]
+                    check_spelling(location, "the redirect to")  # before a join reads it
+                    target = str(response.url.join(location))
                     if on_redirect is not None:
                         on_redirect(current, target)
                     current = await self._checked(target)
@@ -176,6 +185,7 @@ class Fetcher:
         An address in any spelling (2130706433, 0x7f.1, [::ffff:7f00:1]) is
         rewritten in its plain form, so the request goes where the check looked.
         """
+        check_authority(url)
         try:
             parts = urlsplit(url.strip())
             port = parts.port

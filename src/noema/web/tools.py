@@ -5,7 +5,6 @@ where it came from as its provenance."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -17,10 +16,12 @@ from ..tools.errors import ToolError
 from ..tools.registry import Tool, ToolContext, ToolResult, tool
 from .addresses import Resolver, system_resolver
 from .exfiltration import FetchGuard
-from .extract import READABLE, to_text
+from .extract import READABLE
+from .reader import shared_reader
 from .search import MAX_RESULTS, SearchResult, Searcher, search_problem
 from .seen import SeenAddresses, TurnSource
 from .settings import WebSettings
+from .urls import check_authority
 
 if TYPE_CHECKING:
     from .fetch import Connector, Fetcher
@@ -140,6 +141,7 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                 raise ToolError(f"offset must be 0 or more, not {offset}")
             if not 1 <= size <= MAX_PAGE_CHARS:
                 raise ToolError(f"limit must be between 1 and {MAX_PAGE_CHARS}, not {size}")
+            check_authority(url)  # a malformed address is refused before anyone is asked
             redirect = None
             if guard is not None:
                 arguments = {"url": url, "offset": offset, "limit": limit}
@@ -149,8 +151,8 @@ def web_tools(settings: WebSettings, secrets: Mapping[str, str], delimiter: Sess
                     guard.redirect(first, previous, target)
 
             fetched = await fetcher().fetch(url, READABLE, redirect)
-            text = await asyncio.to_thread(
-                to_text, fetched.body, fetched.media_type, fetched.charset, fetched.url,
+            text = await shared_reader().read_async(  # in the reader's worker, bounded
+                fetched.body, fetched.media_type, fetched.charset, fetched.url,
                 fetched.truncated,
             )
             return ToolResult(render_page(text, fetched.url, fetched.media_type, offset, size,

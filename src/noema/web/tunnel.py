@@ -2,16 +2,25 @@
 
 A proxy left to itself resolves the target's name again, and its answer may
 not be the one checked here (a name that answers a public address to us and
-a private one to the proxy). So the proxy is never given a name: the fetch
-resolves and checks the target itself, then asks the proxy for a tunnel to
-that address (HTTP `CONNECT 203.0.113.7:443`, `CONNECT [2001:db8::1]:443`
-with the IPv6 literal bracketed, or a SOCKS5 request with the address as
-bytes). TLS and the `Host` header then go through the tunnel with the URL's
-name, exactly as on a direct connection.
+a private one to the proxy). So the proxy is never given a name to reach: the
+fetch resolves and checks the target itself, then
+
+- for `https://`, asks the proxy for a tunnel to that address (HTTP
+  `CONNECT 203.0.113.7:443`, `CONNECT [2001:db8::1]:443` with the IPv6
+  literal bracketed, or a SOCKS5 request with the address as bytes); TLS and
+  the `Host` header then go through the tunnel with the URL's name, exactly
+  as on a direct connection;
+- for plain `http://` through an HTTP(S) proxy, sends the request itself to
+  the proxy in absolute form with the checked address
+  (`GET http://203.0.113.7:80/page HTTP/1.1`, `Host:` the URL's name), as
+  proxies expect plain HTTP: most refuse a tunnel to port 80 (Squid does by
+  default). A SOCKS proxy has no such rule: plain HTTP goes through it as a
+  connection to the checked address.
 
 What this changes for the person: names are resolved on this machine, not
-by the proxy, and plain `http://` pages go through a tunnel too, which some
-proxies allow only to port 443 (the error says so).
+by the proxy. A proxy that routes plain HTTP by the `Host` header rather
+than by the request's address would defeat the check; common ones (Squid,
+tinyproxy, Privoxy) go by the address.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from urllib.parse import unquote, urlsplit
 
 import h11
 import httpcore2
+import httpx2
 
 from ..tools.errors import ToolError
 
@@ -63,18 +73,28 @@ def authority(ip: IPAddress, port: int) -> str:
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
+async def _to_proxy(proxy: Proxy, proxy_tls: ssl.SSLContext | None, timeout: float | None
+                    ) -> httpcore2.AsyncNetworkStream:
+    """A connection to the proxy itself, over TLS for an https:// proxy."""
+    stream = await httpcore2.AnyIOBackend().connect_tcp(proxy.host, proxy.port, timeout=timeout)
+    if proxy.scheme == "https":
+        try:
+            stream = await stream.start_tls(proxy_tls or ssl.create_default_context(),
+                                            server_hostname=proxy.host, timeout=timeout)
+        except BaseException:
+            await stream.aclose()
+            raise
+    return stream
+
+
 def tunnel_connector(proxy_url: str, proxy_tls: ssl.SSLContext | None = None) -> Connector:
     """A connector that reaches a checked address through the proxy at `proxy_url`."""
     proxy = Proxy.parse(proxy_url)
 
     async def connect(ip: IPAddress, port: int, timeout: float | None
                       ) -> httpcore2.AsyncNetworkStream:
-        stream = await httpcore2.AnyIOBackend().connect_tcp(proxy.host, proxy.port,
-                                                             timeout=timeout)
+        stream = await _to_proxy(proxy, proxy_tls, timeout)
         try:
-            if proxy.scheme == "https":
-                stream = await stream.start_tls(proxy_tls or ssl.create_default_context(),
-                                                server_hostname=proxy.host, timeout=timeout)
             if proxy.scheme.startswith("socks5"):
                 await _socks5(stream, proxy, ip, port, timeout)
             else:
@@ -85,6 +105,75 @@ def tunnel_connector(proxy_url: str, proxy_tls: ssl.SSLContext | None = None) ->
         return stream
 
     return connect
+
+
+def forwards_plain_http(proxy_url: str) -> bool:
+    """Whether plain http:// goes to this proxy as a proxy request (HTTP and
+    HTTPS proxies) rather than through a connection it opens (SOCKS)."""
+    return Proxy.parse(proxy_url).scheme in ("http", "https")
+
+
+class _ProxyOnly(httpcore2.AsyncNetworkBackend):
+    """A network backend whose every connection goes to the proxy."""
+
+    def __init__(self, proxy: Proxy, proxy_tls: ssl.SSLContext | None) -> None:
+        self._proxy = proxy
+        self._tls = proxy_tls
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None,
+                          socket_options=None) -> httpcore2.AsyncNetworkStream:
+        return await _to_proxy(self._proxy, self._tls, timeout)
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise ToolError("the fetch does not open local sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        import anyio
+
+        await anyio.sleep(seconds)
+
+
+class ForwardTransport(httpx2.AsyncBaseTransport):
+    """Plain http:// through an HTTP(S) proxy, as proxy requests to checked addresses.
+
+    Each request's host is resolved and checked by `resolve` (the fetch's
+    address guard) and the request goes to the proxy with the first checked
+    address as its target; the `Host` header keeps the URL's name.
+    """
+
+    def __init__(self, proxy_url: str, resolve: Callable[[str, int], Awaitable[list]],
+                 proxy_tls: ssl.SSLContext | None = None) -> None:
+        proxy = Proxy.parse(proxy_url)
+        self._resolve = resolve
+        self._login: list[tuple[bytes, bytes]] = []
+        if proxy.username or proxy.password:
+            pair = base64.b64encode(f"{proxy.username}:{proxy.password}".encode())
+            self._login = [(b"Proxy-Authorization", b"Basic " + pair)]
+        self._inner = httpx2.AsyncHTTPTransport(trust_env=False)
+        # As for the direct way: httpx cannot be given a network backend, so
+        # its pool is replaced by one whose every connection is to the proxy.
+        self._inner._pool = httpcore2.AsyncConnectionPool(
+            max_connections=4, network_backend=_ProxyOnly(proxy, proxy_tls))
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        if url.scheme != "http":  # https goes through a tunnel, never here
+            raise ToolError(f"{url.scheme}:// is never sent as a proxy request")
+        port = url.port or 80
+        ip = (await self._resolve(url.raw_host.decode("ascii"), port))[0]
+        target = f"http://{authority(ip, port)}{url.raw_path.decode('ascii')}".encode()
+        sent = httpx2.Request(request.method, url, headers=[*request.headers.raw, *self._login],
+                              stream=request.stream,
+                              extensions={**request.extensions, "target": target})
+        response = await self._inner.handle_async_request(sent)
+        if response.status_code == 407:
+            await response.aclose()
+            raise ToolError("the proxy asks for a login, or refused the one given; the user "
+                            "name and password go in [web] proxy (http://user:password@host:port)")
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 async def _http_connect(stream: httpcore2.AsyncNetworkStream, proxy: Proxy, ip: IPAddress,
@@ -114,8 +203,8 @@ async def _http_connect(stream: httpcore2.AsyncNetworkStream, proxy: Proxy, ip: 
         break
     if not isinstance(event, h11.Response) or not 200 <= event.status_code < 300:
         status = getattr(event, "status_code", "no answer")
-        hint = ("; many proxies tunnel only to port 443, so an http:// page may need "
-                "https:// or no proxy") if port != 443 else ""
+        hint = ("; many proxies tunnel only to port 443, so a page on another port may "
+                "need no proxy") if port != 443 else ""
         raise ToolError(f"the proxy refused a tunnel to {target} ({status}){hint}")
     if conn.trailing_data[0]:  # bytes from the far side before we spoke: not a clean tunnel
         raise ToolError("the proxy sent data before the tunnel was used; refusing it")

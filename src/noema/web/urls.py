@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..tools.errors import ToolError, shorten
 from .addresses import Refused, read_host
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -50,6 +51,67 @@ class Address:
         host = f"[{self.host}]" if ":" in self.host else self.host
         query = f"?{self.query}" if self.query else ""
         return f"{self.scheme}://{user}{host}{port}{self.path}{query}"
+
+
+class BadAddress(ToolError):
+    """An address whose spelling parsers read differently: refused, never guessed at."""
+
+
+_SCHEME = re.compile(r"^(https?)://", re.I)
+_PORT = re.compile(r"^[0-9]{1,5}$")
+
+
+def check_spelling(text: str, what: str = "the address") -> None:
+    """Refuse a URL or redirect target that parsers would not read alike.
+
+    A backslash before the query is a '/' to a browser and to some servers
+    (`/\\127.0.0.1/` is then a link to another host) and a plain character
+    to others; a tab or a line break is dropped by some and kept by others.
+    Either way the request could go where the check did not look.
+    """
+    head = re.split(r"[?#]", text, maxsplit=1)[0]
+    if "\\" in head:
+        raise BadAddress(f"{what} {shorten(text)!r} has a backslash, which one client reads "
+                         "as '/' and another as a character; write it with '/' only")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise BadAddress(f"{what} {shorten(text)!r} has a control character (a tab or a "
+                         "line break); percent-encode it")
+
+
+def check_authority(text: str) -> None:
+    """Refuse an absolute http(s) URL whose authority is malformed or deceptive.
+
+    The authority must be a host, optionally `:port` with a port from 1 to
+    65535; an empty host, port 0 and a user name or password before '@' are
+    refused (`https://bank.example@evil.example/` goes to evil.example).
+    """
+    text = text.strip()
+    check_spelling(text)
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        raise BadAddress(f"{shorten(text)} is not an http:// or https:// address; only web "
+                         "pages can be fetched")
+    authority = re.split(r"[/?#]", text[scheme.end():], maxsplit=1)[0]
+    if "@" in authority:
+        raise BadAddress(f"{shorten(text)} has a user name or password before '@'; the fetch "
+                         "sends none, and such an address hides its real host: write the "
+                         "address without it")
+    if authority.startswith("["):
+        host, bracket, rest = authority[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise BadAddress(f"{shorten(text)} has a malformed IPv6 address in brackets")
+        port = rest[1:] if rest else None
+    else:
+        host, colon, port = authority.partition(":")
+        port = port if colon else None
+    if not host:
+        raise BadAddress(f"{shorten(text)} names no host")
+    if " " in authority:
+        raise BadAddress(f"{shorten(text)!r} has a space in its host, which no host name has")
+    if port is not None and port != "":  # an empty port means the default one
+        if not _PORT.match(port) or not 1 <= int(port) <= 65535:
+            raise BadAddress(f"{shorten(text)} has port {shorten(port, 20)!r}; a port is a "
+                             "number from 1 to 65535")
 
 
 def read_address(text: str) -> Address | None:

@@ -128,13 +128,50 @@ async def test_the_proxy_is_asked_for_the_checked_address_not_the_name(site):
         fetched = await through(proxy, resolver).fetch(
             f"http://site.example:{site.port}/article.html", HTML)
     assert b"four metres" in fetched.body
-    assert proxy.asked == [f"CONNECT {PUBLIC}:{site.port} HTTP/1.1"]
-    assert proxy.hosts == [f"{PUBLIC}:{site.port}"]
+    # Plain HTTP goes as a proxy request to the address; the name is only its Host.
+    assert proxy.asked == [f"GET http://{PUBLIC}:{site.port}/article.html HTTP/1.1"]
+    assert proxy.hosts == [f"site.example:{site.port}"]
     _, _, headers, _ = site.requests[-1]
-    assert headers["Host"] == f"site.example:{site.port}"  # the name only to the site
+    assert headers["Host"] == f"site.example:{site.port}"
 
 
-async def test_an_ipv6_target_is_bracketed_in_the_tunnel_request(site):
+async def test_plain_http_passes_a_proxy_that_tunnels_only_to_443(site):
+    """Squid's default: CONNECT only to its SSL ports. Plain HTTP is a proxy
+    request there, never a tunnel, so it is not refused."""
+    resolver = Resolver({"site.example": [[str(PUBLIC)]]})
+    with TunnelProxy(refuse_ports=frozenset({site.port})) as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        fetched = await through(proxy, resolver).fetch(
+            f"http://site.example:{site.port}/article.html", HTML)
+    assert b"four metres" in fetched.body
+    assert [line.split()[0] for line in proxy.asked] == ["GET"]
+
+
+async def test_plain_http_through_a_proxy_with_a_login_sends_it(site):
+    resolver = Resolver({"site.example": [[str(PUBLIC)]]})
+    with TunnelProxy(login=("ana", "s3cret")) as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        fetched = await through(proxy, resolver).fetch(
+            f"http://site.example:{site.port}/article.html", HTML)
+    assert b"four metres" in fetched.body
+    _, _, headers, _ = site.requests[-1]
+    assert "Proxy-Authorization" not in headers  # the proxy's login stops at the proxy
+
+
+async def test_a_redirect_through_the_proxy_is_a_new_checked_proxy_request(site):
+    site.routes[("GET", "/moved")] = lambda query, body: (
+        302, {"Location": "http://other.example/article.html"}, b"")
+    resolver = Resolver({"site.example": [[str(PUBLIC)]], "other.example": [["10.0.0.8"]]})
+    with TunnelProxy() as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        proxy.route["10.0.0.8"] = "127.0.0.1"  # a canary: must never be asked for
+        with pytest.raises(Refused, match="other.example resolves to 10.0.0.8"):
+            await through(proxy, resolver).fetch(f"http://site.example:{site.port}/moved",
+                                                 HTML)
+    assert proxy.asked == [f"GET http://{PUBLIC}:{site.port}/moved HTTP/1.1"]
+
+
+async def test_an_ipv6_target_is_bracketed_in_the_proxy_request(site):
     resolver = Resolver({"six.example": [[str(PUBLIC6)]]})
     with TunnelProxy() as proxy:
         proxy.route[f"[{PUBLIC6}]"] = "127.0.0.1"
@@ -142,7 +179,7 @@ async def test_an_ipv6_target_is_bracketed_in_the_tunnel_request(site):
                     f"http://[{PUBLIC6}]:{site.port}/article.html"):
             fetched = await through(proxy, resolver).fetch(url, HTML)
             assert b"four metres" in fetched.body
-    assert proxy.asked == [f"CONNECT [{PUBLIC6}]:{site.port} HTTP/1.1"] * 2
+    assert proxy.asked == [f"GET http://[{PUBLIC6}]:{site.port}/article.html HTTP/1.1"] * 2
     _, _, headers, _ = site.requests[-1]
     assert headers["Host"] == f"[{PUBLIC6}]:{site.port}"
 
@@ -158,8 +195,8 @@ async def test_a_name_that_rebinds_cannot_reach_a_private_address_through_the_pr
         await fetcher.fetch(f"http://rebind.example:{site.port}/article.html", HTML)
         with pytest.raises(Refused, match="10.0.0.7 is a private address"):
             await fetcher.fetch(f"http://rebind.example:{site.port}/article.html", HTML)
-    assert proxy.asked == [f"CONNECT {PUBLIC}:{site.port} HTTP/1.1"]
-    assert not any("rebind.example" in line for line in proxy.asked + proxy.hosts)
+    assert proxy.asked == [f"GET http://{PUBLIC}:{site.port}/article.html HTTP/1.1"]
+    assert not any("rebind.example" in line for line in proxy.asked)
 
 
 async def test_https_through_the_proxy_keeps_the_name_for_tls(tmp_path):
@@ -190,7 +227,7 @@ async def test_a_proxy_refusing_the_tunnel_is_a_clear_error(site):
         proxy.route[str(PUBLIC)] = "127.0.0.1"
         with pytest.raises(ToolError, match="refused a tunnel .*port 443"):
             await through(proxy, resolver).fetch(
-                f"http://site.example:{site.port}/article.html", HTML)
+                f"https://site.example:{site.port}/article.html", HTML)
 
 
 async def test_an_https_proxy_is_verified_and_still_only_tunnels_to_the_address(tmp_path):
@@ -209,3 +246,25 @@ async def test_an_https_proxy_is_verified_and_still_only_tunnels_to_the_address(
             f"https://secure.example.org:{server.port}/article.html", HTML)
         assert b"four metres" in fetched.body
         assert proxy.asked == [f"CONNECT {PUBLIC}:{server.port} HTTP/1.1"]
+
+
+async def test_plain_http_through_an_https_proxy_is_a_proxy_request_over_tls(site, tmp_path):
+    proxy_tls, client_tls = tls_contexts("localhost", tmp_path)
+    resolver = Resolver({"site.example": [[str(PUBLIC)]]})
+    with TunnelProxy("https", tls=proxy_tls) as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        url = proxy.url.replace("127.0.0.1", "localhost")
+        fetcher = Fetcher(WebSettings(proxy=url), resolver=resolver, verify=client_tls)
+        fetched = await fetcher.fetch(f"http://site.example:{site.port}/article.html", HTML)
+    assert b"four metres" in fetched.body
+    assert proxy.asked == [f"GET http://{PUBLIC}:{site.port}/article.html HTTP/1.1"]
+
+
+async def test_a_proxy_asking_for_a_login_says_where_it_goes(site):
+    resolver = Resolver({"site.example": [[str(PUBLIC)]]})
+    with TunnelProxy(login=("ana", "s3cret")) as proxy:
+        proxy.route[str(PUBLIC)] = "127.0.0.1"
+        bare = proxy.url.replace("ana:s3cret@", "")
+        with pytest.raises(ToolError, match=r"asks for a login.*\[web\] proxy"):
+            await Fetcher(WebSettings(proxy=bare), resolver=resolver).fetch(
+                f"http://site.example:{site.port}/article.html", HTML)

@@ -77,14 +77,13 @@ def test_the_session_cookie_is_not_the_token_and_the_token_is_no_cookie(live):
         assert thief.get("/api/history").status_code == 403
 
 
-def test_the_session_is_drawn_anew_at_each_start(live):
-    """Two starts with the same token would still give different cookies: the
-    key is drawn with each start's credentials and never stored."""
-    token = live.server.credentials.token
-    first, second = Credentials(token), Credentials(token)
-    assert first.session != second.session and first.csrf != second.csrf
+def test_a_session_of_another_start_opens_nothing(live):
+    """A session is drawn by the run that opened it and kept by it alone: one
+    from another start, even with the same token, is no session here."""
+    other = Credentials(live.server.credentials.token)
+    value, _ = other.sessions.open("an earlier start's browser")
     with httpx.Client(base_url=live.base, timeout=WAIT,
-                      cookies={live.server.credentials.cookie: first.session}) as stale:
+                      cookies={live.server.credentials.cookie: value}) as stale:
         assert stale.get("/api/status").status_code == 403  # an earlier run's cookie
 
 

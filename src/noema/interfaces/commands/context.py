@@ -31,6 +31,9 @@ class Context:
             raise click.UsageError(
                 f"{blocked} is a file, but the agent's data must go in the folder "
                 f"{self.paths.root}. Pass a folder with --home (or NOEMA_HOME).")
+        misplaced = self.paths.misplaced()
+        if misplaced is not None:
+            raise click.ClickException(str(misplaced))
 
     def config(self) -> Config:
         """The configuration; a bad config.toml or secrets.toml stops every command

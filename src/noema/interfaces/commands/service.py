@@ -39,7 +39,7 @@ def run(obj: Context) -> None:
     from ...app import NoModelConfigured
     from ...config import ConfigError
     from ...health import UnusableDatabase
-    from ...paths import AgentBusy
+    from ...paths import AgentBusy, MisplacedPath
     from ...providers.base import ProviderError
     from ..host.host import CannotServe
     from .run import run_agent
@@ -53,7 +53,7 @@ def run(obj: Context) -> None:
                               announce=lambda line: click.echo(line, err=True)))
     except (NoModelConfigured, ProviderError, ConfigError) as exc:
         raise ConfigurationProblem(configuration.mask_secrets(str(exc))) from None
-    except AgentBusy as exc:
+    except (AgentBusy, MisplacedPath) as exc:
         raise click.ClickException(str(exc)) from None
     except CannotServe as exc:
         raise click.ClickException(f"interfaces could not attach: {exc}") from None

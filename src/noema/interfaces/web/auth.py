@@ -4,11 +4,14 @@ The token is drawn at each start, printed once and kept in the agent's
 owner-only folder (`ui-token`, mode 0600) so the person can find it again.
 The first visit carries it in the address (`?token=…`); the server answers
 with an `HttpOnly`, `SameSite=Strict` cookie and a redirect to the same page
-without it, so the token leaves the address bar and history. The cookie is
-not the token: it is an HMAC of a key drawn at each start, so what a browser
-keeps opens this run's page only, and the token file never opens a session
-without the exchange. Every later request, the live stream included, is
-checked against the cookie.
+without it, so the token leaves the address bar and history. Each exchange
+opens a session of its own (`Sessions`): the cookie is a random value drawn
+for that browser, kept on the server only as its hash, with a CSRF token of
+its own. A session ends when its browser signs out, when another browser
+ends it (the settings page lists them), and with the run: the token and
+every session are drawn again at each start, so the token file never opens
+a session without the exchange. Every later request, the live stream
+included, is checked against the cookie.
 
 The redirect goes only to a path of this site: anything a browser could read
 as another host (`//host`, `/\\host`, `/%2F…`, a scheme, a backslash or a
@@ -27,6 +30,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -40,14 +44,78 @@ CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 
+MAX_SESSIONS = 32  # past it, the one unused longest ends: a token exchange cannot pile up
+
+
+@dataclass(slots=True)
+class Session:
+    """One browser's session: what it is called for the person, and its CSRF token."""
+
+    number: int  # shown to the person: "session 3"
+    browser: str  # the User-Agent it signed in with, shortened
+    created: float  # epoch seconds
+    seen: float  # the last request it made
+    csrf: str = field(repr=False)
+
+
+class Sessions:
+    """The browsers signed in with this run's token, kept in memory.
+
+    A cookie value is 32 random bytes; only its SHA-256 is kept, so the list
+    of sessions reveals no cookie."""
+
+    def __init__(self) -> None:
+        self._by_digest: dict[bytes, Session] = {}
+        self._numbers = 0
+
+    def open(self, browser: str, now: float | None = None) -> tuple[str, Session]:
+        """A new session: the cookie value for its browser, and the session."""
+        now = time.time() if now is None else now
+        value = secrets.token_urlsafe(32)
+        self._numbers += 1
+        session = Session(self._numbers, " ".join(browser.split())[:120], now, now,
+                          secrets.token_hex(32))
+        self._by_digest[_digest(value)] = session
+        while len(self._by_digest) > MAX_SESSIONS:
+            oldest = min(self._by_digest, key=lambda d: self._by_digest[d].seen)
+            del self._by_digest[oldest]
+        return value, session
+
+    def find(self, value: str | None) -> Session | None:
+        """The open session a cookie value belongs to, or None."""
+        if not value:
+            return None
+        return self._by_digest.get(_digest(value))
+
+    def is_open(self, session: Session) -> bool:
+        """Whether `session` is still open (a stream checks it before each message)."""
+        return any(open_ is session for open_ in self._by_digest.values())
+
+    def end(self, number: int) -> Session | None:
+        """End session `number`; the session, or None if no open session has it."""
+        for digest, session in list(self._by_digest.items()):
+            if session.number == number:
+                del self._by_digest[digest]
+                return session
+        return None
+
+    def listing(self) -> list[Session]:
+        """The open sessions, oldest first."""
+        return sorted(self._by_digest.values(), key=lambda s: s.number)
+
+
+def _digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "replace")).digest()
+
+
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """The access token of this run, and the session cookie and CSRF token
-    derived from a key drawn with it (never stored, so each start rotates them)."""
+    """The access token of this run, and the sessions opened with it (never
+    stored, so each start rotates them)."""
 
     token: str
     cookie: str = COOKIE  # the cookie's name: one per agent, so two agents' pages coexist
-    key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    sessions: Sessions = field(default_factory=Sessions, repr=False, compare=False)
 
     @classmethod
     def fresh(cls, scope: str = "") -> Credentials:
@@ -55,25 +123,8 @@ class Credentials:
         name = COOKIE + ("_" + hashlib.sha256(scope.encode()).hexdigest()[:12] if scope else "")
         return cls(secrets.token_urlsafe(32), name)
 
-    @property
-    def session(self) -> str:
-        """The cookie's value: proof of a token exchange in this run, not the token."""
-        return hmac.new(self.key, b"noema-session", hashlib.sha256).hexdigest()
-
-    @property
-    def csrf(self) -> str:
-        """A second secret for the page's actions, derived so it needs no storage."""
-        return hmac.new(self.key, b"noema-csrf", hashlib.sha256).hexdigest()
-
     def is_token(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
-
-    def is_session(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(),
-                                                             self.session.encode())
-
-    def is_csrf(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.csrf.encode())
 
 
 def keep_token(folder: Path, credentials: Credentials) -> Path:
@@ -114,43 +165,51 @@ class TokenGuard:
                                          "the agent's folder.")
                 return
             if scope["method"] in SAFE_METHODS:
-                await self._welcome(scope, send, [(k, v) for k, v in query if k != "token"])
+                await self._welcome(scope, headers, send,
+                                    [(k, v) for k, v in query if k != "token"])
                 return
         cookie = _cookie(headers.get("cookie", ""), self.credentials.cookie)
-        if offered is None and cookie is None:
+        if cookie is None:
             await _refuse(send, 401, "This page needs its access token: open the address "
                                      "`noema ui` printed (it ends in ?token=…).")
             return
-        if offered is None and not self.credentials.is_session(cookie):
-            await _refuse(send, 403, "This browser's session is not this run's (an earlier "
-                                     "start's, or made up). Open the address `noema ui` "
-                                     "printed this time.")
+        session = self.credentials.sessions.find(cookie)
+        if session is None:
+            await _refuse(send, 403, "This browser's session has ended (it signed out, was "
+                                     "ended from another browser, or belongs to an earlier "
+                                     "start). Open the address `noema ui` printed this time.")
             return
         if scope["method"] not in SAFE_METHODS:
-            problem = self._action_problem(scope, headers)
+            problem = self._action_problem(scope, headers, session)
             if problem:
                 await _refuse(send, 403, problem)
                 return
+        session.seen = time.time()
+        scope.setdefault("state", {})["session"] = session  # request.state.session
         await self.app(scope, receive, send)
 
-    def _action_problem(self, scope: Scope, headers: dict[str, str]) -> str | None:
+    def _action_problem(self, scope: Scope, headers: dict[str, str],
+                        session: Session) -> str | None:
         site = headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return "refused: this action came from another site"
         origin = headers.get("origin")
         if origin is not None and origin != _own_origin(scope, headers):
             return "refused: this action came from another site"
-        if not self.credentials.is_csrf(headers.get(CSRF_HEADER)):
+        offered = headers.get(CSRF_HEADER)
+        if offered is None or not hmac.compare_digest(offered.encode(), session.csrf.encode()):
             return "refused: this action lacks the page's CSRF token; reload the page"
         return None
 
-    async def _welcome(self, scope: Scope, send: Send, rest: list[tuple[str, str]]) -> None:
-        """The first visit: the cookie, and the same page without the token in the address."""
+    async def _welcome(self, scope: Scope, headers: dict[str, str], send: Send,
+                       rest: list[tuple[str, str]]) -> None:
+        """The first visit: a session of its own, and the same page without the token
+        in the address."""
         path = same_origin_path(scope.get("root_path", "") + scope["path"])
         # A refused path loses its query too: it was written for somewhere else.
         target = "/" if path is None else path + (f"?{urlencode(rest)}" if rest else "")
-        cookie = (f"{self.credentials.cookie}={self.credentials.session}; HttpOnly; "
-                  "SameSite=Strict; Path=/")
+        value, _ = self.credentials.sessions.open(headers.get("user-agent", ""))
+        cookie = f"{self.credentials.cookie}={value}; HttpOnly; SameSite=Strict; Path=/"
         await send({"type": "http.response.start", "status": 303, "headers": [
             (b"location", target.encode("latin-1")),
             (b"set-cookie", cookie.encode("latin-1")),
@@ -159,6 +218,11 @@ class TokenGuard:
             (b"content-length", b"0"),
         ]})
         await send({"type": "http.response.body", "body": b""})
+
+
+def ending_cookie(credentials: Credentials) -> str:
+    """A Set-Cookie value that makes the browser forget its session cookie."""
+    return f"{credentials.cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
 
 
 def same_origin_path(path: str) -> str | None:

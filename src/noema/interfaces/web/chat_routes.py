@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import first_run
-from .context import BadRequest, context_of, error, json_body, page
+from .context import BadRequest, context_of, error, json_body, page, session_of
 from .history import history_page
 from .live import AgentUnavailable, event_frame
 from .streaming import StreamedAnswer
@@ -129,12 +129,16 @@ async def live(request: Request) -> Response:
     except (AgentUnavailable, StopAsyncIteration) as exc:
         return error(503, f"the agent is not reachable: {exc or 'it closed the connection'}")
 
+    sessions, session = context_of(request).credentials.sessions, session_of(request)
+
     async def frames():
         answer = StreamedAnswer()
         try:
             yield f"retry: {RETRY_MS}\n\n"
             yield event_frame(first, answer)
             async for message in stream:
+                if not sessions.is_open(session):  # ended meanwhile: nothing more reaches it
+                    return
                 yield event_frame(message, answer)
         finally:
             await stream.aclose()

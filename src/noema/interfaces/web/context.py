@@ -20,7 +20,7 @@ from ...memory.store import TurnStore
 from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
-from .auth import Credentials
+from .auth import Credentials, Session
 from .demo_run import DemoRun
 from .live import Bridge
 
@@ -52,11 +52,16 @@ def context_of(request: Request) -> WebContext:
     return request.app.state.web
 
 
+def session_of(request: Request) -> Session:
+    """The browser session the request came with (the token guard let it through)."""
+    return request.state.session
+
+
 def page(request: Request, template: str, **values: Any) -> Response:
     """A page rendered from `template`, with the agent's name and the CSRF token."""
     web = context_of(request)
     return web.templates.TemplateResponse(
-        request, template, {"agent": web.agent, "csrf": web.credentials.csrf, **values},
+        request, template, {"agent": web.agent, "csrf": session_of(request).csrf, **values},
         headers={"cache-control": "no-store"})
 
 

@@ -14,6 +14,7 @@ from . import first_run_routes as first_run
 from . import guide_routes as guide
 from . import memory_routes as memory
 from . import senses_routes as senses
+from . import session_routes as sessions
 from . import settings_routes as settings
 
 HERE = Path(__file__).parent
@@ -46,6 +47,9 @@ def routes() -> list[BaseRoute]:
         Route("/api/first-run/window", first_run.window, methods=["POST"]),
         Route("/api/first-run/test", first_run.test, methods=["POST"]),
         Route("/api/first-run/save", first_run.save, methods=["POST"]),
+        Route("/api/sessions", sessions.list_sessions),
+        Route("/api/sessions/{number:int}/end", sessions.end_session, methods=["POST"]),
+        Route("/api/sign-out", sessions.sign_out, methods=["POST"]),
         Route("/api/history", chat.history),
         Route("/api/turn/{turn_id:int}", chat.turn),
         Route("/api/status", chat.status),

@@ -517,6 +517,7 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
         return Saved(())
     if secret is not None:
         configuration.read_secrets_file(paths.secrets_file)  # a broken file stops us first
+        _not_claimed(paths, section_key, secret)
     if pairs or remove:
         try:
             configuration.set_values(paths, pairs, unfinished=False, remove=remove)
@@ -631,6 +632,25 @@ def _present(paths: AgentPaths, section_key: str) -> Mapping[str, Any]:
     for part in section_key.split("."):
         table = table.get(part) if isinstance(table, dict) else None
     return table if isinstance(table, dict) else {}
+
+
+def _not_claimed(paths: AgentPaths, section_key: str, name: str) -> None:
+    """SaveRefused when another setting names `name` for something other than a
+    model's key: the key typed here would replace that secret (the webhook's
+    token, the bot's). Checked even when no setting changes with the key."""
+    import pydantic
+
+    try:
+        config = Config.model_validate(configuration.read_config_file(paths.config_file))
+    except (pydantic.ValidationError, ConfigError):
+        return  # the file's own problems are shown beside their fields
+    others = [use for use in configuration.secret_uses(config)
+              if use.name == name and use.purpose != "model key"]
+    if others:
+        named = " and ".join(f"{use.key} ({use.words})" for use in others)
+        raise SaveRefused({f"{section_key}.api_key_env": [
+            f"{section_key}.api_key_env: the secret {name} is also named by {named}; the key "
+            f"typed here would replace it: give {section_key}.api_key_env a name of its own"]})
 
 
 def _secret_name(section: FormSection, values: Mapping[str, str], key: str) -> str:

@@ -4,6 +4,7 @@ model (the last two are the setup's own steps, `setup_flow`)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -15,7 +16,8 @@ from ...providers.catalog import PROVIDERS
 from ...providers.discovery import DiscoveryFailed
 from ...setup_flow import SetupFailed
 from . import settings as settings_form
-from .context import BadRequest, context_of, error, json_body, page, text_field
+from .context import BadRequest, context_of, error, json_body, page, session_of, text_field
+from .session_routes import shown as _shown
 
 
 async def settings_page(request: Request) -> Response:
@@ -35,8 +37,10 @@ async def settings_page(request: Request) -> Response:
         sections, problem = [], str(exc)
     kinds = {name: spec.kind.value for name, spec in PROVIDERS.items()}
     addresses = {name: spec.base_url or "" for name, spec in PROVIDERS.items()}
+    current, now = session_of(request), time.time()
+    sessions = [_shown(s, current, now) for s in web.credentials.sessions.listing()]
     return page(request, "settings.html", page="settings", sections=sections,
-                problem=problem, config_file=str(web.paths.config_file),
+                sessions=sessions, problem=problem, config_file=str(web.paths.config_file),
                 secrets_file=str(web.paths.secrets_file), kinds=kinds, addresses=addresses,
                 problems=problems)
 

@@ -281,7 +281,8 @@ class WebhookIntake:
         log.info("webhook refused %s %.200r from %s: %s %s", head.method, head.path,
                  head.client, refusal.status, refusal.kind)
         self._count(refusal.status, refusal.kind)
-        headers = (("www-authenticate", "Bearer"),) if refusal.status == 401 else ()
+        headers = {401: (("www-authenticate", "Bearer"),), 405: (("allow", "POST"),)
+                   }.get(refusal.status, ())
         return Answer(refusal.status, {"error": refusal.reason}, headers)
 
     def _closed(self, closing: Closing) -> None:

@@ -146,14 +146,16 @@ class HttpServer:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head_bytes)
         first = True
         while True:
+            bare = False  # a HEAD request: its answer has headers and no body
             try:
                 async with asyncio.timeout(self.limits.head_timeout_s):
                     request = await _next(conn, reader)
                 if request is None:  # closed between requests
                     return
+                bare = request.method == b"HEAD"
                 head = self._head(request, client)
             except _Refused as refused:
-                await self._close_with(conn, writer, refused.closing)
+                await self._close_with(conn, writer, refused.closing, bare)
                 return
             except TimeoutError:
                 if not first and not conn.trailing_data[0]:
@@ -162,9 +164,13 @@ class HttpServer:
                     408, "too slow", "the request's head took too long"))
                 return
             first = False
-            admission = self.handler.admit(head)
+            try:
+                admission = self.handler.admit(head)
+            except Exception:  # our bug: logged, and the client still gets an answer
+                await self._failed(conn, writer, bare)
+                return
             if isinstance(admission, Answer):
-                await self._send(conn, writer, admission, close=True)
+                await self._send(conn, writer, admission, close=True, bare=bare)
                 return
             self._admitted(number)
             if conn.they_are_waiting_for_100_continue:
@@ -173,16 +179,20 @@ class HttpServer:
                 async with asyncio.timeout(self.limits.body_timeout_s):
                     body = await self._body(conn, reader)
             except _Refused as refused:
-                await self._close_with(conn, writer, refused.closing)
+                await self._close_with(conn, writer, refused.closing, bare)
                 return
             except TimeoutError:
                 await self._close_with(conn, writer, Closing(
-                    408, "too slow", "the request's body took too long"))
+                    408, "too slow", "the request's body took too long"), bare)
                 return
-            answer = self.handler.take(head, body, admission)
-            if not isinstance(answer, Answer):
-                answer = await answer
-            await self._send(conn, writer, answer, close=answer.status >= 400)
+            try:
+                answer = self.handler.take(head, body, admission)
+                if not isinstance(answer, Answer):
+                    answer = await answer
+            except Exception:  # our bug: logged, and the client still gets an answer
+                await self._failed(conn, writer, bare)
+                return
+            await self._send(conn, writer, answer, close=answer.status >= 400, bare=bare)
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
@@ -233,26 +243,44 @@ class HttpServer:
                                            f"{self.limits.max_body_bytes} bytes"))
                 chunks.append(bytes(event.data))
 
+    async def _failed(self, conn: h11.Connection, writer: asyncio.StreamWriter,
+                      bare: bool) -> None:
+        log.exception("the webhook failed on a request")
+        await self._close_with(conn, writer, Closing(
+            500, "failed", "the webhook failed on this request; the agent's log says why"),
+            bare)
+
     async def _close_with(self, conn: h11.Connection, writer: asyncio.StreamWriter,
-                          closing: Closing) -> None:
+                          closing: Closing, bare: bool = False) -> None:
         self.handler.report(closing)
         if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             await self._send(conn, writer, Answer(closing.status, {"error": closing.detail}),
-                             close=True)
+                             close=True, bare=bare)
 
     async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, answer: Answer,
-                    close: bool) -> None:
+                    close: bool, bare: bool = False) -> None:
+        """Write `answer`; `bare` (a HEAD request) sends its headers without the body.
+
+        The length header is the body's either way: that is what a HEAD answer
+        says. Should h11 refuse what we built (a bug of ours), the client still
+        gets a status line and the connection is closed, never silence.
+        """
         body = json.dumps(answer.body).encode()
         headers = [("content-type", "application/json"), ("content-length", str(len(body))),
                    *answer.headers]
         if close:
             headers.append(("connection", "close"))
+        phrase = HTTPStatus(answer.status).phrase
         try:
             data = conn.send(h11.Response(status_code=answer.status, headers=headers,
-                                          reason=HTTPStatus(answer.status).phrase.encode()))
-            data += conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
-        except h11.LocalProtocolError:  # e.g. the client's HTTP/1.0 cannot take it: just close
-            return
+                                          reason=phrase.encode()))
+            if not bare:
+                data += conn.send(h11.Data(data=body))
+            data += conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:
+            log.exception("the webhook built an answer HTTP/1.1 refuses; a bare one is sent")
+            data = (f"HTTP/1.1 {answer.status} {phrase}\r\ncontent-length: 0\r\n"
+                    "connection: close\r\n\r\n").encode("ascii")
         writer.write(data)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.limits.send_timeout_s):

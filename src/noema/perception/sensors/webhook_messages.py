@@ -73,7 +73,7 @@ class Closing:
 
 PROTOCOL_KINDS = frozenset({"malformed", "head too large", "target too long",
                             "too many headers", "header too long", "ambiguous length",
-                            "too slow", "pushed out", "too big"})
+                            "too slow", "pushed out", "too big", "failed"})
 
 
 @dataclass

@@ -297,7 +297,23 @@ const settings = {
   },
 };
 
+// End a browser's session (this one's: a sign-out, and the page has nothing more to show).
+settings.endSession = async (event) => {
+  const number = event.target.dataset.number;
+  const outcome = document.querySelector(".sessions-outcome");
+  const {status, body} = await noema.post(`/api/sessions/${number}/end`);
+  outcome.textContent = status === 200 ? body.text : (body.error || "not ended");
+  if (status === 200 && body.signed_out) {
+    document.querySelector("main").replaceChildren(noema.el("p", "", body.text + " Open the address `noema ui` printed to come back."));
+  } else if (status === 200) {
+    event.target.closest("li").remove();
+  }
+};
+
 document.addEventListener("DOMContentLoaded", () => {
+  for (const button of document.querySelectorAll("button.end-session")) {
+    button.addEventListener("click", settings.endSession);
+  }
   const source = document.getElementById("provider-kinds");
   if (source) settings.providers = JSON.parse(source.textContent);
   for (const box of document.querySelectorAll(".roots")) {
