@@ -64,8 +64,47 @@ def test_a_bad_value_is_named_beside_its_field_and_nothing_is_written(paths):
     with pytest.raises(SaveRefused) as refused:
         save_section(paths, "shell", {"shell.timeout_s": "90", "shell.max_timeout_s": "soon"})
     assert list(refused.value.problems) == ["shell.max_timeout_s"]
-    assert "valid number" in refused.value.problems["shell.max_timeout_s"][0]
+    said = refused.value.problems["shell.max_timeout_s"][0]
+    assert said == "Max timeout (seconds): “soon” is not a number. Type a number, like 600."
     assert paths.config_file.read_bytes() == before
+
+
+@pytest.mark.parametrize(("typed", "words"), [
+    ("abc", "Max steps: “abc” is not a whole number. Type a whole number, like 24."),
+    ("0", "Max steps: “0” is too small. Type 1 or more."),
+    ("9000", "Max steps: “9000” is too large. Type 500 or less."),
+    ("2.5", "Max steps: “2.5” is not a whole number. Type a whole number, like 24."),
+])
+def test_a_refused_value_says_in_words_which_field_what_is_wrong_and_what_to_type(
+        paths, typed, words):
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "cycle", {"cycle.max_steps": typed})
+    assert refused.value.problems == {"cycle.max_steps": [words]}
+    said = str(refused.value)
+    assert "Input should" not in said and "unable to parse" not in said
+    assert "Fix it in config.toml" not in said and "NOEMA__" not in said  # nothing was written
+    assert paths.config_file.read_bytes() == before
+
+
+def test_a_window_larger_than_the_server_s_is_refused_until_the_person_says_so(paths):
+    before = paths.config_file.read_bytes()
+    values = _values(paths, "models.reasoning") | {
+        "models.reasoning.provider": "vllm", "models.reasoning.base_url": "http://127.0.0.1:9/v1",
+        "models.reasoning.model": "qwen", "models.reasoning.context_window": "200000"}
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "models.reasoning", values, served_window=128_000)
+    assert refused.value.ask == "larger_window"
+    (said,) = refused.value.problems["models.reasoning.context_window"]
+    assert "serves qwen with 128,000 tokens, and you typed 200,000" in said
+    assert "Use 128000" in said
+    assert paths.config_file.read_bytes() == before  # nothing written without a word
+
+    save_section(paths, "models.reasoning", values | {"models.reasoning.context_window": "128000"},
+                 served_window=128_000)  # the server's own window: no question
+    assert load_config(paths).models.reasoning.context_window == 128_000
+    save_section(paths, "models.reasoning", values, served_window=128_000, larger_window=True)
+    assert load_config(paths).models.reasoning.context_window == 200_000  # asked, and answered
 
 
 def test_a_key_of_another_section_is_refused(paths):
@@ -169,21 +208,26 @@ async def test_a_bare_address_is_asked_with_the_path_its_api_is_under(paths):
         assert await served_models(paths, "vllm", bare, "", "") == ["llama-3.1-8b"]
 
 
-@pytest.mark.parametrize("calls, says", [
-    (True, "called the tool it was offered: it is ready"),
-    (False, "did not call the tool it was offered"),
+@pytest.mark.parametrize("text, calls, says", [
+    ("ready", True, "scripted/probe answered “ready” and called the tool it was offered "
+                    "(report_ready): it is ready."),
+    ("", True, "scripted/probe answered with a call to the tool it was offered (report_ready), "
+               "without words: it is ready."),
+    ("ready", False, "scripted/probe answered “ready” but did not call the tool it was offered "
+                     "(report_ready)"),
+    ("", False, "scripted/probe answered, but with no words and no tool call."),
 ])
-async def test_the_model_test_says_whether_the_model_calls_tools(paths, tmp_path, calls, says):
+async def test_the_model_test_says_what_the_model_answered(paths, tmp_path, text, calls, says):
     from noema.interfaces.web.settings import test_connection
 
     script = tmp_path / "tools.toml"
-    script.write_text('[[responses]]\ntext = "ready"\n' + (
+    script.write_text(f'[[responses]]\ntext = "{text}"\n' + (
         '[[responses.tool_calls]]\nname = "report_ready"\narguments = { word = "ready" }\n'
         if calls else ""))
     paths.config_file.write_text(f'[models.reasoning]\nprovider = "scripted"\nmodel = "probe"\n'
                                  f'script = "{script}"\n')
-    text = await test_connection(paths, "reasoning")
-    assert text.startswith("scripted/probe answered: ready") and says in text
+    said = await test_connection(paths, "reasoning")
+    assert said.startswith(says) and "(nothing)" not in said
 
 
 def test_a_list_is_written_as_a_toml_list_and_each_bad_item_is_named_by_its_place(paths):

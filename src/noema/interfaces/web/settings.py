@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -36,7 +37,8 @@ from ...paths import AgentPaths
 from ...providers.base import ProviderError
 from ...providers.catalog import PROVIDERS, ProviderKind
 from ...providers.settings import ModelSettings
-from ...setup_flow import Answers
+from ...setup_flow import PROBE_TOOL, Answers
+from . import settings_words
 
 ROLES = ("reasoning", "chronicler")
 KEY_FIELD = "key"  # the model sections' secret: written to secrets.toml, never shown
@@ -162,10 +164,12 @@ class FormSection:
 
 class SaveRefused(ValueError):
     """A section was not saved; `problems` maps a field's key ("" for the
-    section) to what is wrong with it and how to fix it."""
+    section) to what is wrong with it and how to fix it. `ask` names a
+    question the person may answer to save it as it is ("larger_window")."""
 
-    def __init__(self, problems: Mapping[str, list[str]]) -> None:
+    def __init__(self, problems: Mapping[str, list[str]], ask: str | None = None) -> None:
         self.problems = dict(problems)
+        self.ask = ask
         super().__init__("; ".join(p for ps in self.problems.values() for p in ps))
 
 
@@ -459,7 +463,8 @@ class Saved:
 
 
 def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
-                 key: str = "") -> Saved:
+                 key: str = "", *, served_window: int | None = None,
+                 larger_window: bool = False) -> Saved:
     """Write what the person changed in one section, validated with the whole file.
 
     `values` maps the section's dotted keys to what the form holds (text, as
@@ -468,7 +473,11 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     of the chosen provider are written (the others are taken out), an empty
     provider of the save-point model means "the model above", and `key` is
     kept in secrets.toml under the choice's variable. SaveRefused says what is
-    wrong next to each field; then nothing is written."""
+    wrong next to each field; then nothing is written.
+
+    `served_window` is the window the model's server said it serves the model
+    with: a larger context window is refused (the server would refuse the
+    requests that fill it) unless `larger_window` says the person wants it."""
     reading = read(paths)
     sections = {s.key: s for s in form(reading.config, wrong=reading.wrong)}
     section = sections.get(section_key)
@@ -512,6 +521,9 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
             continue
         text = item.quoted and item.widget != "list"  # a list's items are quoted already
         pairs.append((item.key, toml_string(raw.strip()) if text else raw.strip()))
+    if section.is_model and not larger_window:
+        _check_window(section, values, served_window)
+    _trial(paths, pairs, remove, fields)
     secret = _secret_name(section, values, key) if key.strip() else None
     if not pairs and not remove and secret is None:
         return Saved(())
@@ -525,6 +537,56 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     if secret is not None:
         configuration.write_secret(paths, secret, key.strip())
     return Saved(tuple(k for k, _ in pairs) + tuple(remove), secret)
+
+
+def _check_window(section: FormSection, values: Mapping[str, str],
+                  served: int | None) -> None:
+    """SaveRefused, asking, when the window typed is larger than the server serves."""
+    key = f"{section.key}.context_window"
+    typed = configuration.parse_value(values.get(key, "").strip())
+    if served is None or not isinstance(typed, int) or isinstance(typed, bool) or typed <= served:
+        return
+    model = values.get(f"{section.key}.model", "").strip() or "this model"
+    raise SaveRefused({key: [
+        f"The server serves {model} with {served:,} tokens, and you typed {typed:,}. With the "
+        f"larger window the agent fills requests the server refuses once a conversation passes "
+        f"{served:,} tokens. Use {served}, or save {typed:,} anyway if you know the server "
+        "takes it."]}, ask="larger_window")
+
+
+def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
+           fields: Mapping[str, FormField]) -> None:
+    """The section's change validated with the rest of the file before anything
+    is written; SaveRefused in the person's words beside each field it is about.
+    What it does not find wrong, `config.set_values` still checks."""
+    import pydantic
+
+    data: Any = configuration.read_config_file(paths.config_file)
+    for dotted in remove:
+        *parts, leaf = dotted.split(".")
+        holder: Any = data
+        for part in parts:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            holder.pop(leaf, None)
+    for dotted, raw in pairs:
+        data = configuration.merge(data, _nested(dotted.split("."), configuration.parse_value(raw)))
+    try:
+        Config.model_validate(data)
+    except pydantic.ValidationError as exc:
+        wrong: dict[str, list[str]] = {}
+        for error in exc.errors():
+            dotted = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+            owner = max((k for k in fields if dotted == k or dotted.startswith(k + ".")),
+                        key=len, default=None)
+            if owner is None:
+                continue  # about another section: `set_values` says it
+            item = fields[owner]  # as the form was drawn: its value then is one that did
+            wrong.setdefault(owner, []).append(
+                settings_words.explain(error, item.label, item.value if item.widget == "number"
+                                       else ""))
+        if wrong:
+            raise SaveRefused(wrong) from None
 
 
 def _entries(item: FormField, raw: str) -> list[tuple[int, Any]]:
@@ -656,10 +718,15 @@ def _secret_name(section: FormSection, values: Mapping[str, str], key: str) -> s
     return name
 
 
+_FILE_FIX = re.compile(r" Fix it in config\.toml or with \S+\.$")
+
+
 def by_field(problems: list[str], fields: Mapping[str, FormField]) -> dict[str, list[str]]:
-    """Each problem beside the field whose key it names, the rest for the section."""
+    """Each problem beside the field whose key it names, the rest for the section
+    (without the advice to fix the file: a refused form wrote nothing to it)."""
     found: dict[str, list[str]] = {}
     for problem in problems:
+        problem = _FILE_FIX.sub("", problem)
         named = problem.split(":", 1)[0].strip()
         owner = max((k for k in fields if named == k or named.startswith(k + ".")),
                     key=len, default="")
@@ -726,11 +793,26 @@ async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronic
     if settings is None:
         raise ProviderError(f"no {role} model is configured")
     outcome = await setup_flow.live_test_of(settings, configuration.load_secrets(paths))
-    said = f"{settings.provider}/{settings.model} answered: {outcome.answered or '(nothing)'}"
+    return tested(f"{settings.provider}/{settings.model}", outcome)
+
+
+def tested(name: str, outcome: setup_flow.Outcome) -> str:
+    """What the live test showed, in a sentence: what the model answered (its
+    words, or a call of the tool it was offered, or nothing at all)."""
+    tool = PROBE_TOOL.name
+    if outcome.called_tool and outcome.answered:
+        return (f"{name} answered “{outcome.answered}” and called the tool it was offered "
+                f"({tool}): it is ready.")
     if outcome.called_tool:
-        return f"{said}, and called the tool it was offered: it is ready."
-    return (f"{said}, but did not call the tool it was offered; the agent's files, commands "
-            "and memory are tools, so a model that calls none can only talk.")
+        return (f"{name} answered with a call to the tool it was offered ({tool}), without "
+                "words: it is ready.")
+    if outcome.answered:
+        return (f"{name} answered “{outcome.answered}” but did not call the tool it was "
+                f"offered ({tool}); the agent's files, commands and memory are tools, so a "
+                "model that calls none can only talk.")
+    return (f"{name} answered, but with no words and no tool call. It may need a larger "
+            "answer length, or a chat template that supports tools; the agent cannot work "
+            "with it as it is.")
 
 
 __all__ = ["ConfigError", "FormField", "FormSection", "SaveRefused", "Saved", "answers", "current",

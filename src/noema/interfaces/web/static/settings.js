@@ -116,6 +116,7 @@ const settings = {
       model,
     });
     if (out.dataset.asked !== asked) return;
+    delete form.dataset.servedWindow;
     if (status !== 200 || !body.window) {
       out.className = "served-window muted";
       out.textContent = status === 200 ? "The server does not say its window for this model."
@@ -123,13 +124,39 @@ const settings = {
       return;
     }
     const {tokens, source, note} = body.window;
+    form.dataset.servedWindow = String(tokens);
+    form.dataset.servedModel = model;
     out.className = "served-window";
     out.append(`The server serves ${model} with ${tokens.toLocaleString()} tokens (${source}). `);
     const use = noema.el("button", "use-window", `Use ${tokens}`);
     use.type = "button";
-    use.addEventListener("click", () => { settings.field(form, "context_window").value = String(tokens); });
+    use.addEventListener("click", () => {
+      settings.field(form, "context_window").value = String(tokens);
+      settings.checkWindow(form);
+    });
     out.append(use);
     if (note) out.append(noema.el("span", "muted", ` ${note}.`));
+    out.append(noema.el("span", "window-warning error", ""));
+    settings.checkWindow(form);
+  },
+
+  // The server's window, while it is the one read for the model in the field.
+  servedWindow(form) {
+    const model = settings.field(form, "model").value.trim();
+    const tokens = Number(form.dataset.servedWindow || 0);
+    return tokens > 0 && form.dataset.servedModel === model ? tokens : null;
+  },
+
+  // Say at once when the window typed is larger than the server's: requests would be refused.
+  checkWindow(form) {
+    const warning = form.querySelector(".window-warning");
+    if (!warning) return;
+    const served = settings.servedWindow(form);
+    const typed = Number(settings.field(form, "context_window").value.trim());
+    warning.textContent = served && typed > served
+      ? ` ${typed.toLocaleString()} is larger than the server's ${served.toLocaleString()}: ` +
+        "the server refuses requests past its window, so saving asks you first."
+      : "";
   },
 
   // Text as a TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML takes only escaped.
@@ -251,9 +278,9 @@ const settings = {
     }
   },
 
-  async save(event) {
+  async save(event, larger = false) {
     event.preventDefault();
-    const form = event.currentTarget;
+    const form = event.currentTarget.closest("form");  // the form, or the button in it
     for (const box of form.querySelectorAll(".roots")) {
       box.closest(".field").querySelector(".roots-value").value = settings.rootsValue(box);
     }
@@ -271,8 +298,13 @@ const settings = {
     const button = form.querySelector("button.save");
     settings.clear(form);
     button.disabled = true;
-    const {status, body} = await noema.post("/api/settings",
-      {section: form.dataset.section, values, key});
+    const request = {section: form.dataset.section, values, key};
+    if (form.querySelector("[name$='.context_window']")) {
+      const served = settings.servedWindow(form);
+      if (served) request.served_window = served;
+      if (larger) request.larger_window = true;
+    }
+    const {status, body} = await noema.post("/api/settings", request);
     button.disabled = false;
     out.className = status === 200 ? "outcome" : "outcome error";
     out.textContent = status === 200 ? body.text : (body.error || "not saved");
@@ -281,7 +313,29 @@ const settings = {
       if (secret) secret.value = "";
     } else {
       settings.show(form, body.problems);
+      if (body.ask === "larger_window") settings.askLarger(form);
     }
+  },
+
+  // The window is larger than the server's: the person chooses, beside the field.
+  askLarger(form) {
+    const row = form.querySelector(".field[data-key$='.context_window']");
+    const problem = row.querySelector(".field-problem");
+    const served = settings.servedWindow(form);
+    const typed = settings.field(form, "context_window").value.trim();
+    const use = noema.el("button", "use-window", `Use ${served}`);
+    use.type = "button";
+    use.addEventListener("click", () => {
+      settings.field(form, "context_window").value = String(served);
+      settings.clear(form);
+      settings.checkWindow(form);
+    });
+    const keep = noema.el("button", "keep-window", `Save ${Number(typed).toLocaleString()} anyway`);
+    keep.type = "button";
+    keep.addEventListener("click", (event) => settings.save(event, true));
+    problem.append(" ", use, " ", keep);
+    const warning = form.querySelector(".window-warning");
+    if (warning) warning.textContent = "";  // the refusal beside the field says it whole
   },
 
   async test(event) {
@@ -330,6 +384,7 @@ document.addEventListener("DOMContentLoaded", () => {
     settings.field(form, "base_url").addEventListener("change", () => settings.listModels(form));
     form.querySelector("button.list-models").addEventListener("click", () => settings.listModels(form));
     form.querySelector("select.served").addEventListener("change", settings.pickModel);
+    settings.field(form, "context_window").addEventListener("input", () => settings.checkWindow(form));
     if (provider.value) settings.listModels(form);
   }
   for (const button of document.querySelectorAll("button.test-model")) {
