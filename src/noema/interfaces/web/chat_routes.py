@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import first_run
-from .context import BadRequest, context_of, error, json_body, page
+from .context import BadRequest, context_of, error, json_body, page, spoken_name
 from .history import history_page
 from .live import AgentUnavailable, event_frame
 from .streaming import StreamedAnswer
@@ -63,7 +63,9 @@ async def turn(request: Request) -> Response:
     store = context_of(request).store
     if store.get(turn_id) is None:
         return error(404, f"there is no turn {turn_id}")
-    return JSONResponse({"id": turn_id, "turns": turn_with_neighbours(store, turn_id)})
+    agent = spoken_name(context_of(request).agent)
+    return JSONResponse({"id": turn_id, "turns": turn_with_neighbours(store, turn_id,
+                                                                     agent=agent)})
 
 
 async def status(request: Request) -> Response:

@@ -808,8 +808,9 @@ def tested(name: str, outcome: setup_flow.Outcome) -> str:
                 "words: it is ready.")
     if outcome.answered:
         return (f"{name} answered “{outcome.answered}” but did not call the tool it was "
-                f"offered ({tool}); the agent's files, commands and memory are tools, so a "
-                "model that calls none can only talk.")
+                f"offered ({tool}). The agent's files, commands and memory are tools, so a "
+                "model that calls none can only talk; a larger model, or a server started "
+                "with tool calling on, does better.")
     return (f"{name} answered, but with no words and no tool call. It may need a larger "
             "answer length, or a chat template that supports tools; the agent cannot work "
             "with it as it is.")

@@ -376,12 +376,10 @@ const chat = {
     const who = turn.kind === "user" ? "You" : "Noema";
     const via = turn.kind === "user" && turn.channel && turn.channel !== "web"
       && turn.channel !== "terminal" ? ` · by ${turn.channel}` : "";
-    const when = new Date(turn.ts * 1000);
     const line = noema.el("div", "meta", `${who}${via} · `);
-    const time = noema.el("time", "", when.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"}));
-    time.dateTime = when.toISOString();
-    time.title = when.toLocaleString();
-    line.appendChild(time);
+    // Today's turns by their time; older ones by their date and time.
+    const today = noema.when(turn.ts).slice(0, -7) === noema.when(Date.now() / 1000).slice(0, -7);
+    line.appendChild(noema.timeNode(turn.ts, today));
     return line;
   },
 
@@ -691,7 +689,7 @@ const chat = {
     if (!message.expires_at) return where.trim();
     const at = new Date(message.expires_at * 1000);
     const minutes = Math.max(1, Math.ceil((at - Date.now()) / 60000));
-    const clock = at.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    const clock = noema.clock(message.expires_at);
     return `${where}Unanswered, it is refused at ${clock} (in ${minutes} minute${minutes === 1 ? "" : "s"}).`;
   },
 

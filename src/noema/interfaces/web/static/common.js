@@ -37,8 +37,29 @@ const noema = {
     return node;
   },
 
-  time(ts) {
-    return new Date(ts * 1000).toLocaleString();
+  // Times as the server writes them (dates.py): "7 Dec 2026, 19:52", in the
+  // person's zone (the body's data-zone; none set: this machine's).
+  format(options) {
+    const zone = document.body.dataset.zone;
+    return new Intl.DateTimeFormat("en-GB", {hourCycle: "h23", ...options, ...(zone ? {timeZone: zone} : {})});
+  },
+
+  when(ts) {
+    return noema.format({day: "numeric", month: "short", year: "numeric", hour: "2-digit", minute: "2-digit"})
+      .format(new Date(ts * 1000));
+  },
+
+  // "19:52": a time of today, in the same zone.
+  clock(ts) {
+    return noema.format({hour: "2-digit", minute: "2-digit"}).format(new Date(ts * 1000));
+  },
+
+  // A <time> element holding the date and time of a Unix time.
+  timeNode(ts, short = false) {
+    const node = noema.el("time", "", short ? noema.clock(ts) : noema.when(ts));
+    node.dateTime = new Date(ts * 1000).toISOString();
+    if (short) node.title = noema.when(ts);
+    return node;
   },
 
   // The page may carry the status as it was when it was served (the chat

@@ -18,7 +18,7 @@ const senses = {
   },
 
   clock(seconds) {
-    return new Date(seconds * 1000).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    return noema.clock(seconds);
   },
 
   // A scale whose top leaves room above the highest bar for the marks.
@@ -116,7 +116,7 @@ const senses = {
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const node of document.querySelectorAll("time.until")) {
-    node.textContent = noema.time(Number(node.dataset.ts));
+    node.textContent = noema.when(Number(node.dataset.ts));
   }
   for (const button of document.querySelectorAll("button.silence")) {
     button.addEventListener("click", () => senses.act("/api/senses/silence", {
