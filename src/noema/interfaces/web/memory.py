@@ -104,7 +104,8 @@ def snippet_html(snippet: str) -> Markup:
         text = pattern.sub(replacement, text)
     text = " ".join(text.split())
     parts = _MARKED.split(text)  # odd places hold the matched words
-    return Markup("").join(Markup("<mark>{}</mark>").format(part) if place % 2 else escape(part)
+    return Markup("").join(Markup("<mark>{}</mark>").format(part) if place % 2
+                           else escape(part.replace("«", "").replace("»", ""))  # a mark cut off
                            for place, part in enumerate(parts))
 
 
