@@ -144,9 +144,13 @@ def test_an_approval_stays_in_view_whole_and_is_answered_by_keyboard(browser, li
         expect(page.locator("#doing")).to_have_text("waiting for your approval")
         for button in ("Allow", "Refuse"):
             assert in_view(page, card.get_by_role("button", name=button)), button
-        arguments = card.locator("pre.arguments")
+        expect(card.locator(".ask")).to_contain_text("asks: Write a file")
+        arguments = card.locator(".arguments")
+        expect(arguments.locator(".path")).to_have_text("long.txt · new file")
+        expect(arguments.locator("pre.diff .add").first).to_have_text("+ line")  # its new text
         expect(arguments).to_contain_text(tail)  # the end of a long value is shown
         expect(arguments).to_contain_text("r⟨U+200B⟩m")
+        expect(arguments).not_to_contain_text('"path"')  # no JSON
         expect(card.locator(".hidden-warning")).to_be_visible()
         screenshot(page, f"face-approval-{size[0]}x{size[1]}", full_page=False)
         page.keyboard.press("Alt+n")

@@ -633,6 +633,49 @@ const chat = {
     return node;
   },
 
+  // A reason as a sentence: its first letter up, a full stop at its end.
+  sentence(text) {
+    const trimmed = text.trim();
+    const up = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
+    return /[.!?]$/.test(up) ? up : `${up}.`;
+  },
+
+  // An approval's arguments as the person reads them (approval_view.py's kinds).
+  argumentsNode(view) {
+    const box = chat.el("div", `arguments view-${view.kind}`);
+    const row = (label, value, className = "") => {
+      const line = chat.el("div", `field ${className}`);
+      line.append(noema.el("span", "label", label), noema.el("span", "value", value));
+      return line;
+    };
+    if (view.kind === "command") {
+      const pre = chat.el("pre", "command");
+      pre.appendChild(noema.el("code", "", view.command));
+      box.appendChild(pre);
+      for (const note of view.notes || []) box.appendChild(noema.el("p", "muted small", note));
+    } else if (view.kind === "diff") {
+      box.appendChild(noema.el("p", "path", `${view.path} · ${view.state}`));
+      const pre = chat.el("pre", "diff");
+      view.lines.forEach(([sign, text], place) => {
+        if (sign === "@" && place === 0) return;  // nothing was left out before the first change
+        const kind = {"+": "add", "-": "del", "@": "hunk"}[sign] || "ctx";
+        pre.appendChild(noema.el("span", `line ${kind}`, `${sign === "@" ? "" : sign} ${text}`));
+      });
+      box.appendChild(pre);
+    } else if (view.kind === "mail") {
+      box.appendChild(row(view.to.length > 1 ? `To (${view.to.length})` : "To", view.to.join("\n"), "to"));
+      box.appendChild(row("Subject", view.subject, "subject"));
+      if (view.reply) box.appendChild(noema.el("p", "muted small", "An answer in the thread of a mail received."));
+      box.appendChild(noema.el("div", "mail-body", view.body));
+    } else if (view.kind === "message") {
+      if (view.to) box.appendChild(row("To chat", view.to));
+      box.appendChild(noema.el("div", "mail-body", view.text));
+    } else {
+      box.appendChild(noema.el("pre", "lines", chat.recipientsApart(view.text)));
+    }
+    return box;
+  },
+
   // Recipients one per line: a list joined by commas hides who is added.
   recipientsApart(text) {
     return text.replace(/^((?:to|cc|bcc|recipients?): )(.*)$/gim,
@@ -654,12 +697,16 @@ const chat = {
     card.dataset.where = message.where || "";
     card.dataset.approval = message.approval;
     card.setAttribute("role", "alertdialog");
-    card.setAttribute("aria-label", `Approve ${message.tool}?`);
-    card.appendChild(noema.el("p", "ask", `The agent asks to run ${message.tool}.`));
     // The server writes out invisible and direction-changing characters as
-    // ⟨U+XXXX⟩ (`arguments_shown`), with the classifier every interface uses.
-    if (message.reason) card.appendChild(noema.el("p", "reason", message.reason_shown));
-    card.appendChild(noema.el("pre", "arguments", chat.recipientsApart(message.arguments_shown)));
+    // ⟨U+XXXX⟩ (`arguments_shown`), with the classifier every interface uses,
+    // and reads them into what the tool does (`view`: a command, a diff, a mail).
+    const view = message.view || {title: message.tool, kind: "lines", text: message.arguments_shown};
+    card.setAttribute("aria-label", `Allow: ${view.title}?`);
+    const ask = noema.el("p", "ask", `${document.body.dataset.agent || "Noema"} asks: ${view.title}`);
+    ask.appendChild(noema.el("code", "tool-id", message.tool));
+    card.appendChild(ask);
+    if (message.reason) card.appendChild(noema.el("p", "reason", chat.sentence(message.reason_shown)));
+    card.appendChild(chat.argumentsNode(view));
     if (message.flagged) {
       card.appendChild(noema.el("p", "hidden-warning",
         "⚠ It holds invisible or direction-changing characters, shown as ⟨U+…⟩: read it with care."));

@@ -8,25 +8,41 @@ const noema = {
 
   // POST a JSON body; resolves to {status, body} (the body's error says what went wrong).
   async post(url, data) {
-    const response = await fetch(url, {
+    return noema.request(url, {
       method: "POST",
       credentials: "same-origin",
       headers: {"Content-Type": "application/json", "X-CSRF-Token": noema.csrf()},
       body: JSON.stringify(data || {}),
     });
-    let body;
-    try {
-      body = await response.json();
-    } catch (e) {
-      body = {ok: false, error: (await response.text().catch(() => "")) || response.statusText};
-    }
-    return {status: response.status, body};
   },
 
   async get(url) {
-    const response = await fetch(url, {credentials: "same-origin"});
-    const body = await response.json().catch(() => ({error: response.statusText}));
-    return {status: response.status, body};
+    return noema.request(url, {credentials: "same-origin"});
+  },
+
+  // A request whose answer is always {status, body}: the server's JSON, or an
+  // error in words. A page that is not JSON (a proxy's or a crashed server's
+  // HTML) is never shown: only what it means.
+  async request(url, options) {
+    let response;
+    try {
+      response = await fetch(url, options);
+    } catch (e) {
+      return {status: 0, body: {ok: false, error: "the page could not reach the server; is `noema ui` still running?"}};
+    }
+    const text = await response.text().catch(() => "");
+    try {
+      const body = JSON.parse(text);
+      if (body && typeof body === "object") return {status: response.status, body};
+    } catch (e) { /* not JSON: said in words below */ }
+    return {status: response.status, body: {ok: false, error: noema.failure(response.status)}};
+  },
+
+  failure(status) {
+    if (status >= 500) return `the server failed (error ${status}); its log says why`;
+    if (status === 401 || status === 403) return "this page's access has expired; open the address `noema ui` printed again";
+    if (status === 404) return "the server does not know this address; reload the page";
+    return `the server refused the request (error ${status})`;
   },
 
   // An element with text content only (never markup).
