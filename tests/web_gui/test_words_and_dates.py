@@ -46,3 +46,10 @@ def test_a_snippet_is_text_whatever_it_holds(snippet):
     assert "<" not in shown.replace("<mark>", "").replace("</mark>", "")
     assert "«" not in shown and "»" not in shown and "**" not in shown and "`" not in shown
     assert "|" not in shown
+
+
+def test_a_version_s_summary_says_its_tool_in_words():
+    from noema.interfaces.web.words import summary_words
+
+    assert summary_words("file_write notes.txt") == "Write a file: notes.txt"
+    assert summary_words("Restore of notes.txt") == "Restore of notes.txt"

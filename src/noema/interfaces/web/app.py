@@ -25,7 +25,7 @@ from .auth import Credentials, TokenGuard
 from .headers import SecurityHeaders
 from .demo_run import DemoRun
 from .live import Bridge
-from . import dates
+from . import dates, words
 from .context import WebContext
 from .routes import HERE, routes
 
@@ -45,6 +45,7 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
                               autoescape=select_autoescape(default=True))
     zone = dates.zone_named(timezone)
     environment.filters["when"] = lambda ts: dates.when_html(ts, zone)
+    environment.filters["summary"] = words.summary_words
     environment.globals["zone_name"] = timezone if zone is not None else ""
     templates = Jinja2Templates(env=environment)
     app = Starlette(routes=routes(), middleware=[

@@ -61,10 +61,19 @@ def kind_words(kind: str, tool: str | None, agent: str) -> str:
     return "Note"
 
 
+def summary_words(summary: str) -> str:
+    """A version's summary ("file_write notes.txt") with its tool said in words
+    ("Write a file: notes.txt")."""
+    tool, _, rest = summary.partition(" ")
+    if tool in TOOL_NAMES:
+        return f"{TOOL_NAMES[tool]}: {rest}" if rest else TOOL_NAMES[tool]
+    return summary
+
+
 # The search's filters (`memory.search.ROLE_KINDS`' keys) in words.
 def role_words(agent: str) -> dict[str, str]:
     return {"user": "You", "assistant": agent, "tool": "Tools", "event": "Events",
             "note": "Notes"}
 
 
-__all__ = ["TOOL_NAMES", "kind_words", "role_words", "tool_name"]
+__all__ = ["TOOL_NAMES", "kind_words", "role_words", "summary_words", "tool_name"]
