@@ -561,6 +561,9 @@ def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
     What it does not find wrong, `config.set_values` still checks."""
     import pydantic
 
+    if any(configuration.is_secret_name(k.rpartition(".")[2]) or configuration.looks_secret(raw)
+           for k, raw in pairs):
+        return  # `set_values` refuses it first, in words that never repeat the secret
     data: Any = configuration.read_config_file(paths.config_file)
     for dotted in remove:
         *parts, leaf = dotted.split(".")
@@ -577,10 +580,9 @@ def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
         wrong: dict[str, list[str]] = {}
         for error in exc.errors():
             dotted = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
-            owner = max((k for k in fields if dotted == k or dotted.startswith(k + ".")),
-                        key=len, default=None)
+            owner = dotted if dotted in fields else None
             if owner is None:
-                continue  # about another section: `set_values` says it
+                continue  # another section's, or an item's of a list: `set_values` says it
             item = fields[owner]  # as the form was drawn: its value then is one that did
             wrong.setdefault(owner, []).append(
                 settings_words.explain(error, item.label, item.value if item.widget == "number"

@@ -378,7 +378,7 @@ const chat = {
       && turn.channel !== "terminal" ? ` · by ${turn.channel}` : "";
     const line = noema.el("div", "meta", `${who}${via} · `);
     // Today's turns by their time; older ones by their date and time.
-    const today = noema.when(turn.ts).slice(0, -7) === noema.when(Date.now() / 1000).slice(0, -7);
+    const today = noema.day(turn.ts) === noema.day(Date.now() / 1000);
     line.appendChild(noema.timeNode(turn.ts, today));
     return line;
   },

@@ -56,13 +56,24 @@ const noema = {
   // Times as the server writes them (dates.py): "7 Dec 2026, 19:52", in the
   // person's zone (the body's data-zone; none set: this machine's).
   format(options) {
-    const zone = document.body.dataset.zone;
-    return new Intl.DateTimeFormat("en-GB", {hourCycle: "h23", ...options, ...(zone ? {timeZone: zone} : {})});
+    const key = JSON.stringify(options);
+    noema.formats = noema.formats || new Map();  // a formatter is costly to build: one per kind
+    if (!noema.formats.has(key)) {
+      const zone = document.body.dataset.zone;
+      noema.formats.set(key, new Intl.DateTimeFormat("en-GB",
+        {hourCycle: "h23", ...options, ...(zone ? {timeZone: zone} : {})}));
+    }
+    return noema.formats.get(key);
   },
 
   when(ts) {
     return noema.format({day: "numeric", month: "short", year: "numeric", hour: "2-digit", minute: "2-digit"})
       .format(new Date(ts * 1000));
+  },
+
+  // "7 Dec 2026": the day of a Unix time, in the same zone.
+  day(ts) {
+    return noema.format({day: "numeric", month: "short", year: "numeric"}).format(new Date(ts * 1000));
   },
 
   // "19:52": a time of today, in the same zone.
