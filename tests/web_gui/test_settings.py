@@ -329,3 +329,40 @@ def test_a_list_is_a_field_an_item_and_a_bad_item_is_refused_beside_itself(scree
         "'my group' is not a whole number")
     ids.scroll_into_view_if_needed()
     screenshot(page, f"settings-list-number-{name}", full_page=False)
+
+
+def test_the_senses_log_files_are_rows_of_fields_not_toml(sized, live, files, tmp_path):
+    import tomllib
+
+    name, page = sized
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    section = page.locator("#section-perception")
+    logs = section.locator('.field[data-key="perception.logs"]')
+    expect(logs.locator("textarea:visible")).to_have_count(0)  # no TOML to type
+    logs.get_by_role("button", name="Add a log file").click()
+    row = logs.locator(".table-rows .table-row").last
+    expect(row.locator("legend")).to_have_text("Log file 1")
+    row.get_by_label("Path").fill(str(tmp_path / "app.log"))
+    row.get_by_label("Channel").fill("log.app")
+    row.locator("details.row-more summary").click()
+    row.get_by_label("Window").fill("5m")
+    row.scroll_into_view_if_needed()
+    screenshot(page, f"settings-senses-{name}", full_page=False)
+    section.get_by_role("button", name="Save senses").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: perception.logs")
+    table = tomllib.loads(config.read_text())["perception"]["logs"]
+    assert table == [{"path": str(tmp_path / "app.log"), "channel": "log.app", "window": "5m"}]
+    assert "# chosen with care" in config.read_text()
+
+    before = config.read_bytes()
+    row.get_by_label("Window").fill("soon")
+    section.get_by_role("button", name="Save senses").click()
+    problem = logs.locator(".field-problem")
+    expect(problem).to_contain_text("Log files, log file 1, Window:")
+    expect(problem).to_contain_text("Cannot read 'soon' as a duration")
+    assert config.read_bytes() == before
+    row.get_by_role("button", name="Remove this log file").click()
+    section.get_by_role("button", name="Save senses").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: perception.logs")
+    assert "logs" not in tomllib.loads(config.read_text()).get("perception", {})

@@ -280,3 +280,27 @@ def test_a_list_s_items_are_kept_as_text_whatever_they_look_like(paths, texts):
         return
     kept = [t.strip().lower() for t in texts if t.strip()]
     assert list(load_config(paths).mail.known_recipients) == kept
+
+
+def test_log_files_are_rows_of_fields_saved_as_tables_and_unchanged_rows_are_not_written(
+        paths, tmp_path):
+    section = next(s for s in form(load_config(paths)) if s.key == "perception")
+    logs = section.by_key()["perception.logs"]
+    assert logs.widget == "tables" and logs.tables is not None
+    assert [c.name for c in logs.tables.columns][:2] == ["path", "channel"]
+    app_log = tmp_path / "app.log"
+    sent = f'[{{ path = {toml_string(str(app_log))}, channel = "applog", window = "5m" }}]'
+    saved = save_section(paths, "perception", {"perception.logs": sent})
+    assert saved.changed == ("perception.logs",)
+    (written,) = load_config(paths).perception.logs
+    assert (written.path, written.channel, written.window) == (app_log, "applog", 300.0)
+
+    again = _values(paths, "perception")  # the rows as the form shows them, defaults spelt out
+    assert save_section(paths, "perception", again).changed == ()  # the same meaning: unwritten
+
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "perception", {"perception.logs": sent.replace('"5m"', '"soon"')})
+    (said,) = refused.value.problems["perception.logs"]
+    assert said.startswith("Log files, log file 1, Window: ")
+    assert paths.config_file.read_bytes() == before

@@ -38,7 +38,7 @@ from ...providers.base import ProviderError
 from ...providers.catalog import PROVIDERS, ProviderKind
 from ...providers.settings import ModelSettings
 from ...setup_flow import PROBE_TOOL, Answers
-from . import settings_words
+from . import settings_tables, settings_words
 
 ROLES = ("reasoning", "chronicler")
 KEY_FIELD = "key"  # the model sections' secret: written to secrets.toml, never shown
@@ -127,6 +127,7 @@ class FormField:
     kinds: tuple[str, ...] = ()  # model sections: the provider kinds that read it (() all)
     items: tuple[tuple[str, str], ...] = ()  # "roots": each folder and its mode
     entries: tuple[str, ...] = ()  # "list": each item as text
+    tables: settings_tables.Tables | None = None  # "tables": a list of tables as rows
 
     @property
     def noun(self) -> tuple[str, str]:
@@ -275,10 +276,29 @@ def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
         if key == "files.roots":  # a list of folders, edited as one row each
             item = replace(item, widget="roots", items=tuple(
                 (str(root.path), str(root.mode)) for root in current or ()))
+        elif (rows := settings_tables.row_model(info.annotation)) is not None:
+            item = replace(item, widget="tables",
+                           tables=settings_tables.tables(key, rows, current, _label))
         elif (kind := _item_type(info.annotation)) is not None:
             item = replace(item, widget="list", quoted=kind is str,
                            entries=tuple(str(v) for v in current or ()))
         yield item
+
+
+def _row_models() -> dict[str, type[BaseModel]]:
+    """Each list edited as rows of tables, by its dotted key, and its table's model."""
+    found: dict[str, type[BaseModel]] = {}
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            nested = _model_of(info.annotation)
+            if nested is not None:
+                walk(nested, f"{prefix}{name}.")
+            elif (rows := settings_tables.row_model(info.annotation)) is not None:
+                found[f"{prefix}{name}"] = rows
+
+    walk(Config, "")
+    return found
 
 
 def _item_type(annotation: Any) -> type | None:
@@ -305,7 +325,10 @@ _NOUNS: Mapping[str, tuple[str, str]] = {
 _LABELS = {"base_url": "Server address", "api_key_env": "Variable holding the key",
            "context_window": "Context window (tokens)",
            "max_output_tokens": "Longest answer (tokens)", "roots": "Folders",
-           "deny": "Never shown", "default": "Every other tool", "tools": "Per tool"}
+           "deny": "Never shown", "default": "Every other tool", "tools": "Per tool",
+           "logs": "Log files", "from_start": "Read from the start",
+           "can_silence": "May be silenced", "debounce_ms": "Wait for quiet (milliseconds)",
+           "resume_max_bytes": "Catch up at most (bytes)"}
 
 
 def _label(name: str) -> str:
@@ -580,12 +603,21 @@ def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
         wrong: dict[str, list[str]] = {}
         for error in exc.errors():
             dotted = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
-            owner = dotted if dotted in fields else None
+            owner = max((k for k in fields if dotted == k or dotted.startswith(k + ".")),
+                        key=len, default=None)
             if owner is None:
-                continue  # another section's, or an item's of a list: `set_values` says it
+                continue  # another section's: `set_values` says it
             item = fields[owner]  # as the form was drawn: its value then is one that did
+            label = item.label
+            if dotted != owner:
+                place, _, column = dotted[len(owner) + 1:].partition(".")
+                if item.tables is None or not place.isdigit():
+                    continue  # an item of a list: `_check_items` and `set_values` say it
+                named = {c.name: c.label for c in item.tables.columns}
+                label = f"{item.label}, {item.tables.noun.lower()} {int(place) + 1}" + (
+                    f", {named.get(column, column)}" if column else "")
             wrong.setdefault(owner, []).append(
-                settings_words.explain(error, item.label, item.value if item.widget == "number"
+                settings_words.explain(error, label, item.value if item.widget == "number"
                                        else ""))
         if wrong:
             raise SaveRefused(wrong) from None
@@ -651,7 +683,12 @@ def _nested(parts: list[str], value: Any) -> dict[str, Any]:
 
 
 def _same(item: FormField, raw: str) -> bool:
-    """Whether the form holds what the field showed (90 is 90.0; text is text)."""
+    """Whether the form holds what the field showed (90 is 90.0; text is text;
+    rows of tables by what they mean)."""
+    if item.widget == "tables":
+        model = _row_models().get(item.key)
+        return model is not None and settings_tables.same(
+            model, configuration.parse_value(item.value), configuration.parse_value(raw.strip()))
     if item.quoted or item.widget in ("toml", "roots", "list"):
         return raw.strip() == item.value.strip()
     return configuration.parse_value(raw.strip()) == configuration.parse_value(item.value)

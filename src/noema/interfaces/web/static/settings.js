@@ -194,6 +194,55 @@ const settings = {
     path.focus();
   },
 
+  // Rows of tables as the TOML list `config set` reads: each row's filled cells,
+  // a flag or a choice only where it differs from its default; a row left
+  // wholly empty is no row.
+  tablesValue(box) {
+    const text = settings.tomlText;
+    const rows = [];
+    for (const row of box.querySelectorAll(".table-rows .table-row")) {
+      const pairs = [];
+      for (const cell of row.querySelectorAll(".cell")) {
+        const input = cell.querySelector(".cell-value");
+        const {column, kind} = cell.dataset;
+        const fallback = cell.dataset.default;
+        let value;
+        if (kind === "checkbox") {
+          value = input.checked ? "true" : "false";
+          if (value === fallback) continue;
+        } else {
+          value = input.value.trim();
+          if (!value || value === fallback) continue;
+          const flag = kind === "select" && (value === "true" || value === "false");
+          const number = kind === "number" && /^-?\d+(\.\d+)?$/.test(value);
+          if (!flag && !number) value = text(value);  // text, or a duration like "5m"
+        }
+        pairs.push(`${column} = ${value}`);
+      }
+      if (pairs.length) rows.push(`{ ${pairs.join(", ")} }`);
+    }
+    return rows.length ? `[${rows.join(", ")}]` : "";  // none: back to the default, none
+  },
+
+  numberRows(box) {
+    box.querySelectorAll(".table-rows .table-row").forEach((row, index) => {
+      row.querySelector("legend .number").textContent = String(index + 1);
+      for (const input of row.querySelectorAll("[id]")) {
+        const id = input.id.replace(/-\d+-([^-]+)$/, `-${index + 1}-$1`);
+        const label = row.querySelector(`label[for="${CSS.escape(input.id)}"]`);
+        input.id = id;
+        if (label) label.htmlFor = id;
+      }
+    });
+  },
+
+  addRow(box) {
+    const row = box.querySelector("template.row-template").content.firstElementChild.cloneNode(true);
+    box.querySelector(".table-rows").append(row);
+    settings.numberRows(box);
+    row.querySelector(".cell-value").focus();
+  },
+
   // A list's fields as a TOML list of texts, blank ones too, so that the server's
   // word about item N lands by the Nth field.
   listValue(box) {
@@ -287,6 +336,9 @@ const settings = {
     for (const box of form.querySelectorAll(".list-field")) {
       box.closest(".field").querySelector(".list-value").value = settings.listValue(box);
     }
+    for (const box of form.querySelectorAll(".tables")) {
+      box.closest(".field").querySelector(".tables-value").value = settings.tablesValue(box);
+    }
     const values = {};
     let key = "";
     for (const input of form.querySelectorAll("[name]")) {
@@ -358,6 +410,16 @@ document.addEventListener("DOMContentLoaded", () => {
     box.addEventListener("click", (event) => {
       if (event.target.matches(".add-root")) settings.addRoot(box);
       if (event.target.matches(".remove-root")) event.target.closest(".root").remove();
+    });
+  }
+  for (const box of document.querySelectorAll(".tables")) {
+    box.addEventListener("click", (event) => {
+      if (event.target.matches(".add-row")) settings.addRow(box);
+      if (event.target.matches(".remove-row")) {
+        event.target.closest(".table-row").remove();
+        settings.numberRows(box);
+        box.querySelector(".add-row").focus();
+      }
     });
   }
   for (const box of document.querySelectorAll(".list-field")) {
