@@ -384,6 +384,96 @@ const chat = {
   },
 
   // A copy button on each block of code.
+  // A code block says its language and is coloured by highlight.js (served
+  // from the package); its text stays the model's, set as text by the library.
+  codeBlocks(body) {
+    for (const code of body.querySelectorAll("pre > code")) {
+      const named = /\blanguage-([\w+#-]+)/.exec(code.className);
+      const language = named && typeof hljs === "object" && hljs.getLanguage(named[1]) ? named[1] : null;
+      if (language) {
+        const pre = code.parentElement;
+        pre.dataset.language = language;
+        pre.before(noema.el("span", "code-language", language));
+        hljs.highlightElement(code);
+      }
+    }
+    chat.copyButtons(body);
+  },
+
+  // Under a message: copy an answer, ask for an answer again, or edit a
+  // message of yours. The store keeps every message as it was: asking again
+  // and editing send a new message, and the page says so.
+  actions(turn) {
+    const bar = chat.el("div", "message-actions");
+    const button = (label, title, act) => {
+      const node = noema.el("button", "action", label);
+      node.type = "button";
+      node.title = title;
+      node.addEventListener("click", () => act(node));
+      bar.appendChild(node);
+      return node;
+    };
+    if (turn.kind === "assistant") {
+      button("Copy", "Copy this answer", async (node) => {
+        try {
+          await navigator.clipboard.writeText(turn.content);
+          node.textContent = "Copied";
+        } catch (e) {
+          node.textContent = "Select it to copy";
+        }
+        setTimeout(() => { node.textContent = "Copy"; }, 1500);
+      });
+      button("Ask again", "Send the question before this answer again, as a new message", () => {
+        const asked = chat.questionBefore(turn.id);
+        if (asked === null) {
+          chat.setState("The question before this answer is not on the page.");
+          return;
+        }
+        chat.resent = {text: asked, note: "asked again — sent as a new message"};
+        chat.say(asked);
+      });
+    } else {
+      button("Edit", "Edit this message and send it as a new one", () => chat.startEdit(turn));
+    }
+    return bar;
+  },
+
+  // The person's message last before turn `id`, as the page holds it.
+  questionBefore(id) {
+    let asked = null;
+    for (const node of chat.log.querySelectorAll(".turn.user[data-turn]")) {
+      if (Number(node.dataset.turn) < id) asked = node.querySelector(".body").textContent;
+    }
+    return asked;
+  },
+
+  startEdit(turn) {
+    const field = document.getElementById("message");
+    field.value = turn.content;
+    chat.editing = turn.id;
+    let banner = document.getElementById("editing");
+    if (!banner) {
+      banner = chat.el("p", "editing");
+      banner.id = "editing";
+      document.getElementById("composer").before(banner);
+    }
+    banner.replaceChildren(noema.el("span", "",
+      `Editing your message #${turn.id}: it is sent as a new message; the one before stays as it was. `));
+    const cancel = noema.el("button", "cancel-edit", "Cancel");
+    cancel.type = "button";
+    cancel.addEventListener("click", chat.endEdit);
+    banner.appendChild(cancel);
+    field.focus();
+    field.setSelectionRange(field.value.length, field.value.length);
+  },
+
+  endEdit() {
+    chat.editing = null;
+    const banner = document.getElementById("editing");
+    if (banner) banner.remove();
+    document.getElementById("message").value = "";
+  },
+
   copyButtons(body) {
     for (const pre of body.querySelectorAll("pre")) {
       const button = noema.el("button", "copy", "Copy");
@@ -523,11 +613,16 @@ const chat = {
       const body = chat.el("div", "body");
       if (turn.kind === "assistant" && typeof turn.html === "string") {
         body.innerHTML = turn.html;  // Markdown rendered and sanitised by the server
-        chat.copyButtons(body);
+        chat.codeBlocks(body);
       } else {
         body.textContent = turn.content;
       }
       node.appendChild(body);
+      if (turn.kind === "assistant" || turn.kind === "user") node.appendChild(chat.actions(turn));
+      if (turn.kind === "user" && chat.resent && chat.resent.text === turn.content) {
+        node.querySelector(".meta").append(noema.el("span", "resent", ` · ${chat.resent.note}`));
+        chat.resent = null;
+      }
     }
     node.dataset.turn = turn.id;
     node.id = `turn-${turn.id}`;
@@ -775,12 +870,21 @@ const chat = {
     const field = document.getElementById("message");
     const text = field.value;
     if (!text.trim()) return;
+    if (chat.editing) chat.resent = {text, note: `edited from #${chat.editing} — sent as a new message`};
+    await chat.say(text);
+  },
+
+  // Send `text` as the person's message; the composer is emptied once it is
+  // taken, if it still holds it.
+  async say(text) {
+    const field = document.getElementById("message");
     const button = document.getElementById("send");
     button.disabled = true;
     try {
       const {status, body} = await noema.post("/api/say", {text});
       if (status === 200) {
         if (field.value === text) field.value = "";
+        if (chat.editing) chat.endEdit();
         chat.setState("");
       } else {
         chat.setState(body.error || "your message was not sent");  // the text stays in the box
