@@ -53,3 +53,13 @@ def test_a_version_s_summary_says_its_tool_in_words():
 
     assert summary_words("file_write notes.txt") == "Write a file: notes.txt"
     assert summary_words("Restore of notes.txt") == "Restore of notes.txt"
+
+
+def test_a_code_block_keeps_its_language_and_no_other_class():
+    from noema.interfaces.web.render import citations_html, markdown_html_fresh
+
+    shown = markdown_html_fresh("```python\nprint(1)\n```")
+    assert '<code class="language-python">' in shown
+    odd = markdown_html_fresh('```py" onclick="x\nprint(1)\n```')
+    assert "<code>print(1)" in odd and "onclick" not in odd  # no language name: no class
+    assert '<code class="language-python">' in citations_html("```python\nprint(1)\n```")
