@@ -304,3 +304,10 @@ def test_log_files_are_rows_of_fields_saved_as_tables_and_unchanged_rows_are_not
     (said,) = refused.value.problems["perception.logs"]
     assert said.startswith("Log files, log file 1, Window: ")
     assert paths.config_file.read_bytes() == before
+
+
+def test_a_validator_s_sentence_names_its_field_once(paths):
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "web", {"web.search_url": "ftp://example.org/search"})
+    (said,) = refused.value.problems["web.search_url"]
+    assert said.startswith("Search url must be an address starting with http")

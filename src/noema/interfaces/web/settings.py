@@ -618,7 +618,7 @@ def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
                     f", {named.get(column, column)}" if column else "")
             wrong.setdefault(owner, []).append(
                 settings_words.explain(error, label, item.value if item.widget == "number"
-                                       else ""))
+                                       else "", leaf=item.leaf if dotted == owner else ""))
         if wrong:
             raise SaveRefused(wrong) from None
 

@@ -34,10 +34,11 @@ def _figure(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def explain(error: Mapping[str, Any], label: str, example: str = "") -> str:
+def explain(error: Mapping[str, Any], label: str, example: str = "", leaf: str = "") -> str:
     """One pydantic error about a field labelled `label`, as a sentence that says
     what is wrong and what to type instead. `example` is a value that would do
-    (the field's default or current value)."""
+    (the field's default or current value); `leaf` is the key's own name, which
+    a validator's sentence may begin with ("search_url must be …")."""
     kind = str(error.get("type", ""))
     context = error.get("ctx") or {}
     typed = error.get("input")
@@ -76,8 +77,11 @@ def explain(error: Mapping[str, Any], label: str, example: str = "") -> str:
         return f"{label}: this is needed. Type a value{like}."
     # Our own validators speak in sentences already ("Value error, …").
     said = str(error.get("msg", "not accepted")).removeprefix("Value error, ")
+    end = "" if said.endswith(".") else "."
+    if leaf and said.lower().startswith(leaf.lower() + " "):
+        return f"{label} {said[len(leaf) + 1:]}{end}"  # "Search url must be …", said once
     said = said[:1].upper() + said[1:]
-    return f"{label}: {said}" + ("" if said.endswith(".") else ".")
+    return f"{label}: {said}{end}"
 
 
 __all__ = ["explain", "shown"]
