@@ -25,6 +25,8 @@ const chat = {
 
   start() {
     chat.log = document.getElementById("log");
+    const highlighter = document.getElementById("highlighter");
+    if (highlighter && typeof hljs !== "object") highlighter.addEventListener("load", chat.colourAll);
     document.getElementById("composer").addEventListener("submit", chat.send);
     document.getElementById("message").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey) {
@@ -386,18 +388,28 @@ const chat = {
   // A copy button on each block of code.
   // A code block says its language and is coloured by highlight.js (served
   // from the package); its text stays the model's, set as text by the library.
+  // The library loads apart (async): the first paint never waits for it, and
+  // code drawn before it came is coloured when it comes.
   codeBlocks(body) {
     for (const code of body.querySelectorAll("pre > code")) {
       const named = /\blanguage-([\w+#-]+)/.exec(code.className);
-      const language = named && typeof hljs === "object" && hljs.getLanguage(named[1]) ? named[1] : null;
-      if (language) {
-        const pre = code.parentElement;
-        pre.dataset.language = language;
-        pre.before(noema.el("span", "code-language", language));
-        hljs.highlightElement(code);
-      }
+      if (!named) continue;
+      const pre = code.parentElement;
+      pre.dataset.language = named[1];
+      pre.before(noema.el("span", "code-language", named[1]));
+      chat.colour(code);
     }
     chat.copyButtons(body);
+  },
+
+  colour(code) {
+    const language = /\blanguage-([\w+#-]+)/.exec(code.className);
+    if (typeof hljs !== "object" || !language || !hljs.getLanguage(language[1])) return;
+    if (!code.classList.contains("hljs")) hljs.highlightElement(code);
+  },
+
+  colourAll() {
+    for (const code of chat.log.querySelectorAll("pre[data-language] > code")) chat.colour(code);
   },
 
   // Under a message: copy an answer, ask for an answer again, or edit a
