@@ -158,7 +158,7 @@ def person_search(store: TurnStore, config: Config, paths: AgentPaths,
 
 
 def search_memory(
-    search: PersonSearch,
+    search: PersonSearch | HistorySearch,
     query: str,
     *,
     limit: int = 10,
@@ -166,7 +166,9 @@ def search_memory(
     zone: ZoneInfo | None = None,
 ) -> str:
     """`noema memory search QUERY`: ranked turns with their snippets, and how
-    they were ranked."""
+    they were ranked (a bare `HistorySearch` is the agent's own, as the demo shows it)."""
+    if isinstance(search, HistorySearch):
+        search = PersonSearch(search)
     found = search.engine.search(query, limit=limit, roles=roles or None)
     if not found.hits:
         return f'Nothing found for "{query}" (searched for: {", ".join(found.terms) or "nothing"}).'
