@@ -115,6 +115,7 @@ def test_search_shows_text_with_its_matched_words_marked_and_filters_in_words(si
     expect(filters).to_have_text(["You", "ana", "Tools", "Events", "Notes"])
     page.fill("#q", word)
     page.click("form.search button")
+    expect(page.locator("#results")).to_be_in_viewport()
     hits = page.locator(".hits li")
     expect(hits.first).to_be_visible()
     expect(page.locator("#results")).to_contain_text("ranked by")
