@@ -18,6 +18,9 @@ CODE = "Here it is:\n\n```python\ndef total(xs):\n    return sum(xs)  # <b>no ta
 def test_code_is_coloured_an_answer_copied_asked_again_and_a_message_edited(sized, live):
     name, page = sized
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.reload()
+    assert page.evaluate(  # not loaded before a code block needs it
+        "document.querySelector('pre[data-language]') !== null || typeof hljs === 'undefined'")
     question = f"Write a sum function ({name})."
     live.script(say(CODE))
     _send(page, question)

@@ -20,7 +20,7 @@ def test_a_server_error_page_is_said_in_words_never_echoed(sized, live):
     section = page.locator("#section-shell")
     section.get_by_role("button", name="Save commands").click()
     outcome = section.locator(".outcome.error")
-    expect(outcome).to_have_text("the server failed (error 500); its log says why")
+    expect(outcome).to_have_text("The server failed (error 500); its log says why.")
     for raw in ("<html", "Traceback", "Internal Server Error", "/srv/app.py"):
         expect(section).not_to_contain_text(raw)
     outcome.scroll_into_view_if_needed()

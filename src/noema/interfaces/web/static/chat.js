@@ -21,12 +21,11 @@ const chat = {
   orphans: new Map(),      // call_id → a result shown alone, its call not read yet: {node, turn}
   marks: null,             // watches the marks of unread turns, to read them when in view
   busy: false,
+  highlighter: null,       // the code-colouring script, once a code block asked for it
   waiting: 0,              // approvals open now
 
   start() {
     chat.log = document.getElementById("log");
-    const highlighter = document.getElementById("highlighter");
-    if (highlighter && typeof hljs !== "object") highlighter.addEventListener("load", chat.colourAll);
     document.getElementById("composer").addEventListener("submit", chat.send);
     document.getElementById("message").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey) {
@@ -388,8 +387,9 @@ const chat = {
   // A copy button on each block of code.
   // A code block says its language and is coloured by highlight.js (served
   // from the package); its text stays the model's, set as text by the library.
-  // The library loads apart (async): the first paint never waits for it, and
-  // code drawn before it came is coloured when it comes.
+  // The library (127 KB) is loaded with the first code block the page shows,
+  // never before: the first paint never waits for it, and code drawn before it
+  // came is coloured when it comes.
   codeBlocks(body) {
     for (const code of body.querySelectorAll("pre > code")) {
       const named = /\blanguage-([\w+#-]+)/.exec(code.className);
@@ -404,8 +404,21 @@ const chat = {
 
   colour(code) {
     const language = /\blanguage-([\w+#-]+)/.exec(code.className);
-    if (typeof hljs !== "object" || !language || !hljs.getLanguage(language[1])) return;
+    if (!language) return;
+    if (typeof hljs !== "object") {
+      chat.loadHighlighter();
+      return;
+    }
+    if (!hljs.getLanguage(language[1])) return;
     if (!code.classList.contains("hljs")) hljs.highlightElement(code);
+  },
+
+  loadHighlighter() {
+    if (chat.highlighter) return;
+    chat.highlighter = document.createElement("script");
+    chat.highlighter.src = "/static/vendor/highlight.min.js";
+    chat.highlighter.addEventListener("load", chat.colourAll);
+    document.head.appendChild(chat.highlighter);
   },
 
   colourAll() {

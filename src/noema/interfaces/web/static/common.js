@@ -28,7 +28,7 @@ const noema = {
     try {
       response = await fetch(url, options);
     } catch (e) {
-      return {status: 0, body: {ok: false, error: "the page could not reach the server; is `noema ui` still running?"}};
+      return {status: 0, body: {ok: false, error: "The page could not reach the server: is `noema ui` still running?"}};
     }
     const text = await response.text().catch(() => "");
     try {
@@ -39,10 +39,10 @@ const noema = {
   },
 
   failure(status) {
-    if (status >= 500) return `the server failed (error ${status}); its log says why`;
-    if (status === 401 || status === 403) return "this page's access has expired; open the address `noema ui` printed again";
-    if (status === 404) return "the server does not know this address; reload the page";
-    return `the server refused the request (error ${status})`;
+    if (status >= 500) return `The server failed (error ${status}); its log says why.`;
+    if (status === 401 || status === 403) return "This page's access has expired: open the address `noema ui` printed again.";
+    if (status === 404) return "The server does not know this address: reload the page.";
+    return `The server refused the request (error ${status}).`;
   },
 
   // An element with text content only (never markup).
