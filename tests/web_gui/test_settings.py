@@ -226,7 +226,7 @@ def test_a_bad_value_in_the_file_is_shown_beside_its_field_and_fixed_there(page,
     section = page.locator("#section-cycle")
     problem = section.locator('.field[data-key="cycle.max_steps"] .problem')
     expect(problem).to_be_visible()
-    expect(problem).to_contain_text("cycle.max_steps: Input should be greater than or equal to 1")
+    expect(problem).to_have_text("Max steps: “0” is too small. Type 1 or more.")
     expect(section.locator('[name="cycle.max_steps"]')).to_have_value("0")  # as the file has it
     section.locator('[name="cycle.max_steps"]').fill("12")
     section.get_by_role("button", name="Save work on one message").click()

@@ -190,9 +190,16 @@ def test_a_file_with_a_bad_value_is_still_shown_and_fixed_from_its_section(paths
     assert any(p.startswith("cycle.max_steps:") for p in reading.problems)
     cycle = next(s for s in form(reading.config, wrong=reading.wrong) if s.key == "cycle")
     assert cycle.by_key()["cycle.max_steps"].value == "0"
+    from noema.interfaces.web.settings import in_words
+
+    fields = {f.key: f for f in cycle.fields}
+    assert in_words(list(reading.errors), fields) == {  # beside its field, in words
+        "cycle.max_steps": ["Max steps: “0” is too small. Type 1 or more."]}
     with pytest.raises(SaveRefused) as refused:  # another section cannot be saved over it…
         save_section(paths, "shell", {"shell.timeout_s": "7"})
-    assert "cycle.max_steps" in str(refused.value)
+    assert refused.value.problems == {"": [
+        "Max steps: “0” is too small. Type 1 or more. This is in “Work on one message”: fix it "
+        "there first, then save this section."]}
     save_section(paths, "cycle", {"cycle.max_steps": "12"})  # …its own fixes it
     assert load_config(paths).cycle.max_steps == 12
     assert "# too few" in paths.config_file.read_text()

@@ -423,6 +423,7 @@ class Reading:
     config: Config
     problems: tuple[str, ...] = ()  # why the file cannot be used as it is
     wrong: Mapping[str, str] = field(default_factory=dict)  # dotted key -> its value in the file
+    errors: tuple[Any, ...] = ()  # the validator's errors about the file's values, to word
 
 
 def read(paths: AgentPaths) -> Reading:
@@ -438,10 +439,12 @@ def read(paths: AgentPaths) -> Reading:
         problems = tuple(exc.problems)
     data: Any = configuration.read_config_file(paths.config_file)
     wrong: dict[str, str] = {}
+    errors: list[Any] = []
     for _ in range(50):  # each pass sets aside what the last one found wrong
         try:
-            return Reading(Config.model_validate(data), problems, wrong)
+            return Reading(Config.model_validate(data), problems, wrong, tuple(errors))
         except pydantic.ValidationError as exc:
+            errors += exc.errors()
             for error in exc.errors():
                 loc = [p for p in error["loc"] if not str(p).startswith("function-")]
                 data = _set_aside(data, loc, wrong)
@@ -546,7 +549,8 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
         pairs.append((item.key, toml_string(raw.strip()) if text else raw.strip()))
     if section.is_model and not larger_window:
         _check_window(section, values, served_window)
-    _trial(paths, pairs, remove, fields)
+    _trial(paths, pairs, remove, fields, {f.key: (s.title, f) for s in sections.values()
+                                          if s.key != section_key for f in s.fields})
     secret = _secret_name(section, values, key) if key.strip() else None
     if not pairs and not remove and secret is None:
         return Saved(())
@@ -578,7 +582,8 @@ def _check_window(section: FormSection, values: Mapping[str, str],
 
 
 def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
-           fields: Mapping[str, FormField]) -> None:
+           fields: Mapping[str, FormField],
+           others: Mapping[str, tuple[str, FormField]] | None = None) -> None:
     """The section's change validated with the rest of the file before anything
     is written; SaveRefused in the person's words beside each field it is about.
     What it does not find wrong, `config.set_values` still checks."""
@@ -600,27 +605,51 @@ def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
     try:
         Config.model_validate(data)
     except pydantic.ValidationError as exc:
-        wrong: dict[str, list[str]] = {}
-        for error in exc.errors():
-            dotted = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
-            owner = max((k for k in fields if dotted == k or dotted.startswith(k + ".")),
-                        key=len, default=None)
-            if owner is None:
-                continue  # another section's: `set_values` says it
-            item = fields[owner]  # as the form was drawn: its value then is one that did
-            label = item.label
-            if dotted != owner:
-                place, _, column = dotted[len(owner) + 1:].partition(".")
-                if item.tables is None or not place.isdigit():
-                    continue  # an item of a list: `_check_items` and `set_values` say it
-                named = {c.name: c.label for c in item.tables.columns}
-                label = f"{item.label}, {item.tables.noun.lower()} {int(place) + 1}" + (
-                    f", {named.get(column, column)}" if column else "")
-            wrong.setdefault(owner, []).append(
-                settings_words.explain(error, label, item.value if item.widget == "number"
-                                       else "", leaf=item.leaf if dotted == owner else ""))
+        wrong = in_words(exc.errors(), fields, others)
         if wrong:
             raise SaveRefused(wrong) from None
+
+
+def in_words(errors: list[Any], fields: Mapping[str, FormField],
+             others: Mapping[str, tuple[str, FormField]] | None = None) -> dict[str, list[str]]:
+    """The validator's errors in the person's words, by the field each is about
+    ("" for one of another section, `others` naming its section's title and
+    field). An error about an item of a plain list is left out: the list's own
+    checks say it beside the item."""
+    wrong: dict[str, list[str]] = {}
+
+    def owner_in(keys, dotted: str) -> str | None:
+        return max((k for k in keys if dotted == k or dotted.startswith(k + ".")), key=len,
+                   default=None)
+
+    for error in errors:
+        dotted = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+        owner = owner_in(fields, dotted)
+        if owner is not None:
+            said = _said(error, fields[owner], dotted)
+            if said is not None:
+                wrong.setdefault(owner, []).append(said)
+        elif others and (elsewhere := owner_in(others, dotted)) is not None:
+            title, item = others[elsewhere]
+            said = _said(error, item, dotted)
+            if said is not None:
+                wrong.setdefault("", []).append(
+                    f"{said} This is in “{title}”: fix it there first, then save this section.")
+    return wrong
+
+
+def _said(error: Any, item: FormField, dotted: str) -> str | None:
+    """One error about `item` (or a row of it), in words; None for a plain list's item."""
+    label = item.label
+    if dotted != item.key:
+        place, _, column = dotted[len(item.key) + 1:].partition(".")
+        if item.tables is None or not place.isdigit():
+            return None
+        named = {c.name: c.label for c in item.tables.columns}
+        label = f"{item.label}, {item.tables.noun.lower()} {int(place) + 1}" + (
+            f", {named.get(column, column)}" if column else "")
+    return settings_words.explain(error, label, item.value if item.widget == "number" else "",
+                                  leaf=item.leaf if dotted == item.key else "")
 
 
 def _entries(item: FormField, raw: str) -> list[tuple[int, Any]]:

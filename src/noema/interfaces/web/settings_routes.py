@@ -32,6 +32,8 @@ async def settings_page(request: Request) -> Response:
                        "they are fixed. Each is shown beside its field below.")
             fields = {f.key: f for s in sections for f in s.fields}
             problems = settings_form.by_field(list(reading.problems), fields)
+            worded = settings_form.in_words(list(reading.errors), fields)
+            problems.update(worded)  # the validator's words replaced where they can be
     except ConfigError as exc:
         sections, problem = [], str(exc)
     kinds = {name: spec.kind.value for name, spec in PROVIDERS.items()}
