@@ -283,7 +283,7 @@ def memory_show(obj: Context, save_point_id: int) -> None:
         click.echo(show_save_point(view.store, save_point_id, zone=view.zone))
 
 
-MEANING_START_S = 30.0  # a local embedding model loads in a second or two; a slow disk, longer
+MEANING_START_S = 15.0  # a local embedding model loads in a second or two; a slow disk, longer
 
 
 @memory.command("search")
@@ -300,7 +300,9 @@ def memory_search(obj: Context, query: tuple[str, ...], limit: int, roles: tuple
     with _memory_view(obj) as view:
         search = person_search(view.store, obj.config(), obj.paths, view.zone)
         try:
-            search.wait_for_meaning(MEANING_START_S)
+            if not search.wait_for_meaning(0.5):
+                click.echo("Starting the model that ranks by meaning…", err=True)
+                search.wait_for_meaning(MEANING_START_S)
             click.echo(search_memory(search, " ".join(query), limit=limit,
                                      roles=list(roles) or None, zone=view.zone))
         finally:

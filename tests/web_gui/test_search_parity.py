@@ -74,3 +74,27 @@ def test_without_embeddings_the_search_says_it_ranks_by_words_alone(tmp_path):
     finally:
         search.close()
         store.close()
+
+
+def test_noema_memory_search_says_it_ranks_as_the_agent_does(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from noema.memory.store import TurnStore
+
+    home = tmp_path / "home"
+    paths = AgentPaths.for_agent("default", home)
+    paths.ensure()
+    store = TurnStore(paths.turns_db)
+    try:
+        for text in TALK:
+            store.append(NewTurn(TurnKind.USER, text))
+    finally:
+        store.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA")}
+    done = subprocess.run([sys.executable, "-m", "noema", "memory", "search", "garden", "plants"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**env, "NOEMA_HOME": str(home), "HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert "ranked by words, then by meaning, as the agent's own search ranks" in done.stdout

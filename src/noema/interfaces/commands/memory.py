@@ -126,15 +126,19 @@ class PersonSearch:
             return f"ranked by words alone: {found.unmeant}"
         return "ranked by words, then by meaning, as the agent's own search ranks"
 
-    def wait_for_meaning(self, wait_s: float) -> None:
+    def wait_for_meaning(self, wait_s: float) -> bool:
         """Let a local embedding model finish starting (up to `wait_s` seconds): a
-        one-off search would otherwise rank by words alone while it loads."""
+        one-off search would otherwise rank by words alone while it loads.
+        Whether it is ready (True too when there is nothing to wait for)."""
         import time
 
         ready = getattr(getattr(self.engine.meaning, "embedder", None), "ready", None)
         deadline = time.monotonic() + wait_s
-        while ready is not None and not ready() and time.monotonic() < deadline:
+        while ready is not None and not ready():
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.1)
+        return True
 
     def close(self) -> None:
         self.engine.close()
