@@ -86,11 +86,15 @@ def test_noema_memory_search_says_it_ranks_as_the_agent_does(tmp_path):
     home = tmp_path / "home"
     paths = AgentPaths.for_agent("default", home)
     paths.ensure()
-    store = TurnStore(paths.turns_db)
+    from noema.memory.embeddings_local import ChildEmbedder
+
+    store, embedder = TurnStore(paths.turns_db), ChildEmbedder()
     try:
         for text in TALK:
             store.append(NewTurn(TurnKind.USER, text))
+        backfill(store, embedder)  # what the agent's writer would have done by now
     finally:
+        embedder.close()
         store.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOEMA")}
     done = subprocess.run([sys.executable, "-m", "noema", "memory", "search", "garden", "plants"],
