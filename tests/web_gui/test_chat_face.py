@@ -111,7 +111,8 @@ def test_a_tool_call_is_one_line_naming_what_it_touched_and_how_it_went(page, li
     second = lines.filter(has_text="missing.md").last
     for touched in ("notes.md", "missing.md"):  # one line per call, not a call and a result
         expect(lines.filter(has_text=touched)).to_have_count(1)
-    expect(first.locator("summary")).to_have_text("✓file_readnotes.md")
+    expect(first.locator("summary")).to_have_text("✓Read a filenotes.md")  # what it did, in words
+    expect(first.locator(".tool-name")).to_have_attribute("title", "file_read")
     expect(second.locator("summary")).to_contain_text("✗")
     expect(second).to_have_class("turn tool failed")
     expect(first.locator("pre.result")).to_be_hidden()  # folded until opened

@@ -38,6 +38,7 @@ from ..host.protocol import (
 from ..host.deliveries import delivery_json
 from . import approval_view
 from .approval_view import Reader
+from .words import tool_name
 from .render import markdown_html
 from .streaming import StreamedAnswer
 
@@ -191,8 +192,10 @@ def event_frame(message: ServerMessage, answer: StreamedAnswer | None = None,
         data["arguments_shown"], data["flagged"] = shown_plainly(message.arguments)
         data["reason_shown"] = shown_plainly(message.reason)[0]
         data["view"] = approval_view.view(message.tool, data["arguments_shown"], current)
-    for key in ("turn", "result"):
+    for key in ("turn", "result", "call"):
         view = getattr(message, key, None)
+        if isinstance(view, TurnView) and view.tool_name:
+            data[key]["tool_words"] = tool_name(view.tool_name)
         if isinstance(view, TurnView) and view.kind == "assistant":
             data[key]["html"] = markdown_html(view.content)
         elif isinstance(view, TurnView) and view.kind == "event":

@@ -10,7 +10,7 @@ from ...memory.turns import Flag, Turn, TurnKind
 from ..host.deliveries import delivery_json
 from ..host.host import answered
 from .render import markdown_html
-from .words import kind_words
+from .words import kind_words, tool_name
 
 _SHOWN_FLAGS = {"discarded": Flag.DISCARDED, "interrupted": Flag.INTERRUPTED,
                 "synthetic": Flag.SYNTHETIC, "error": Flag.ERROR, "compacted": Flag.COMPACTED,
@@ -29,6 +29,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "waiting": turn.has(Flag.WAITING),
         "answered": answered(turn),
     }
+    if turn.tool_name:
+        data["tool_words"] = tool_name(turn.tool_name)  # "Run a command", for the page
     if turn.kind is TurnKind.ASSISTANT:
         data["html"] = markdown_html(turn.content)
     elif turn.kind is TurnKind.EVENT:

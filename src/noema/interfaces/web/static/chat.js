@@ -95,7 +95,7 @@ const chat = {
     if (chat.waiting && what !== "approval") what = "approval";
     const words = {
       idle: "idle", thinking: "thinking…", writing: "writing…",
-      running: `running ${detail || "a tool"}…`, approval: "waiting for your approval",
+      running: detail ? `running: ${detail}…` : "running a tool…", approval: "waiting for your approval",
     };
     target.textContent = words[what] || what;
     target.dataset.doing = what;
@@ -293,7 +293,7 @@ const chat = {
         chat.appendText(message.cycle_id, message.delta, message.html);
         break;
       case "tool_started":
-        chat.doing("running", message.call.tool_name);
+        chat.doing("running", message.call.tool_words || message.call.tool_name);
         break;
       case "tool_finished":
         chat.showTurn(message.result);
@@ -539,7 +539,9 @@ const chat = {
     const node = chat.el("details", "turn tool");
     const summary = noema.el("summary", "");
     summary.appendChild(noema.el("span", "outcome-mark", "…"));
-    summary.appendChild(noema.el("span", "tool-name", turn.tool_name || "tool"));
+    const name = noema.el("span", "tool-name", turn.tool_words || turn.tool_name || "a tool");
+    name.title = turn.tool_name || "";  // the tool's own name, for who wants it
+    summary.appendChild(name);
     const what = chat.touched(turn.tool_name, turn.arguments);
     if (what) summary.appendChild(noema.el("code", "touched", what));
     node.appendChild(summary);
