@@ -65,7 +65,8 @@ def test_a_version_is_diffed_as_read_restored_beside_it_and_undo_keeps_the_perso
     expect(outcome).to_have_class("card error")
     assert (live.workspace / path).read_text() == "first line\n"
     page.goto(f"{live.base}/files")
-    expect(page.locator(".version.person").first).to_contain_text(f"Restore of {path}")
+    expect(page.locator(".version.person").first).to_contain_text(
+        f"Restored {path} as an earlier version had it")
 
 
 def test_an_unknown_version_is_named(page, live):

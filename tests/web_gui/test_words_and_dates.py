@@ -52,7 +52,9 @@ def test_a_version_s_summary_says_its_tool_in_words():
     from noema.interfaces.web.words import summary_words
 
     assert summary_words("file_write notes.txt") == "Write a file: notes.txt"
-    assert summary_words("Restore of notes.txt") == "Restore of notes.txt"
+    assert summary_words("Restore of notes.txt to 6b55b476 (noema restore)") == \
+        "Restored notes.txt as an earlier version had it"
+    assert summary_words("Initial state of the workspace") == "Initial state of the workspace"
 
 
 def test_a_code_block_keeps_its_language_and_no_other_class():

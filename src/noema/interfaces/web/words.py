@@ -3,6 +3,7 @@ search's filters. A tool not listed (an MCP server's) keeps its own name."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 # What a tool does, as a person would ask for it.
@@ -61,9 +62,14 @@ def kind_words(kind: str, tool: str | None, agent: str) -> str:
     return "Note"
 
 
+_RESTORED = re.compile(r"Restore of (.+) to [0-9a-f]{7,40} \((?:noema restore|the page)\)")
+
+
 def summary_words(summary: str) -> str:
     """A version's summary ("file_write notes.txt") with its tool said in words
-    ("Write a file: notes.txt")."""
+    ("Write a file: notes.txt"), and a restore without its commit's id."""
+    if (restored := _RESTORED.fullmatch(summary)) is not None:
+        return f"Restored {restored.group(1)} as an earlier version had it"
     tool, _, rest = summary.partition(" ")
     if tool in TOOL_NAMES:
         return f"{TOOL_NAMES[tool]}: {rest}" if rest else TOOL_NAMES[tool]
