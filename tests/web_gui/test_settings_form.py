@@ -318,3 +318,22 @@ def test_a_validator_s_sentence_names_its_field_once(paths):
         save_section(paths, "web", {"web.search_url": "ftp://example.org/search"})
     (said,) = refused.value.problems["web.search_url"]
     assert said.startswith("Search url must be an address starting with http")
+
+
+def test_a_rule_s_fields_say_which_are_needed_and_which_match_anything(paths):
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    from noema.interfaces.web.routes import HERE
+
+    section = next(s for s in form(load_config(paths)) if s.key == "reflexes")
+    rules = section.by_key()["reflexes.rules"]
+    columns = {c.name: c for c in rules.tables.columns}
+    assert columns["urgency"].required and columns["urgency"].kind == "select"
+    assert columns["authorised"].choices == ("true", "false") and not columns["authorised"].required
+    macros = Environment(loader=FileSystemLoader(HERE / "templates"),
+                         autoescape=select_autoescape(default=True)).get_template("settings.html")
+    page = macros.make_module({"problems": {}, "sections": [], "kinds": {}, "addresses": {},
+                               "agent": "ana", "csrf": "", "page": "settings"})
+    row = str(page.table_row(rules, rules.tables, None, 1))
+    assert '<option value="">(choose one)</option>' in row  # the urgency a rule gives
+    assert '<option value="">(any)</option>' in row  # authorised or not: either matches
