@@ -100,6 +100,7 @@ def test_a_citation_opens_its_own_turn_first_whole_with_its_neighbours_folded(si
     page.goto(f"{live.base}/memory/turn/{asked.id}")  # the turn's own page: the same order
     first = page.locator("main .turn").first
     expect(first).to_have_attribute("data-turn", str(asked.id))
+    assert first.inner_text().startswith(f"#{asked.id} · You · ")  # no blank lines of markup
     assert first.locator(".body").inner_text() == asked.content
     expect(page.locator("details.neighbours")).not_to_have_attribute("open", "")
 
