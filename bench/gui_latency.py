@@ -48,6 +48,7 @@ from noema.interfaces.web.chat_routes import HISTORY_PAGE
 from noema.interfaces.web.render import markdown_html
 from noema.memory import savepoints
 from noema.memory.savepoints import Report, Status
+from noema.memory.settings import MemorySettings
 from noema.memory.store import TurnStore
 from noema.memory.turns import NewTurn, TurnKind
 from noema.paths import AgentPaths
@@ -107,8 +108,12 @@ class Served:
 
     def __init__(self, root: Path, provider, autonomy: AutonomySettings | None = None) -> None:
         paths = AgentPaths.for_agent("bench", root / "home")
+        # No meaning model: with it, the agent's writer embeds all 10,000 turns in
+        # the background for a minute or more, and the page is measured against
+        # that work rather than alone (the search that uses it is not measured here).
         config = Config(files=FilesSettings(roots=(RootSettings(path=root / "ws"),)),
                         perception=PerceptionSettings(enabled=False),
+                        memory=MemorySettings(embeddings="off"),
                         autonomy=autonomy or AutonomySettings())
         self.server = UiServer(paths, config, port=0,
                                build_app=functools.partial(build_app, provider=provider))
@@ -337,7 +342,8 @@ def main() -> None:
             asks = ask_trials(browser, trials)
         finally:
             browser.close()
-    print(f"gui latency: Chromium, fake SSE server at {args.tokens_per_second:g} tokens/s")
+    print(f"gui latency: Chromium, fake SSE server at {args.tokens_per_second:g} tokens/s; "
+          "the agent's meaning model off (its background embedding would compete)")
     print(figures("stop→closed", stops, STOP_TARGET_MS))
     print(figures("chat load", chat, PAINT_TARGET_MS)
           + f"  (10,000 turns stored; the newest {HISTORY_PAGE} shown)")

@@ -219,8 +219,11 @@ class App:
         self.lock.release()
 
 
-def _meaning(config: Config, store: TurnStore, secrets: Mapping[str, str]) -> Meaning | None:
-    """The embeddings that rerank history search, from `[memory] embeddings`."""
+def search_meaning(config: Config, store: TurnStore,
+                   secrets: Mapping[str, str]) -> Meaning | None:
+    """The embeddings that rerank history search, from `[memory] embeddings`:
+    the agent's own search, and the person's (the page's, `noema memory
+    search`), are built with it, so both rank alike."""
     reasoning = config.models.reasoning
     key_env = reasoning.resolved_key_env if reasoning else None
     return open_meaning(
@@ -395,7 +398,7 @@ def _wire(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
     )
     # Meaning as the search's second signal; its vectors are written in the background.
-    memory.search.meaning = _meaning(config, store, load_secrets(paths))
+    memory.search.meaning = search_meaning(config, store, load_secrets(paths))
     channel_tools = [tool for channel in channels for tool in channel.tools()]
     agent_ref: list[Agent] = []  # pool_event needs the agent, built below
     tools = _tool_set(config, identity, pipeline, delimiter, zone,

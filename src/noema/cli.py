@@ -284,6 +284,9 @@ def memory_show(obj: Context, save_point_id: int) -> None:
         click.echo(show_save_point(view.store, save_point_id, zone=view.zone))
 
 
+MEANING_START_S = 15.0  # a local embedding model loads in a second or two; a slow disk, longer
+
+
 @memory.command("search")
 @click.argument("query", nargs=-1, required=True)
 @click.option("--limit", "-n", default=10, show_default=True)
@@ -293,12 +296,14 @@ def memory_show(obj: Context, save_point_id: int) -> None:
 @click.pass_obj
 def memory_search(obj: Context, query: tuple[str, ...], limit: int, roles: tuple[str, ...]) -> None:
     """Search every turn ever stored (ranked, with snippets)."""
-    from .interfaces.commands.memory import search_memory
-    from .memory.search import HistorySearch
+    from .interfaces.commands.memory import person_search, search_memory
 
     with _memory_view(obj) as view:
-        search = HistorySearch(view.store, zone=view.zone)
+        search = person_search(view.store, obj.config(), obj.paths, view.zone)
         try:
+            if not search.wait_for_meaning(0.5):
+                click.echo("Starting the model that ranks by meaning…", err=True)
+                search.wait_for_meaning(MEANING_START_S)
             click.echo(search_memory(search, " ".join(query), limit=limit,
                                      roles=list(roles) or None, zone=view.zone))
         finally:

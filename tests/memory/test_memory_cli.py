@@ -6,6 +6,7 @@ import io
 import re
 
 from noema.interfaces.commands.memory import (
+    PersonSearch,
     export_turns,
     lab_compact,
     list_save_points,
@@ -47,9 +48,11 @@ async def test_memory_lists_and_shows_save_points_with_resolved_citations(sessio
 
 def test_memory_search_prints_ranked_snippets(session):
     chat(session, 3, topic="the bicycle")
-    text = search_memory(HistorySearch(session.store), "bicycle compost", limit=2)
+    text = search_memory(PersonSearch(HistorySearch(session.store)), "bicycle compost", limit=2)
     assert text.count("\n#") == 2 and "«bicycle»" in text or "«compost»" in text
-    assert "Nothing found" in search_memory(HistorySearch(session.store), "submarine")
+    assert "ranked by words alone" in text
+    assert "Nothing found" in search_memory(PersonSearch(HistorySearch(session.store)),
+                                            "submarine")
 
 
 def test_an_export_reads_back_with_its_ids(session, tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from noema.app import App, build_app
-from noema.config import Config
+from noema.config import AgentSection, Config
 from noema.interfaces.web import UiServer
 from noema.paths import AgentPaths
 from noema.perception.settings import LogFileSettings, PerceptionSettings
@@ -28,6 +28,7 @@ from noema.security.settings import AutonomySettings, FilesSettings, RootSetting
 CHROMIUM = os.environ.get("NOEMA_CHROMIUM", "/usr/bin/chromium")
 SCREENS = Path(__file__).resolve().parents[1] / "artifacts" / "screens"
 WAIT = 20.0  # seconds: generous, the machine is shared
+ZONE = "Asia/Tokyo"  # the person's zone: not the machine's, so the pages must use it
 TOKEN_DELAY = 0.02  # seconds per scripted word: streaming is visible, Stop has time to land
 
 
@@ -48,6 +49,7 @@ class LiveServer:
         self.paths = AgentPaths.for_agent("ana", root / "home")
         self.model = ScriptedProvider([], token_delay_s=TOKEN_DELAY)
         config = Config(
+            agent=AgentSection(timezone=ZONE),
             files=FilesSettings(roots=(RootSettings(path=self.workspace),)),
             autonomy=AutonomySettings(tools={"file_write": "ask"}),
             perception=PerceptionSettings(logs=[LogFileSettings(path=self.log, channel="applog",
@@ -130,6 +132,27 @@ def page(browser, live):
     page.wait_for_selector("body[data-page]")
     try:
         yield page
+    finally:
+        context.close()
+    assert not errors, f"the page's script failed: {errors}"
+
+
+SIZES = {"desk": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(params=list(SIZES))
+def sized(request, browser, live):
+    """A fresh page of the session's server at a desk's or a phone's size: (name, page)."""
+    phone = request.param == "phone"
+    context = browser.new_context(viewport=SIZES[request.param], is_mobile=phone, has_touch=phone)
+    page = context.new_page()
+    page.set_default_timeout(WAIT * 1000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(live.address)
+    page.wait_for_selector("body[data-page]")
+    try:
+        yield request.param, page
     finally:
         context.close()
     assert not errors, f"the page's script failed: {errors}"

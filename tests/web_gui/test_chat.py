@@ -75,7 +75,7 @@ def test_an_approval_granted_runs_the_tool(page, live):
     _send(page, "Write granted.txt please.")
     card = page.locator(".approval")
     expect(card).to_contain_text("file_write")
-    expect(card.locator("pre")).to_contain_text("granted.txt")
+    expect(card.locator(".path")).to_have_text("granted.txt · new file")
     screenshot(page, "chat-approval")
     card.get_by_role("button", name="Allow").click()
     expect(page.locator(".line.approved")).to_be_visible()

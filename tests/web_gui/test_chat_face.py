@@ -111,7 +111,8 @@ def test_a_tool_call_is_one_line_naming_what_it_touched_and_how_it_went(page, li
     second = lines.filter(has_text="missing.md").last
     for touched in ("notes.md", "missing.md"):  # one line per call, not a call and a result
         expect(lines.filter(has_text=touched)).to_have_count(1)
-    expect(first.locator("summary")).to_have_text("✓file_readnotes.md")
+    expect(first.locator("summary")).to_have_text("✓Read a filenotes.md")  # what it did, in words
+    expect(first.locator(".tool-name")).to_have_attribute("title", "file_read")
     expect(second.locator("summary")).to_contain_text("✗")
     expect(second).to_have_class("turn tool failed")
     expect(first.locator("pre.result")).to_be_hidden()  # folded until opened
@@ -144,9 +145,13 @@ def test_an_approval_stays_in_view_whole_and_is_answered_by_keyboard(browser, li
         expect(page.locator("#doing")).to_have_text("waiting for your approval")
         for button in ("Allow", "Refuse"):
             assert in_view(page, card.get_by_role("button", name=button)), button
-        arguments = card.locator("pre.arguments")
+        expect(card.locator(".ask")).to_contain_text("asks: Write a file")
+        arguments = card.locator(".arguments")
+        expect(arguments.locator(".path")).to_have_text("long.txt · new file")
+        expect(arguments.locator("pre.diff .add").first).to_have_text("+ line")  # its new text
         expect(arguments).to_contain_text(tail)  # the end of a long value is shown
         expect(arguments).to_contain_text("r⟨U+200B⟩m")
+        expect(arguments).not_to_contain_text('"path"')  # no JSON
         expect(card.locator(".hidden-warning")).to_be_visible()
         screenshot(page, f"face-approval-{size[0]}x{size[1]}", full_page=False)
         # A key answers a card on screen long enough to read, the text box left.

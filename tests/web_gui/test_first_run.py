@@ -109,7 +109,8 @@ def test_the_first_run_form_sets_up_a_served_model_and_the_agent_starts(browser,
         server.script(READY)
         form.get_by_role("button", name="Test").click()
         state = page.locator("#setup-state")
-        expect(state).to_contain_text("answered and called a tool: it is ready")
+        expect(state).to_contain_text("answered with a call to the tool it was offered (report_ready)")
+        expect(state).to_contain_text("it is ready")
 
         form.get_by_role("button", name="Save").click()
         expect(state).to_contain_text("Saved: [models.reasoning]")

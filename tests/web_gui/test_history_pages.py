@@ -111,7 +111,7 @@ def test_the_chat_opens_on_its_newest_turns_and_reads_older_ones_scrolling_up(
         expect(mark).to_contain_text(f"{first_shown - 1:,} earlier turns")
         expect(log.locator(f"#turn-{first_shown - 1}")).to_have_count(0)
         # The result whose call is older than the page stands alone for now.
-        expect(log.locator(f'[data-result="{CALL + 1}"]')).to_contain_text("file_read")
+        expect(log.locator(f'[data-result="{CALL + 1}"]')).to_contain_text("Read a file")
         screenshot(page, f"chat-long-{size}", full_page=False)
 
         page.evaluate("window.scrollTo(0, 0)")

@@ -3,6 +3,8 @@ their turns in place, rejected attempts, search."""
 
 from __future__ import annotations
 
+import re
+
 from playwright.sync_api import expect
 
 from noema.memory import savepoints
@@ -18,15 +20,28 @@ def _report(cited, attempts=()) -> Report:
                   attempts=tuple(attempts))
 
 
-def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
-    live.script(say("A lighthouse keeper's boat, then."))
-    page.fill("#message", "I want to name my boat after a lighthouse.")
+def _exchange(page, live, message: str, answer: str, shows: str = ""):
+    """The person says `message` (its line breaks typed with Shift+Enter), the
+    scripted model answers `answer`; the person's stored turn."""
+    live.script(say(answer))
+    lines = message.split("\n")
+    page.fill("#message", lines[0])
+    for line in lines[1:]:
+        page.press("#message", "Shift+Enter")
+        page.type("#message", line)
     page.press("#message", "Enter")
-    expect(page.locator(".turn.assistant .body").last).to_have_text("A lighthouse keeper's boat, then.")
+    expect(page.locator(".turn.assistant").last).to_contain_text(shows or answer)
     live.idle()
     store = live.app.store
-    asked = next(t for t in reversed(store.range(1, store.last_id()))
-                 if t.content == "I want to name my boat after a lighthouse.")
+    return next(t for t in reversed(store.range(1, store.last_id())) if t.content == message)
+
+
+def test_a_citation_opens_its_own_turn_first_whole_with_its_neighbours_folded(sized, live):
+    name, page = sized
+    _exchange(page, live, "Hello.", "Hello to you.")  # turns before it: it must still come first
+    asked = _exchange(page, live, "I want to name my boat after a lighthouse.\nShort, please.\n"
+                      "Two words at most.", "A lighthouse keeper's boat, then.")
+    store = live.app.store
 
     async def write():
         savepoints.record(store, status=Status.REJECTED, previous=None, turn_ids=[asked.id],
@@ -51,12 +66,25 @@ def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
     expect(card.locator(".journey strong")).to_have_text("lighthouse")
     link = card.locator(f'a[href="/memory/turn/{asked.id}"]')
     link.click()
-    opened = card.locator(".cited .turn.focus")
-    expect(opened).to_contain_text("I want to name my boat after a lighthouse.")
-    expect(card.locator(".cited .turn.focus")).to_have_count(1)
-    expect(card.locator(f'.cited .turn[data-turn="{asked.id + 1}"]')).to_contain_text(
-        "A lighthouse keeper's boat, then.")  # with its neighbours
+    opened = card.locator(".cited > .turn").first  # its own turn first, not #N-3
+    expect(opened).to_have_attribute("data-turn", str(asked.id))
+    expect(opened).to_have_class(re.compile(r"\bfocus\b"))
+    body = opened.locator(".body")
+    assert body.inner_text() == asked.content  # whole, its line breaks kept
+    expect(opened.locator(".muted")).to_contain_text(f"#{asked.id} · You · ")
+    around = card.locator(".cited details.neighbours")
+    expect(around).not_to_have_attribute("open", "")  # the neighbours folded…
+    expect(around.locator("summary")).to_contain_text(re.compile(r"The \d turns around it \(#"))
+    expect(around.locator(f'.turn[data-turn="{asked.id + 1}"]')).to_be_hidden()
+    around.locator("summary").click()  # …and there when asked for
+    expect(around.locator(f'.turn[data-turn="{asked.id + 1}"]')).to_contain_text(
+        "A lighthouse keeper's boat, then.")
     expect(link).to_have_attribute("aria-expanded", "true")
+    around.locator("summary").click()
+    card.scroll_into_view_if_needed()
+    screenshot(page, f"memory-cited-{name}", full_page=False)
+    if name == "phone":
+        return
     card.locator("summary", has_text="report").click()
     expect(card.locator("pre")).to_contain_text("coverage 100%")
     rejected = page.locator(".savepoint.rejected details.rejected")
@@ -69,23 +97,46 @@ def test_a_citation_opens_its_turn_in_place_and_reports_are_shown(page, live):
     expect(pinned.locator("a")).to_have_attribute("href", f"/memory/turn/{asked.id}")
     screenshot(page, "memory")
 
+    page.goto(f"{live.base}/memory/turn/{asked.id}")  # the turn's own page: the same order
+    first = page.locator("main .turn").first
+    expect(first).to_have_attribute("data-turn", str(asked.id))
+    assert first.inner_text().startswith(f"#{asked.id} · You · ")  # no blank lines of markup
+    assert first.locator(".body").inner_text() == asked.content
+    expect(page.locator("details.neighbours")).not_to_have_attribute("open", "")
 
-def test_search_finds_a_turn_and_links_to_it(page, live):
-    live.script(say("Zanzibar is noted."))
-    page.fill("#message", "Remember the word zanzibar.")
-    page.press("#message", "Enter")
-    expect(page.locator(".turn.assistant .body").last).to_have_text("Zanzibar is noted.")
-    live.idle()
+
+def test_search_shows_text_with_its_matched_words_marked_and_filters_in_words(sized, live):
+    name, page = sized
+    word = f"zanzibar{name}"
+    _exchange(page, live, f"Remember the word {word}.",
+              f"**{word.title()}** is `noted`:\n\n| word | where |\n| --- | --- |\n"
+              f"| {word} | the list |", shows=f"{word.title()} is noted")
     page.goto(f"{live.base}/memory")
-    page.fill("#q", "zanzibar")
-    page.check("input[name=role][value=user]")
+    filters = page.locator("form.search fieldset label")
+    expect(filters).to_have_text(["You", "ana", "Tools", "Events", "Notes"])
+    page.fill("#q", word)
     page.click("form.search button")
+    expect(page.locator("#results")).to_be_in_viewport()
     hits = page.locator(".hits li")
-    expect(hits.first).to_contain_text("Remember the word «zanzibar».")  # the best first
-    assert all(" user · " in text for text in hits.all_inner_texts())  # only the person's
+    expect(hits.first).to_be_visible()
+    expect(page.locator("#results")).to_contain_text("ranked by")
+    texts = hits.all_inner_texts()
+    for text in texts:
+        for raw in ("**", "`", "|", "«", "»", "---"):
+            assert raw not in text, f"{raw!r} shown in {text!r}"
+    expect(hits.locator("mark").first).to_have_text(re.compile(word, re.I))
+    assert {"You", "ana"} <= {h.split(" · ")[0].split(" ", 1)[1] for h in texts}
+    assert any(f"{word.title()} is noted: · word · where · {word} · the list" in t for t in texts)
+    screenshot(page, f"memory-search-{name}", full_page=False)
+
+    page.check("input[name=role][value=user]")  # only the person's words
+    page.click("form.search button")
+    expect(hits.first).to_contain_text(f"Remember the word {word}.")
+    assert all(" You · " in text for text in hits.all_inner_texts())  # the person's words only
     hits.first.locator("a").click()
-    expect(page.locator(".turn.focus")).to_contain_text("Remember the word zanzibar.")
-    screenshot(page, "memory-turn")
+    expect(page.locator(".turn.focus")).to_contain_text(f"Remember the word {word}.")
+    if name == "desk":
+        screenshot(page, "memory-turn")
 
 
 def test_an_unknown_kind_in_search_is_named(page, live):

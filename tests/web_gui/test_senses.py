@@ -130,6 +130,7 @@ def test_a_silenced_sensor_s_events_are_plotted_and_searchable(page, live):
 
     page.fill("#q", "quota volume3")
     page.click("form.search button")
+    expect(page.locator("#archive-results")).to_be_in_viewport()  # not left at the top
     hits = page.locator(".hits li")
     expect(hits.first).to_contain_text("ERROR disk quota nearly full on volume3")
     hits.first.locator("a.batch").click()
@@ -253,5 +254,12 @@ def test_a_plot_has_a_time_axis_a_count_scale_and_whole_marks(screen, live):
     assert marks["right"] - marks["left"] + 1 >= whole, marks
     assert 0 < marks["left"] and marks["right"] < marks["width"] - 1, marks  # not cut at an edge
     assert 0 < marks["top"] and marks["bottom"] < marks["height"] - 1, marks
+    legend = plot.locator(".legend")
+    expect(legend).to_contain_text(re.compile(r"\d+ events this hour · busiest minute \d\d:\d\d "
+                                              r"\(\d+\) · ▲ \d+ delivered · ▼ \d+ cancelled"))
+    expect(legend).not_to_contain_text("—")
+    # The plot comes first, the table of sensors after it.
+    assert page.locator("figure.plot").first.bounding_box()["y"] < \
+        page.locator("table.sensors").bounding_box()["y"]
     plot.scroll_into_view_if_needed()
     screenshot(page, f"senses-plot-{name}", full_page=False)

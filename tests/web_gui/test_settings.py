@@ -87,9 +87,9 @@ def test_a_section_is_saved_as_one_form_and_a_bad_value_is_refused_beside_its_fi
     section.get_by_role("button", name="Save commands").click()
     problem = section.locator('.field[data-key="shell.max_timeout_s"] .problem')
     expect(problem).to_be_visible()
-    expect(problem).to_contain_text("shell.max_timeout_s")
-    expect(problem).to_contain_text("greater than")
-    expect(problem).to_contain_text("Fix it in config.toml")
+    expect(problem).to_have_text("Max timeout (seconds): “0” is too small. Type a number above 0.")
+    expect(problem).not_to_contain_text("Input should")
+    expect(problem).not_to_contain_text("Fix it in config.toml")  # nothing was written to it
     expect(section.locator(".outcome.error")).to_contain_text("nothing was written")
     expect(section.locator('[name="shell.max_timeout_s"]')).to_have_attribute("aria-invalid", "true")
     assert config.read_bytes() == before  # neither value was written
@@ -129,7 +129,7 @@ def test_the_model_follows_its_provider_and_is_picked_from_the_server_s_list(
         expect(key_row).to_be_hidden()
 
         model.get_by_role("button", name="Test this model").click()
-        expect(model.locator(".outcome")).to_contain_text("scripted/probe answered: ready")
+        expect(model.locator(".outcome")).to_contain_text("scripted/probe answered “ready”")
 
         provider.select_option("vllm")
         expect(script).to_be_hidden()  # nothing of the scripted model under a served one
@@ -147,7 +147,23 @@ def test_the_model_follows_its_provider_and_is_picked_from_the_server_s_list(
         served.select_option("llama-3.1-8b")
         window = model.locator(".served-window")  # read from the server's list (max_model_len)
         expect(window).to_contain_text("serves llama-3.1-8b with 8,192 tokens")
-        window.get_by_role("button", name="Use 8192").click()
+        # A larger window is said at once, and saving it asks first; nothing is written.
+        before = config.read_bytes()
+        wide = model.locator('[name="models.reasoning.context_window"]')
+        wide.fill("200000")
+        expect(window.locator(".window-warning")).to_contain_text(
+            "200,000 is larger than the server's 8,192")
+        model.get_by_role("button", name="Save model").click()
+        refused = model.locator('.field[data-key="models.reasoning.context_window"] .problem')
+        expect(refused).to_contain_text("serves llama-3.1-8b with 8,192 tokens, and you typed "
+                                        "200,000")
+        expect(refused.get_by_role("button", name="Save 200,000 anyway")).to_be_visible()
+        expect(model.locator(".outcome.error")).to_contain_text("nothing was written")
+        assert config.read_bytes() == before
+        refused.scroll_into_view_if_needed()
+        screenshot(page, f"settings-window-{name}", full_page=False)
+        refused.get_by_role("button", name="Use 8192").click()
+        expect(refused).to_be_hidden()
         expect(model.locator('[name="models.reasoning.context_window"]')).to_have_value("8192")
         screenshot(page, f"settings-model-{name}", full_page=False)
         model.get_by_role("button", name="Save model").click()
@@ -210,7 +226,7 @@ def test_a_bad_value_in_the_file_is_shown_beside_its_field_and_fixed_there(page,
     section = page.locator("#section-cycle")
     problem = section.locator('.field[data-key="cycle.max_steps"] .problem')
     expect(problem).to_be_visible()
-    expect(problem).to_contain_text("cycle.max_steps: Input should be greater than or equal to 1")
+    expect(problem).to_have_text("Max steps: “0” is too small. Type 1 or more.")
     expect(section.locator('[name="cycle.max_steps"]')).to_have_value("0")  # as the file has it
     section.locator('[name="cycle.max_steps"]').fill("12")
     section.get_by_role("button", name="Save work on one message").click()
@@ -313,3 +329,40 @@ def test_a_list_is_a_field_an_item_and_a_bad_item_is_refused_beside_itself(scree
         "'my group' is not a whole number")
     ids.scroll_into_view_if_needed()
     screenshot(page, f"settings-list-number-{name}", full_page=False)
+
+
+def test_the_senses_log_files_are_rows_of_fields_not_toml(sized, live, files, tmp_path):
+    import tomllib
+
+    name, page = sized
+    config, _ = files
+    page.goto(f"{live.base}/settings")
+    section = page.locator("#section-perception")
+    logs = section.locator('.field[data-key="perception.logs"]')
+    expect(logs.locator("textarea:visible")).to_have_count(0)  # no TOML to type
+    logs.get_by_role("button", name="Add a log file").click()
+    row = logs.locator(".table-rows .table-row").last
+    expect(row.locator("legend")).to_have_text("Log file 1")
+    row.get_by_label("Path").fill(str(tmp_path / "app.log"))
+    row.get_by_label("Channel").fill("log.app")
+    row.locator("details.row-more summary").click()
+    row.get_by_label("Window").fill("5m")
+    row.scroll_into_view_if_needed()
+    screenshot(page, f"settings-senses-{name}", full_page=False)
+    section.get_by_role("button", name="Save senses").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: perception.logs")
+    table = tomllib.loads(config.read_text())["perception"]["logs"]
+    assert table == [{"path": str(tmp_path / "app.log"), "channel": "log.app", "window": "5m"}]
+    assert "# chosen with care" in config.read_text()
+
+    before = config.read_bytes()
+    row.get_by_label("Window").fill("soon")
+    section.get_by_role("button", name="Save senses").click()
+    problem = logs.locator(".field-problem")
+    expect(problem).to_contain_text("Log files, log file 1, Window:")
+    expect(problem).to_contain_text("Cannot read 'soon' as a duration")
+    assert config.read_bytes() == before
+    row.get_by_role("button", name="Remove this log file").click()
+    section.get_by_role("button", name="Save senses").click()
+    expect(section.locator(".outcome")).to_contain_text("Saved: perception.logs")
+    assert "logs" not in tomllib.loads(config.read_text()).get("perception", {})

@@ -64,8 +64,47 @@ def test_a_bad_value_is_named_beside_its_field_and_nothing_is_written(paths):
     with pytest.raises(SaveRefused) as refused:
         save_section(paths, "shell", {"shell.timeout_s": "90", "shell.max_timeout_s": "soon"})
     assert list(refused.value.problems) == ["shell.max_timeout_s"]
-    assert "valid number" in refused.value.problems["shell.max_timeout_s"][0]
+    said = refused.value.problems["shell.max_timeout_s"][0]
+    assert said == "Max timeout (seconds): “soon” is not a number. Type a number, like 600."
     assert paths.config_file.read_bytes() == before
+
+
+@pytest.mark.parametrize(("typed", "words"), [
+    ("abc", "Max steps: “abc” is not a whole number. Type a whole number, like 24."),
+    ("0", "Max steps: “0” is too small. Type 1 or more."),
+    ("9000", "Max steps: “9000” is too large. Type 500 or less."),
+    ("2.5", "Max steps: “2.5” is not a whole number. Type a whole number, like 24."),
+])
+def test_a_refused_value_says_in_words_which_field_what_is_wrong_and_what_to_type(
+        paths, typed, words):
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "cycle", {"cycle.max_steps": typed})
+    assert refused.value.problems == {"cycle.max_steps": [words]}
+    said = str(refused.value)
+    assert "Input should" not in said and "unable to parse" not in said
+    assert "Fix it in config.toml" not in said and "NOEMA__" not in said  # nothing was written
+    assert paths.config_file.read_bytes() == before
+
+
+def test_a_window_larger_than_the_server_s_is_refused_until_the_person_says_so(paths):
+    before = paths.config_file.read_bytes()
+    values = _values(paths, "models.reasoning") | {
+        "models.reasoning.provider": "vllm", "models.reasoning.base_url": "http://127.0.0.1:9/v1",
+        "models.reasoning.model": "qwen", "models.reasoning.context_window": "200000"}
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "models.reasoning", values, served_window=128_000)
+    assert refused.value.ask == "larger_window"
+    (said,) = refused.value.problems["models.reasoning.context_window"]
+    assert "serves qwen with 128,000 tokens, and you typed 200,000" in said
+    assert "Use 128000" in said
+    assert paths.config_file.read_bytes() == before  # nothing written without a word
+
+    save_section(paths, "models.reasoning", values | {"models.reasoning.context_window": "128000"},
+                 served_window=128_000)  # the server's own window: no question
+    assert load_config(paths).models.reasoning.context_window == 128_000
+    save_section(paths, "models.reasoning", values, served_window=128_000, larger_window=True)
+    assert load_config(paths).models.reasoning.context_window == 200_000  # asked, and answered
 
 
 def test_a_key_of_another_section_is_refused(paths):
@@ -151,9 +190,16 @@ def test_a_file_with_a_bad_value_is_still_shown_and_fixed_from_its_section(paths
     assert any(p.startswith("cycle.max_steps:") for p in reading.problems)
     cycle = next(s for s in form(reading.config, wrong=reading.wrong) if s.key == "cycle")
     assert cycle.by_key()["cycle.max_steps"].value == "0"
+    from noema.interfaces.web.settings import in_words
+
+    fields = {f.key: f for f in cycle.fields}
+    assert in_words(list(reading.errors), fields) == {  # beside its field, in words
+        "cycle.max_steps": ["Max steps: “0” is too small. Type 1 or more."]}
     with pytest.raises(SaveRefused) as refused:  # another section cannot be saved over it…
         save_section(paths, "shell", {"shell.timeout_s": "7"})
-    assert "cycle.max_steps" in str(refused.value)
+    assert refused.value.problems == {"": [
+        "Max steps: “0” is too small. Type 1 or more. This is in “Work on one message”: fix it "
+        "there first, then save this section."]}
     save_section(paths, "cycle", {"cycle.max_steps": "12"})  # …its own fixes it
     assert load_config(paths).cycle.max_steps == 12
     assert "# too few" in paths.config_file.read_text()
@@ -169,21 +215,26 @@ async def test_a_bare_address_is_asked_with_the_path_its_api_is_under(paths):
         assert await served_models(paths, "vllm", bare, "", "") == ["llama-3.1-8b"]
 
 
-@pytest.mark.parametrize("calls, says", [
-    (True, "called the tool it was offered: it is ready"),
-    (False, "did not call the tool it was offered"),
+@pytest.mark.parametrize("text, calls, says", [
+    ("ready", True, "scripted/probe answered “ready” and called the tool it was offered "
+                    "(report_ready): it is ready."),
+    ("", True, "scripted/probe answered with a call to the tool it was offered (report_ready), "
+               "without words: it is ready."),
+    ("ready", False, "scripted/probe answered “ready” but did not call the tool it was offered "
+                     "(report_ready)"),
+    ("", False, "scripted/probe answered, but with no words and no tool call."),
 ])
-async def test_the_model_test_says_whether_the_model_calls_tools(paths, tmp_path, calls, says):
+async def test_the_model_test_says_what_the_model_answered(paths, tmp_path, text, calls, says):
     from noema.interfaces.web.settings import test_connection
 
     script = tmp_path / "tools.toml"
-    script.write_text('[[responses]]\ntext = "ready"\n' + (
+    script.write_text(f'[[responses]]\ntext = "{text}"\n' + (
         '[[responses.tool_calls]]\nname = "report_ready"\narguments = { word = "ready" }\n'
         if calls else ""))
     paths.config_file.write_text(f'[models.reasoning]\nprovider = "scripted"\nmodel = "probe"\n'
                                  f'script = "{script}"\n')
-    text = await test_connection(paths, "reasoning")
-    assert text.startswith("scripted/probe answered: ready") and says in text
+    said = await test_connection(paths, "reasoning")
+    assert said.startswith(says) and "(nothing)" not in said
 
 
 def test_a_list_is_written_as_a_toml_list_and_each_bad_item_is_named_by_its_place(paths):
@@ -236,3 +287,53 @@ def test_a_list_s_items_are_kept_as_text_whatever_they_look_like(paths, texts):
         return
     kept = [t.strip().lower() for t in texts if t.strip()]
     assert list(load_config(paths).mail.known_recipients) == kept
+
+
+def test_log_files_are_rows_of_fields_saved_as_tables_and_unchanged_rows_are_not_written(
+        paths, tmp_path):
+    section = next(s for s in form(load_config(paths)) if s.key == "perception")
+    logs = section.by_key()["perception.logs"]
+    assert logs.widget == "tables" and logs.tables is not None
+    assert [c.name for c in logs.tables.columns][:2] == ["path", "channel"]
+    app_log = tmp_path / "app.log"
+    sent = f'[{{ path = {toml_string(str(app_log))}, channel = "applog", window = "5m" }}]'
+    saved = save_section(paths, "perception", {"perception.logs": sent})
+    assert saved.changed == ("perception.logs",)
+    (written,) = load_config(paths).perception.logs
+    assert (written.path, written.channel, written.window) == (app_log, "applog", 300.0)
+
+    again = _values(paths, "perception")  # the rows as the form shows them, defaults spelt out
+    assert save_section(paths, "perception", again).changed == ()  # the same meaning: unwritten
+
+    before = paths.config_file.read_bytes()
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "perception", {"perception.logs": sent.replace('"5m"', '"soon"')})
+    (said,) = refused.value.problems["perception.logs"]
+    assert said.startswith("Log files, log file 1, Window: ")
+    assert paths.config_file.read_bytes() == before
+
+
+def test_a_validator_s_sentence_names_its_field_once(paths):
+    with pytest.raises(SaveRefused) as refused:
+        save_section(paths, "web", {"web.search_url": "ftp://example.org/search"})
+    (said,) = refused.value.problems["web.search_url"]
+    assert said.startswith("Search url must be an address starting with http")
+
+
+def test_a_rule_s_fields_say_which_are_needed_and_which_match_anything(paths):
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    from noema.interfaces.web.routes import HERE
+
+    section = next(s for s in form(load_config(paths)) if s.key == "reflexes")
+    rules = section.by_key()["reflexes.rules"]
+    columns = {c.name: c for c in rules.tables.columns}
+    assert columns["urgency"].required and columns["urgency"].kind == "select"
+    assert columns["authorised"].choices == ("true", "false") and not columns["authorised"].required
+    macros = Environment(loader=FileSystemLoader(HERE / "templates"),
+                         autoescape=select_autoescape(default=True)).get_template("settings.html")
+    page = macros.make_module({"problems": {}, "sections": [], "kinds": {}, "addresses": {},
+                               "agent": "ana", "csrf": "", "page": "settings"})
+    row = str(page.table_row(rules, rules.tables, None, 1))
+    assert '<option value="">(choose one)</option>' in row  # the urgency a rule gives
+    assert '<option value="">(any)</option>' in row  # authorised or not: either matches

@@ -31,7 +31,7 @@ def agent(tmp_path, telegram_server: FakeTelegramServer) -> Iterator[TelegramAge
 def expect_waiting(line) -> None:
     expect(line).to_have_attribute("data-state", "waiting")
     expect(line.locator(".outcome-mark")).to_have_text("◷")
-    expect(line.locator("summary")).to_contain_text("schedule_alarm")
+    expect(line.locator("summary")).to_contain_text("Set an alarm")
     expect(line.locator(".waits")).to_have_text("— not run yet, waiting for your answer")
     expect(line.locator("summary")).not_to_contain_text("✓")
 

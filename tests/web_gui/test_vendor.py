@@ -1,5 +1,5 @@
-"""The chart library is served from the package as pinned: the vendored files
-match their sums, and the page gets those very bytes."""
+"""The chart and code-colouring libraries are served from the package as
+pinned: the vendored files match their sums, and the page gets those very bytes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def _pins():
     loader = importlib.machinery.SourceFileLoader("vendor_web_libs", str(SCRIPT))
     spec = importlib.util.spec_from_loader("vendor_web_libs", loader)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["vendor_web_libs"] = module  # its dataclass looks its module up there
     loader.exec_module(module)
     return module
 
@@ -40,6 +41,8 @@ def test_the_page_is_served_the_pinned_bytes_with_the_licence_beside_them(live):
             assert hashlib.sha256(response.content).hexdigest() == digest, name
     licence = (pins.VENDOR / "uPlot.LICENSE").read_text()
     assert "MIT License" in licence and "Leon Sorokin" in licence
+    licence = (pins.VENDOR / "highlight.LICENSE").read_text()
+    assert "BSD 3-Clause License" in licence and "Ivan Sagalaev" in licence
 
 
 def test_a_changed_or_missing_file_is_reported(tmp_path):
@@ -53,5 +56,5 @@ def test_a_changed_or_missing_file_is_reported(tmp_path):
     js.write_bytes(js.read_bytes() + b"\n")
     (tmp_path / names[1]).unlink()
     assert pins.check_vendored() == [
-        f"{js} is not uplot {pins.VERSION} as pinned (sha256 differs)",
+        f"{js} is not uplot {pins.LIBRARIES[0].version} as pinned (sha256 differs)",
         f"{tmp_path / names[1]} is missing"]

@@ -8,13 +8,16 @@ SIGKILL in the middle of a reply, then restarted on the same data.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TextIO
 
@@ -23,6 +26,7 @@ from ..config import AgentSection, Config
 from ..interfaces.terminal.chat import TerminalListener
 from ..memory.turns import Flag
 from ..paths import AgentPaths
+from ..providers.base import MessageRole, ModelRequest, StreamEvent
 from ..providers.scripted import ScriptedProvider, call, say
 from ..security.settings import FilesSettings, RootSettings
 from .alerts import alerts_chapter
@@ -83,16 +87,59 @@ async def _exchange(app: App, printer: DemoPrinter, text: str) -> None:
     await app.agent.idle()
 
 
+CLOCKS = "{clocks}"  # in a scripted answer: the sentence the times the tool returned make
+_TIME_SAID = re.compile(r", (\d\d):(\d\d):\d\d \((\w+)/(\w+), UTC")
+
+
+def part_of_day(hour: int) -> str:
+    """The part of the day an hour (0–23) falls in, as a person says it."""
+    if 5 <= hour < 12:
+        return "morning"
+    if 12 <= hour < 18:
+        return "afternoon"
+    if 18 <= hour < 22:
+        return "evening"
+    return "night"
+
+
+def clocks_sentence(request: ModelRequest) -> str:
+    """What the times `get_current_time` returned in this request say, in a
+    sentence ("In Madrid it is 17:59, afternoon; in Tokyo 01:59, night")."""
+    said: dict[str, tuple[int, str]] = {}
+    for message in request.messages:
+        if message.role is MessageRole.TOOL and not message.is_error:
+            for hour, minute, _, city in _TIME_SAID.findall(message.content):
+                said[city] = (int(hour), f"{hour}:{minute}")
+    if not said:
+        return "The clocks did not answer"
+    parts = [f"{city} it is {clock}, {part_of_day(hour)}" for city, (hour, clock) in said.items()]
+    return "In " + "; in ".join(parts)
+
+
+class ReadsTheClocks(ScriptedProvider):
+    """The scripted model, whose sentence about the time is written from the
+    times the tool returned in the request: a sentence fixed in advance would
+    say "morning" beside an evening clock."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if self.position < len(self.responses) and CLOCKS in self.responses[self.position].text:
+            scripted = self.responses[self.position]
+            self.responses[self.position] = dataclasses.replace(
+                scripted, text=scripted.text.replace(CLOCKS, clocks_sentence(request)))
+        async for event in super().stream(request):
+            yield event
+
+
 async def chapter_tools(paths: AgentPaths, printer: DemoPrinter, pace: float) -> None:
     printer.heading("1. A conversation with tools")
-    provider = ScriptedProvider(
+    provider = ReadsTheClocks(
         [
             say("Let me look at both clocks.",
                 call("get_current_time", timezone="Europe/Madrid"),
                 call("get_current_time", timezone="Asia/Tokio")),
             say("Tokio was a typo of mine; the zone is Asia/Tokyo.",
                 call("get_current_time", timezone="Asia/Tokyo")),
-            say("It is morning in Madrid and evening in Tokyo; the exact times are above."),
+            say(f"{CLOCKS}."),
             say("I have one skill installed; let me read it before I start.",
                 call("list_skills"), call("load_skill", _raw='{"skill_id": "weekly-review"')),
             say("My arguments were cut short; again, properly.",

@@ -25,7 +25,7 @@ from ...memory.compaction import draft_save_point, make_report
 from ...memory.recall import excerpt, kind_label, turn_body, when
 from ...memory.render import compact_ranges, render_turn
 from ...memory.savepoints import Report
-from ...memory.search import HistorySearch
+from ...memory.search import HistorySearch, SearchResult
 from ...memory.selection import select_block
 from ...memory.session import Session
 from ...memory.settings import MemorySettings
@@ -34,6 +34,8 @@ from ...memory.support import Evidence
 from ...memory.tokens import estimate_tokens
 from ...memory.turns import ROLE_OF_KIND, Flag, Turn, TurnKind
 from ...memory.validator import citable, citations
+from ...config import Config, load_secrets
+from ...paths import AgentPaths
 from ...providers.base import Provider
 
 EXPORT_VERSION = 1
@@ -111,19 +113,75 @@ def resolve_citations(store: TurnStore, text: str, *, zone: ZoneInfo | None = No
     return "\n".join(lines)
 
 
+@dataclass
+class PersonSearch:
+    """History search for the person (the page, `noema memory search`), built as
+    the agent builds its own: see `person_search`."""
+
+    engine: HistorySearch
+    words_alone: str | None = None  # why it has no meaning rerank, when it has none
+
+    def how_ranked(self, found: SearchResult) -> str:
+        """How `found` was ranked, in a sentence: by words and meaning, as the
+        agent's own search, or by words alone and why."""
+        if self.engine.meaning is None:
+            return f"ranked by words alone: {self.words_alone or 'embeddings are off'}"
+        if found.unmeant:
+            return f"ranked by words alone: {found.unmeant}"
+        return "ranked by words, then by meaning, as the agent's own search ranks"
+
+    def wait_for_meaning(self, wait_s: float) -> bool:
+        """Let a local embedding model finish starting (up to `wait_s` seconds): a
+        one-off search would otherwise rank by words alone while it loads.
+        Whether it is ready (True too when there is nothing to wait for)."""
+        import time
+
+        ready = getattr(getattr(self.engine.meaning, "embedder", None), "ready", None)
+        deadline = time.monotonic() + wait_s
+        while ready is not None and not ready():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def person_search(store: TurnStore, config: Config, paths: AgentPaths,
+                  zone: ZoneInfo | None = None) -> PersonSearch:
+    """The person's history search, built as the agent builds its own
+    (`memory.assembly` and `app.search_meaning`): the same words, the same
+    meaning rerank, so the person's search ranks as the agent's does. Without
+    its embeddings (off, or not to be had) it ranks by words and says why."""
+    from ...app import search_meaning
+
+    engine = HistorySearch(store, zone=zone)
+    try:
+        engine.meaning = search_meaning(config, store, load_secrets(paths))
+    except ValueError as exc:  # e.g. "provider" embeddings without the provider's address
+        return PersonSearch(engine, str(exc))
+    return PersonSearch(engine, None if engine.meaning else
+                        "embeddings are off ([memory] embeddings)")
+
+
 def search_memory(
-    search: HistorySearch,
+    search: PersonSearch | HistorySearch,
     query: str,
     *,
     limit: int = 10,
     roles: Sequence[str] | None = None,
     zone: ZoneInfo | None = None,
 ) -> str:
-    """`noema memory search QUERY`: ranked turns with their snippets."""
-    found = search.search(query, limit=limit, roles=roles or None)
+    """`noema memory search QUERY`: ranked turns with their snippets, and how
+    they were ranked (a bare `HistorySearch` is the agent's own, as the demo shows it)."""
+    if isinstance(search, HistorySearch):
+        search = PersonSearch(search)
+    found = search.engine.search(query, limit=limit, roles=roles or None)
     if not found.hits:
         return f'Nothing found for "{query}" (searched for: {", ".join(found.terms) or "nothing"}).'
-    lines = [f'{len(found.hits)} turn(s) for "{query}" (searched for: {", ".join(found.terms)}):']
+    lines = [f'{len(found.hits)} turn(s) for "{query}" (searched for: {", ".join(found.terms)}; '
+             f'{search.how_ranked(found)}):']
     if found.dropped:
         lines.append(f"(left out: {', '.join(found.dropped)})")
     if found.recent_only:

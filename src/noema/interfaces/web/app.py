@@ -20,10 +20,12 @@ from ...memory.store import TurnStore
 from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
+from ..commands.memory import PersonSearch
 from .auth import Credentials, TokenGuard
 from .headers import SecurityHeaders
 from .demo_run import DemoRun
 from .live import Bridge
+from . import dates, words
 from .context import WebContext
 from .routes import HERE, routes
 
@@ -33,11 +35,18 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
                   archive: SensoryArchive | None = None, first_run: str | None = None,
                   demo: DemoRun | None = None,
                   start_agent: Callable[[], Awaitable[str]] | None = None,
+                  timezone: str | None = None,
+                  search: Callable[[], PersonSearch] | None = None,
                   hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> Starlette:
     """The web page for one agent, reached through `bridge`, its history read from
-    `store`, its file versions from the workspaces `files` names."""
+    `store`, its file versions from the workspaces `files` names; its times
+    written in the person's `timezone` (None: the machine's)."""
     environment = Environment(loader=FileSystemLoader(HERE / "templates"),
                               autoescape=select_autoescape(default=True))
+    zone = dates.zone_named(timezone)
+    environment.filters["when"] = lambda ts: dates.when_html(ts, zone)
+    environment.filters["summary"] = words.summary_words
+    environment.globals["zone_name"] = timezone if zone is not None else ""
     templates = Jinja2Templates(env=environment)
     app = Starlette(routes=routes(), middleware=[
         Middleware(SecurityHeaders),
@@ -45,5 +54,5 @@ def build_web_app(*, paths: AgentPaths, files: FilesSettings, bridge: Bridge, st
         Middleware(TokenGuard, credentials=credentials),
     ])
     app.state.web = WebContext(paths.name, bridge, store, credentials, templates, paths, files,
-                               archive, first_run, demo, start_agent)
+                               archive, first_run, demo, start_agent, zone, search)
     return app

@@ -7,8 +7,12 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ...paths import AgentPaths
+from ...security.policy import Access, AccessDenied, AccessPolicy
+from ...security.settings import FilesSettings
 from . import first_run
-from .context import BadRequest, context_of, error, json_body, page, session_of
+from .approval_view import Reader
+from .context import BadRequest, context_of, error, json_body, page, session_of, spoken_name
 from .history import history_page
 from .live import AgentUnavailable, event_frame
 from .streaming import StreamedAnswer
@@ -63,7 +67,9 @@ async def turn(request: Request) -> Response:
     store = context_of(request).store
     if store.get(turn_id) is None:
         return error(404, f"there is no turn {turn_id}")
-    return JSONResponse({"id": turn_id, "turns": turn_with_neighbours(store, turn_id)})
+    agent = spoken_name(context_of(request).agent)
+    return JSONResponse({"id": turn_id, "turns": turn_with_neighbours(store, turn_id,
+                                                                     agent=agent)})
 
 
 async def status(request: Request) -> Response:
@@ -116,6 +122,27 @@ async def answer(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+FILE_SHOWN_BYTES = 1 << 20  # a larger file is not read for an approval's diff
+
+
+def file_reader(files: FilesSettings, paths: AgentPaths) -> Reader:
+    """A file's text as it is now, for an approval's diff: only where the file
+    tools may read it (the same policy, so no denied name is ever shown), None
+    for a file that is not there, too large, or not text."""
+    policy = AccessPolicy.from_settings(files, paths)
+
+    def read(raw: str) -> str | None:
+        try:
+            target = policy.check(raw, Access.READ)
+            if not target.path.is_file() or target.path.stat().st_size > FILE_SHOWN_BYTES:
+                return None
+            return target.path.read_bytes().decode("utf-8")
+        except (AccessDenied, OSError, ValueError):
+            return None
+
+    return read
+
+
 async def live(request: Request) -> Response:
     """The agent's messages as server-sent events, resumable by Last-Event-ID."""
     raw = request.headers.get("last-event-id") or request.query_params.get("since")
@@ -123,7 +150,9 @@ async def live(request: Request) -> Response:
         since = int(raw) if raw not in (None, "") else None
     except ValueError:
         return error(400, "Last-Event-ID must be a protocol seq (a whole number)")
-    stream = context_of(request).bridge.stream(since)
+    web = context_of(request)
+    stream = web.bridge.stream(since)
+    current = file_reader(web.files, web.paths)
     try:  # reach the agent before answering 200, so a page learns it is not there
         first = await anext(stream)
     except (AgentUnavailable, StopAsyncIteration) as exc:
@@ -135,11 +164,11 @@ async def live(request: Request) -> Response:
         answer = StreamedAnswer()
         try:
             yield f"retry: {RETRY_MS}\n\n"
-            yield event_frame(first, answer)
+            yield event_frame(first, answer, current)
             async for message in stream:
                 if not sessions.is_open(session):  # ended meanwhile: nothing more reaches it
                     return
-                yield event_frame(message, answer)
+                yield event_frame(message, answer, current)
         finally:
             await stream.aclose()
 

@@ -11,15 +11,17 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
 from ...memory.store import TurnStore
-from ...paths import AgentPaths
+from ...paths import DEFAULT_AGENT, AgentPaths
 from ...perception.archive import SensoryArchive
 from ...security.settings import FilesSettings
+from ..commands.memory import PersonSearch
 from .auth import Credentials, Session
 from .demo_run import DemoRun
 from .live import Bridge
@@ -41,6 +43,9 @@ class WebContext:
     demo: DemoRun | None = None  # `noema demo` for the first-run page
     # First run: starts the agent here once a model is saved; says what the person sees next.
     start_agent: Callable[[], Awaitable[str]] | None = None
+    zone: ZoneInfo | None = None  # the person's time zone (None: the machine's)
+    # The history search the agent itself uses (its own, or one built alike).
+    search: Callable[[], PersonSearch] | None = None
 
 
 class BadRequest(ValueError):
@@ -57,11 +62,17 @@ def session_of(request: Request) -> Session:
     return request.state.session
 
 
+def spoken_name(agent: str) -> str:
+    """How the page names the agent: the agent nobody named is Noema, not "default"."""
+    return "Noema" if agent == DEFAULT_AGENT else agent
+
+
 def page(request: Request, template: str, **values: Any) -> Response:
     """A page rendered from `template`, with the agent's name and the CSRF token."""
     web = context_of(request)
     return web.templates.TemplateResponse(
-        request, template, {"agent": web.agent, "csrf": session_of(request).csrf, **values},
+        request, template, {"agent": spoken_name(web.agent), "named": web.agent != DEFAULT_AGENT,
+                            "csrf": session_of(request).csrf, **values},
         headers={"cache-control": "no-store"})
 
 

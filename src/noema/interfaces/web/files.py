@@ -24,7 +24,7 @@ LISTED = 100  # versions shown per workspace
 class VersionView:
     id: str
     short: str
-    when: str
+    when: float  # a Unix time (the page writes it in the person's zone)
     author: str  # "agent" or "person"
     turn: int | None
     summary: str
@@ -44,7 +44,7 @@ def workspaces(files: FilesSettings, paths: AgentPaths) -> list[WorkspaceView]:
                                  allow_hard_links=files.allow_hard_links)
     try:
         return [WorkspaceView(str(store.workdir), [
-            VersionView(v.id, v.short, f"{v.when:%Y-%m-%d %H:%M:%S}", v.note.author,
+            VersionView(v.id, v.short, v.when.timestamp(), v.note.author,
                         v.note.turn_id, v.note.summary, v.paths)
             for v in store.log(None, LISTED)]) for store in versions.existing()]
     except (ToolError, pygit2.GitError, OSError) as exc:

@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, Response
 from ..commands.versions import VersionsCommandError
 from . import files as file_versions
 from .context import BadRequest, context_of, error, json_body, page
+from .diff_view import read_diff
 
 
 async def files_page(request: Request) -> Response:
@@ -23,24 +24,24 @@ async def files_page(request: Request) -> Response:
 
 
 async def diff_page(request: Request) -> Response:
+    """What one version changed, file by file, with Restore beside each file and
+    Undo beside the whole."""
     web = context_of(request)
     version = request.query_params.get("version", "").strip()
+    found = None
     try:
         if not version:
             raise VersionsCommandError("say which version: /files/diff?version=ID")
         text, problem = await asyncio.to_thread(file_versions.diff, web.files, web.paths,
                                                 version), None
+        spaces = await asyncio.to_thread(file_versions.workspaces, web.files, web.paths)
+        found = next(((ws.folder, v) for ws in spaces for v in ws.versions
+                      if v.id.startswith(version)), None)
     except VersionsCommandError as exc:
         text, problem = "", str(exc)
-    lines = [(_diff_class(line), line) for line in text.splitlines()]
-    return page(request, "diff.html", page="files", version=version, lines=lines,
+    return page(request, "diff.html", page="files", version=version, changes=read_diff(text),
+                folder=found[0] if found else None, about=found[1] if found else None,
                 problem=problem)
-
-
-def _diff_class(line: str) -> str:
-    if line.startswith(("+++", "---", "diff ", "index ")):
-        return "head"
-    return {"+": "added", "-": "removed", "@": "hunk"}.get(line[:1], "")
 
 
 async def restore_file(request: Request) -> Response:

@@ -22,6 +22,7 @@ from ...providers.catalog import PROVIDERS
 from ...providers.discovery import DiscoveryFailed, KeyRefused, Unreachable
 from ...setup_flow import CHOICES, Answers, SetupFailed, fallback_window, key_name, live_test, \
     local, sendable, served_models, served_name, served_window, settings_of, with_api_path, write
+from .settings import tested
 
 FIELDS = ("provider", "base_url", "key", "model", "context_window")
 
@@ -171,14 +172,7 @@ async def test(paths: AgentPaths, body: Mapping[str, Any]) -> dict[str, Any]:
     except ProviderError as exc:
         raise _refusal(exc, form.answers) from None
     name = f"{form.answers.provider}/{form.answers.model}"
-    if outcome.called_tool:
-        text = f"{name} answered and called a tool: it is ready."
-    else:
-        said = f' ("{outcome.answered}")' if outcome.answered else ""
-        text = (f"{name} answered{said} but did not call the tool it was offered. The agent's "
-                "files, commands and memory are tools: a model that does not call them can "
-                "only talk. A larger model, or a server started with tool calling on, does "
-                "better.")
+    text = tested(name, outcome)
     return {"text": text, "called_tool": outcome.called_tool}
 
 

@@ -36,6 +36,9 @@ from ..host.protocol import (
     TurnView,
 )
 from ..host.deliveries import delivery_json
+from . import approval_view
+from .approval_view import Reader
+from .words import tool_name
 from .render import markdown_html
 from .streaming import StreamedAnswer
 
@@ -178,19 +181,24 @@ class Bridge:
             raise AgentUnavailable(str(exc)) from exc
 
 
-def event_frame(message: ServerMessage, answer: StreamedAnswer | None = None) -> str:
+def event_frame(message: ServerMessage, answer: StreamedAnswer | None = None,
+                current: Reader | None = None) -> str:
     """One server-sent event: the message as JSON, its `seq` as the event id
     (a resume point), assistant text also as sanitised HTML (with `answer`, a
     piece of an answer carries the whole answer so far rendered), a delivery
-    of events also read into its parts."""
+    of events also read into its parts; an approval's arguments also as the
+    person reads them (`view`; `current` reads a file's text now, for a diff)."""
     data = message.model_dump(mode="json")
     if answer is not None and (html := answer.html_for(message)) is not None:
         data["html"] = html
     if isinstance(message, ApprovalAsked):  # hidden characters shown as the terminal shows them
         data["arguments_shown"], data["flagged"] = shown_plainly(message.arguments)
         data["reason_shown"] = shown_plainly(message.reason)[0]
-    for key in ("turn", "result"):
+        data["view"] = approval_view.view(message.tool, data["arguments_shown"], current)
+    for key in ("turn", "result", "call"):
         view = getattr(message, key, None)
+        if isinstance(view, TurnView) and view.tool_name:
+            data[key]["tool_words"] = tool_name(view.tool_name)
         if isinstance(view, TurnView) and view.kind == "assistant":
             data[key]["html"] = markdown_html(view.content)
         elif isinstance(view, TurnView) and view.kind == "event":

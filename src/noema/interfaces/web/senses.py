@@ -15,11 +15,13 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
 from ...perception.timefmt import parse_duration
 from ..host.protocol import SensorView, StatusView
+from .dates import when_text
 from .live import Bridge
 
 WINDOW_S = 3600.0  # the plot shows the last hour
@@ -132,7 +134,8 @@ class SenseRefused(ValueError):
     """The agent would not silence or start the channel; the text says why."""
 
 
-async def silence(bridge: Bridge, channel: str, duration: str) -> str:
+async def silence(bridge: Bridge, channel: str, duration: str,
+                  zone: ZoneInfo | None = None) -> str:
     """Close `channel` for `duration` ("30m", "90s", seconds) through the attach
     protocol, so it works beside `noema run` as in process; says until when."""
     seconds = parse_duration(duration)
@@ -140,7 +143,7 @@ async def silence(bridge: Bridge, channel: str, duration: str) -> str:
     if not done.ok:
         raise SenseRefused(done.error or f"{channel} was not silenced")
     until = _sensor(await bridge.status(), channel)
-    when = (time.strftime("%H:%M:%S", time.localtime(until.silenced_until))
+    when = (when_text(until.silenced_until, zone)
             if until is not None and until.silenced_until else "later")
     return f"{channel} is silenced until {when}; its events are counted and archived, not delivered."
 
@@ -163,7 +166,7 @@ def search_archive(archive: SensoryArchive, query: str, channel: str | None) -> 
     """Events found by words, best first, as text for the page."""
     page = archive.search(query, channel=channel or None, limit=30)
     return [{"channel": hit.batch.channel, "batch": hit.batch.batch_id,
-             "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(hit.event.received_at)),
+             "when": hit.event.received_at,
              "sender": hit.event.sender, "text": hit.event.text} for hit in page.hits]
 
 

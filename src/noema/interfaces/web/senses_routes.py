@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -56,8 +55,7 @@ async def batch_page(request: Request) -> Response:
         except (LookupError, ValueError) as exc:
             problem = str(exc) or f"there is no batch {batch_id}"
     events = [] if found is None else [
-        {"seq": e.batch_seq, "when": time.strftime("%Y-%m-%d %H:%M:%S",
-                                                   time.localtime(e.received_at)),
+        {"seq": e.batch_seq, "when": e.received_at,
          "sender": e.sender, "text": e.text} for e in found.events]
     return page(request, "batch.html", page="senses", batch_id=batch_id,
                 batch=found and found.batch, events=events,
@@ -65,8 +63,9 @@ async def batch_page(request: Request) -> Response:
 
 
 async def silence(request: Request) -> Response:
+    zone = context_of(request).zone
     return await _sense_action(request, lambda bridge, body: senses.silence(
-        bridge, text_field(body, "channel"), text_field(body, "duration")))
+        bridge, text_field(body, "channel"), text_field(body, "duration"), zone))
 
 
 async def start_sense(request: Request) -> Response:

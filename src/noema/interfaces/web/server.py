@@ -25,7 +25,9 @@ from ...paths import AgentPaths
 from ...perception.archive import SensoryArchive
 from ..host.attach import connect_socket, reachable, socket_path
 from ..host.host import Host
+from ..commands.memory import PersonSearch, person_search
 from .app import build_web_app
+from .dates import zone_named
 from .auth import Credentials, keep_token
 from .demo_run import DemoRun
 from .live import AgentUnavailable, Bridge
@@ -77,6 +79,21 @@ class UiServer:
     _web: object | None = None  # the page's ASGI app, whose context a first run updates
     _task: asyncio.Task | None = None
     _address: tuple[str, int] | None = None
+    _search: PersonSearch | None = None  # attached or first run: built as the agent's
+
+    def _person_search(self) -> PersonSearch:
+        """The history search the page uses: the agent's own when it runs here,
+        else one built as the agent builds its own, over the store read now."""
+        if self.agent_app is not None:
+            return PersonSearch(self.agent_app.memory.search)  # type: ignore[attr-defined]
+        store = self._store
+        assert store is not None, "the server has not started"
+        if self._search is None or self._search.engine.store is not store:
+            if self._search is not None:
+                self._search.close()
+            self._search = person_search(store, self.config, self.paths,
+                                         zone_named(self.config.agent.timezone))
+        return self._search
 
     @property
     def address(self) -> str:
@@ -102,6 +119,8 @@ class UiServer:
                                 archive=self._archive,
                                 first_run=self.first_run, demo=self._demo,
                                 start_agent=self._start_agent if self.first_run else None,
+                                timezone=self.config.agent.timezone,
+                                search=self._person_search,
                                 hosts=["*"] if self.allow_remote else hosts)
             self._web = web
             config = uvicorn.Config(web, lifespan="off", log_level="warning", access_log=False,
@@ -141,7 +160,10 @@ class UiServer:
                 self._store.close()
             if self._archive is not None:
                 self._archive.close()
+        if self._search is not None:
+            self._search.close()
         self._server = self._task = self._bridge = self._agent_host = self._demo = None
+        self._search = None
         self.agent_app = self._store = self._archive = None
 
     async def _link(self) -> tuple[Bridge, TurnStore]:

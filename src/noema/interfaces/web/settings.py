@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -36,7 +37,8 @@ from ...paths import AgentPaths
 from ...providers.base import ProviderError
 from ...providers.catalog import PROVIDERS, ProviderKind
 from ...providers.settings import ModelSettings
-from ...setup_flow import Answers
+from ...setup_flow import PROBE_TOOL, Answers
+from . import settings_tables, settings_words
 
 ROLES = ("reasoning", "chronicler")
 KEY_FIELD = "key"  # the model sections' secret: written to secrets.toml, never shown
@@ -125,6 +127,7 @@ class FormField:
     kinds: tuple[str, ...] = ()  # model sections: the provider kinds that read it (() all)
     items: tuple[tuple[str, str], ...] = ()  # "roots": each folder and its mode
     entries: tuple[str, ...] = ()  # "list": each item as text
+    tables: settings_tables.Tables | None = None  # "tables": a list of tables as rows
 
     @property
     def noun(self) -> tuple[str, str]:
@@ -162,10 +165,12 @@ class FormSection:
 
 class SaveRefused(ValueError):
     """A section was not saved; `problems` maps a field's key ("" for the
-    section) to what is wrong with it and how to fix it."""
+    section) to what is wrong with it and how to fix it. `ask` names a
+    question the person may answer to save it as it is ("larger_window")."""
 
-    def __init__(self, problems: Mapping[str, list[str]]) -> None:
+    def __init__(self, problems: Mapping[str, list[str]], ask: str | None = None) -> None:
         self.problems = dict(problems)
+        self.ask = ask
         super().__init__("; ".join(p for ps in self.problems.values() for p in ps))
 
 
@@ -271,10 +276,29 @@ def _fields(model: type[BaseModel], value: BaseModel | None, prefix: str):
         if key == "files.roots":  # a list of folders, edited as one row each
             item = replace(item, widget="roots", items=tuple(
                 (str(root.path), str(root.mode)) for root in current or ()))
+        elif (rows := settings_tables.row_model(info.annotation)) is not None:
+            item = replace(item, widget="tables",
+                           tables=settings_tables.tables(key, rows, current, _label))
         elif (kind := _item_type(info.annotation)) is not None:
             item = replace(item, widget="list", quoted=kind is str,
                            entries=tuple(str(v) for v in current or ()))
         yield item
+
+
+def _row_models() -> dict[str, type[BaseModel]]:
+    """Each list edited as rows of tables, by its dotted key, and its table's model."""
+    found: dict[str, type[BaseModel]] = {}
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            nested = _model_of(info.annotation)
+            if nested is not None:
+                walk(nested, f"{prefix}{name}.")
+            elif (rows := settings_tables.row_model(info.annotation)) is not None:
+                found[f"{prefix}{name}"] = rows
+
+    walk(Config, "")
+    return found
 
 
 def _item_type(annotation: Any) -> type | None:
@@ -301,7 +325,10 @@ _NOUNS: Mapping[str, tuple[str, str]] = {
 _LABELS = {"base_url": "Server address", "api_key_env": "Variable holding the key",
            "context_window": "Context window (tokens)",
            "max_output_tokens": "Longest answer (tokens)", "roots": "Folders",
-           "deny": "Never shown", "default": "Every other tool", "tools": "Per tool"}
+           "deny": "Never shown", "default": "Every other tool", "tools": "Per tool",
+           "logs": "Log files", "from_start": "Read from the start",
+           "can_silence": "May be silenced", "debounce_ms": "Wait for quiet (milliseconds)",
+           "resume_max_bytes": "Catch up at most (bytes)"}
 
 
 def _label(name: str) -> str:
@@ -396,6 +423,7 @@ class Reading:
     config: Config
     problems: tuple[str, ...] = ()  # why the file cannot be used as it is
     wrong: Mapping[str, str] = field(default_factory=dict)  # dotted key -> its value in the file
+    errors: tuple[Any, ...] = ()  # the validator's errors about the file's values, to word
 
 
 def read(paths: AgentPaths) -> Reading:
@@ -411,10 +439,12 @@ def read(paths: AgentPaths) -> Reading:
         problems = tuple(exc.problems)
     data: Any = configuration.read_config_file(paths.config_file)
     wrong: dict[str, str] = {}
+    errors: list[Any] = []
     for _ in range(50):  # each pass sets aside what the last one found wrong
         try:
-            return Reading(Config.model_validate(data), problems, wrong)
+            return Reading(Config.model_validate(data), problems, wrong, tuple(errors))
         except pydantic.ValidationError as exc:
+            errors += exc.errors()
             for error in exc.errors():
                 loc = [p for p in error["loc"] if not str(p).startswith("function-")]
                 data = _set_aside(data, loc, wrong)
@@ -459,7 +489,8 @@ class Saved:
 
 
 def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
-                 key: str = "") -> Saved:
+                 key: str = "", *, served_window: int | None = None,
+                 larger_window: bool = False) -> Saved:
     """Write what the person changed in one section, validated with the whole file.
 
     `values` maps the section's dotted keys to what the form holds (text, as
@@ -468,7 +499,11 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     of the chosen provider are written (the others are taken out), an empty
     provider of the save-point model means "the model above", and `key` is
     kept in secrets.toml under the choice's variable. SaveRefused says what is
-    wrong next to each field; then nothing is written."""
+    wrong next to each field; then nothing is written.
+
+    `served_window` is the window the model's server said it serves the model
+    with: a larger context window is refused (the server would refuse the
+    requests that fill it) unless `larger_window` says the person wants it."""
     reading = read(paths)
     sections = {s.key: s for s in form(reading.config, wrong=reading.wrong)}
     section = sections.get(section_key)
@@ -512,6 +547,10 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
             continue
         text = item.quoted and item.widget != "list"  # a list's items are quoted already
         pairs.append((item.key, toml_string(raw.strip()) if text else raw.strip()))
+    if section.is_model and not larger_window:
+        _check_window(section, values, served_window)
+    _trial(paths, pairs, remove, fields, {f.key: (s.title, f) for s in sections.values()
+                                          if s.key != section_key for f in s.fields})
     secret = _secret_name(section, values, key) if key.strip() else None
     if not pairs and not remove and secret is None:
         return Saved(())
@@ -526,6 +565,92 @@ def save_section(paths: AgentPaths, section_key: str, values: Mapping[str, str],
     if secret is not None:
         configuration.write_secret(paths, secret, key.strip())
     return Saved(tuple(k for k, _ in pairs) + tuple(remove), secret)
+
+
+def _check_window(section: FormSection, values: Mapping[str, str],
+                  served: int | None) -> None:
+    """SaveRefused, asking, when the window typed is larger than the server serves."""
+    key = f"{section.key}.context_window"
+    typed = configuration.parse_value(values.get(key, "").strip())
+    if served is None or not isinstance(typed, int) or isinstance(typed, bool) or typed <= served:
+        return
+    model = values.get(f"{section.key}.model", "").strip() or "this model"
+    raise SaveRefused({key: [
+        f"The server serves {model} with {served:,} tokens, and you typed {typed:,}. With the "
+        f"larger window the agent fills requests the server refuses once a conversation passes "
+        f"{served:,} tokens. Use {served}, or save {typed:,} anyway if you know the server "
+        "takes it."]}, ask="larger_window")
+
+
+def _trial(paths: AgentPaths, pairs: list[tuple[str, str]], remove: list[str],
+           fields: Mapping[str, FormField],
+           others: Mapping[str, tuple[str, FormField]] | None = None) -> None:
+    """The section's change validated with the rest of the file before anything
+    is written; SaveRefused in the person's words beside each field it is about.
+    What it does not find wrong, `config.set_values` still checks."""
+    import pydantic
+
+    if any(configuration.is_secret_name(k.rpartition(".")[2]) or configuration.looks_secret(raw)
+           for k, raw in pairs):
+        return  # `set_values` refuses it first, in words that never repeat the secret
+    data: Any = configuration.read_config_file(paths.config_file)
+    for dotted in remove:
+        *parts, leaf = dotted.split(".")
+        holder: Any = data
+        for part in parts:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            holder.pop(leaf, None)
+    for dotted, raw in pairs:
+        data = configuration.merge(data, _nested(dotted.split("."), configuration.parse_value(raw)))
+    try:
+        Config.model_validate(data)
+    except pydantic.ValidationError as exc:
+        wrong = in_words(exc.errors(), fields, others)
+        if wrong:
+            raise SaveRefused(wrong) from None
+
+
+def in_words(errors: list[Any], fields: Mapping[str, FormField],
+             others: Mapping[str, tuple[str, FormField]] | None = None) -> dict[str, list[str]]:
+    """The validator's errors in the person's words, by the field each is about
+    ("" for one of another section, `others` naming its section's title and
+    field). An error about an item of a plain list is left out: the list's own
+    checks say it beside the item."""
+    wrong: dict[str, list[str]] = {}
+
+    def owner_in(keys, dotted: str) -> str | None:
+        return max((k for k in keys if dotted == k or dotted.startswith(k + ".")), key=len,
+                   default=None)
+
+    for error in errors:
+        dotted = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+        owner = owner_in(fields, dotted)
+        if owner is not None:
+            said = _said(error, fields[owner], dotted)
+            if said is not None:
+                wrong.setdefault(owner, []).append(said)
+        elif others and (elsewhere := owner_in(others, dotted)) is not None:
+            title, item = others[elsewhere]
+            said = _said(error, item, dotted)
+            if said is not None:
+                wrong.setdefault("", []).append(
+                    f"{said} This is in “{title}”: fix it there first, then save this section.")
+    return wrong
+
+
+def _said(error: Any, item: FormField, dotted: str) -> str | None:
+    """One error about `item` (or a row of it), in words; None for a plain list's item."""
+    label = item.label
+    if dotted != item.key:
+        place, _, column = dotted[len(item.key) + 1:].partition(".")
+        if item.tables is None or not place.isdigit():
+            return None
+        named = {c.name: c.label for c in item.tables.columns}
+        label = f"{item.label}, {item.tables.noun.lower()} {int(place) + 1}" + (
+            f", {named.get(column, column)}" if column else "")
+    return settings_words.explain(error, label, item.value if item.widget == "number" else "",
+                                  leaf=item.leaf if dotted == item.key else "")
 
 
 def _entries(item: FormField, raw: str) -> list[tuple[int, Any]]:
@@ -588,7 +713,12 @@ def _nested(parts: list[str], value: Any) -> dict[str, Any]:
 
 
 def _same(item: FormField, raw: str) -> bool:
-    """Whether the form holds what the field showed (90 is 90.0; text is text)."""
+    """Whether the form holds what the field showed (90 is 90.0; text is text;
+    rows of tables by what they mean)."""
+    if item.widget == "tables":
+        model = _row_models().get(item.key)
+        return model is not None and settings_tables.same(
+            model, configuration.parse_value(item.value), configuration.parse_value(raw.strip()))
     if item.quoted or item.widget in ("toml", "roots", "list"):
         return raw.strip() == item.value.strip()
     return configuration.parse_value(raw.strip()) == configuration.parse_value(item.value)
@@ -676,10 +806,15 @@ def _secret_name(section: FormSection, values: Mapping[str, str], key: str) -> s
     return name
 
 
+_FILE_FIX = re.compile(r" Fix it in config\.toml or with \S+\.$")
+
+
 def by_field(problems: list[str], fields: Mapping[str, FormField]) -> dict[str, list[str]]:
-    """Each problem beside the field whose key it names, the rest for the section."""
+    """Each problem beside the field whose key it names, the rest for the section
+    (without the advice to fix the file: a refused form wrote nothing to it)."""
     found: dict[str, list[str]] = {}
     for problem in problems:
+        problem = _FILE_FIX.sub("", problem)
         named = problem.split(":", 1)[0].strip()
         owner = max((k for k in fields if named == k or named.startswith(k + ".")),
                     key=len, default="")
@@ -746,11 +881,27 @@ async def test_connection(paths: AgentPaths, role: Literal["reasoning", "chronic
     if settings is None:
         raise ProviderError(f"no {role} model is configured")
     outcome = await setup_flow.live_test_of(settings, configuration.load_secrets(paths))
-    said = f"{settings.provider}/{settings.model} answered: {outcome.answered or '(nothing)'}"
+    return tested(f"{settings.provider}/{settings.model}", outcome)
+
+
+def tested(name: str, outcome: setup_flow.Outcome) -> str:
+    """What the live test showed, in a sentence: what the model answered (its
+    words, or a call of the tool it was offered, or nothing at all)."""
+    tool = PROBE_TOOL.name
+    if outcome.called_tool and outcome.answered:
+        return (f"{name} answered “{outcome.answered}” and called the tool it was offered "
+                f"({tool}): it is ready.")
     if outcome.called_tool:
-        return f"{said}, and called the tool it was offered: it is ready."
-    return (f"{said}, but did not call the tool it was offered; the agent's files, commands "
-            "and memory are tools, so a model that calls none can only talk.")
+        return (f"{name} answered with a call to the tool it was offered ({tool}), without "
+                "words: it is ready.")
+    if outcome.answered:
+        return (f"{name} answered “{outcome.answered}” but did not call the tool it was "
+                f"offered ({tool}). The agent's files, commands and memory are tools, so a "
+                "model that calls none can only talk; a larger model, or a server started "
+                "with tool calling on, does better.")
+    return (f"{name} answered, but with no words and no tool call. It may need a larger "
+            "answer length, or a chat template that supports tools; the agent cannot work "
+            "with it as it is.")
 
 
 __all__ = ["ConfigError", "FormField", "FormSection", "SaveRefused", "Saved", "answers", "current",

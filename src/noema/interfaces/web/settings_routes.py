@@ -4,6 +4,7 @@ model (the last two are the setup's own steps, `setup_flow`)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from starlette.requests import Request
@@ -33,6 +34,8 @@ async def settings_page(request: Request) -> Response:
                        "they are fixed. Each is shown beside its field below.")
             fields = {f.key: f for s in sections for f in s.fields}
             problems = settings_form.by_field(list(reading.problems), fields)
+            worded = settings_form.in_words(list(reading.errors), fields)
+            problems.update(worded)  # the validator's words replaced where they can be
     except ConfigError as exc:
         sections, problem = [], str(exc)
     kinds = {name: spec.kind.value for name, spec in PROVIDERS.items()}
@@ -58,13 +61,19 @@ async def save_section(request: Request) -> Response:
                              "set` takes it")
         if not isinstance(key, str):
             raise BadRequest("the key must be text")
-        saved = await asyncio.to_thread(settings_form.save_section, web.paths, section, values,
-                                        key)
+        served = body.get("served_window")
+        if served is not None and (not isinstance(served, int) or isinstance(served, bool)
+                                   or served <= 0):
+            raise BadRequest("served_window is the server's window, a whole number of tokens")
+        saved = await asyncio.to_thread(
+            functools.partial(settings_form.save_section, web.paths, section, values, key,
+                              served_window=served,
+                              larger_window=body.get("larger_window") is True))
     except BadRequest as exc:
         return error(400, str(exc))
     except settings_form.SaveRefused as exc:
         return JSONResponse({"ok": False, "error": "Not saved: nothing was written.",
-                             "problems": exc.problems}, status_code=400)
+                             "problems": exc.problems, "ask": exc.ask}, status_code=400)
     except ConfigError as exc:
         return JSONResponse({"ok": False, "error": "Not saved: nothing was written.",
                              "problems": {"": exc.problems}}, status_code=400)

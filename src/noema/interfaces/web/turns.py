@@ -10,6 +10,7 @@ from ...memory.turns import Flag, Turn, TurnKind
 from ..host.deliveries import delivery_json
 from ..host.host import answered
 from .render import markdown_html
+from .words import kind_words, tool_name
 
 _SHOWN_FLAGS = {"discarded": Flag.DISCARDED, "interrupted": Flag.INTERRUPTED,
                 "synthetic": Flag.SYNTHETIC, "error": Flag.ERROR, "compacted": Flag.COMPACTED,
@@ -28,6 +29,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         "waiting": turn.has(Flag.WAITING),
         "answered": answered(turn),
     }
+    if turn.tool_name:
+        data["tool_words"] = tool_name(turn.tool_name)  # "Run a command", for the page
     if turn.kind is TurnKind.ASSISTANT:
         data["html"] = markdown_html(turn.content)
     elif turn.kind is TurnKind.EVENT:
@@ -35,6 +38,9 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     return data
 
 
-def turn_with_neighbours(store: TurnStore, turn_id: int, around: int = 3) -> list[dict[str, Any]]:
-    """A turn and up to `around` turns on each side, oldest first."""
-    return [turn_json(t) for t in store.range(max(1, turn_id - around), turn_id + around)]
+def turn_with_neighbours(store: TurnStore, turn_id: int, around: int = 3,
+                         agent: str = "Noema") -> list[dict[str, Any]]:
+    """A turn and up to `around` turns on each side, oldest first, each saying
+    who or what it is in words (`who`)."""
+    return [turn_json(t) | {"who": kind_words(t.kind.value, t.tool_name, agent)}
+            for t in store.range(max(1, turn_id - around), turn_id + around)]

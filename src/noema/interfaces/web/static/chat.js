@@ -21,6 +21,7 @@ const chat = {
   orphans: new Map(),      // call_id → a result shown alone, its call not read yet: {node, turn}
   marks: null,             // watches the marks of unread turns, to read them when in view
   busy: false,
+  highlighter: null,       // the code-colouring script, once a code block asked for it
   waiting: 0,              // approvals open now
 
   start() {
@@ -94,7 +95,7 @@ const chat = {
     if (chat.waiting && what !== "approval") what = "approval";
     const words = {
       idle: "idle", thinking: "thinking…", writing: "writing…",
-      running: `running ${detail || "a tool"}…`, approval: "waiting for your approval",
+      running: detail ? `running: ${detail}…` : "running a tool…", approval: "waiting for your approval",
     };
     target.textContent = words[what] || what;
     target.dataset.doing = what;
@@ -292,7 +293,7 @@ const chat = {
         chat.appendText(message.cycle_id, message.delta, message.html);
         break;
       case "tool_started":
-        chat.doing("running", message.call.tool_name);
+        chat.doing("running", message.call.tool_words || message.call.tool_name);
         break;
       case "tool_finished":
         chat.showTurn(message.result);
@@ -376,16 +377,128 @@ const chat = {
     const who = turn.kind === "user" ? "You" : "Noema";
     const via = turn.kind === "user" && turn.channel && turn.channel !== "web"
       && turn.channel !== "terminal" ? ` · by ${turn.channel}` : "";
-    const when = new Date(turn.ts * 1000);
     const line = noema.el("div", "meta", `${who}${via} · `);
-    const time = noema.el("time", "", when.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"}));
-    time.dateTime = when.toISOString();
-    time.title = when.toLocaleString();
-    line.appendChild(time);
+    // Today's turns by their time; older ones by their date and time.
+    const today = noema.day(turn.ts) === noema.day(Date.now() / 1000);
+    line.appendChild(noema.timeNode(turn.ts, today));
     return line;
   },
 
   // A copy button on each block of code.
+  // A code block says its language and is coloured by highlight.js (served
+  // from the package); its text stays the model's, set as text by the library.
+  // The library (127 KB) is loaded with the first code block the page shows,
+  // never before: the first paint never waits for it, and code drawn before it
+  // came is coloured when it comes.
+  codeBlocks(body) {
+    for (const code of body.querySelectorAll("pre > code")) {
+      const named = /\blanguage-([\w+#-]+)/.exec(code.className);
+      if (!named) continue;
+      const pre = code.parentElement;
+      pre.dataset.language = named[1];
+      pre.before(noema.el("span", "code-language", named[1]));
+      chat.colour(code);
+    }
+    chat.copyButtons(body);
+  },
+
+  colour(code) {
+    const language = /\blanguage-([\w+#-]+)/.exec(code.className);
+    if (!language) return;
+    if (typeof hljs !== "object") {
+      chat.loadHighlighter();
+      return;
+    }
+    if (!hljs.getLanguage(language[1])) return;
+    if (!code.classList.contains("hljs")) hljs.highlightElement(code);
+  },
+
+  loadHighlighter() {
+    if (chat.highlighter) return;
+    chat.highlighter = document.createElement("script");
+    chat.highlighter.src = "/static/vendor/highlight.min.js";
+    chat.highlighter.addEventListener("load", chat.colourAll);
+    document.head.appendChild(chat.highlighter);
+  },
+
+  colourAll() {
+    for (const code of chat.log.querySelectorAll("pre[data-language] > code")) chat.colour(code);
+  },
+
+  // Under a message: copy an answer, ask for an answer again, or edit a
+  // message of yours. The store keeps every message as it was: asking again
+  // and editing send a new message, and the page says so.
+  actions(turn) {
+    const bar = chat.el("div", "message-actions");
+    const button = (label, title, act) => {
+      const node = noema.el("button", "action", label);
+      node.type = "button";
+      node.title = title;
+      node.addEventListener("click", () => act(node));
+      bar.appendChild(node);
+      return node;
+    };
+    if (turn.kind === "assistant") {
+      button("Copy", "Copy this answer", async (node) => {
+        try {
+          await navigator.clipboard.writeText(turn.content);
+          node.textContent = "Copied";
+        } catch (e) {
+          node.textContent = "Select it to copy";
+        }
+        setTimeout(() => { node.textContent = "Copy"; }, 1500);
+      });
+      button("Ask again", "Send the question before this answer again, as a new message", () => {
+        const asked = chat.questionBefore(turn.id);
+        if (asked === null) {
+          chat.setState("The question before this answer is not on the page.");
+          return;
+        }
+        chat.resent = {text: asked, note: "asked again — sent as a new message"};
+        chat.say(asked);
+      });
+    } else {
+      button("Edit", "Edit this message and send it as a new one", () => chat.startEdit(turn));
+    }
+    return bar;
+  },
+
+  // The person's message last before turn `id`, as the page holds it.
+  questionBefore(id) {
+    let asked = null;
+    for (const node of chat.log.querySelectorAll(".turn.user[data-turn]")) {
+      if (Number(node.dataset.turn) < id) asked = node.querySelector(".body").textContent;
+    }
+    return asked;
+  },
+
+  startEdit(turn) {
+    const field = document.getElementById("message");
+    field.value = turn.content;
+    chat.editing = turn.id;
+    let banner = document.getElementById("editing");
+    if (!banner) {
+      banner = chat.el("p", "editing");
+      banner.id = "editing";
+      document.getElementById("composer").before(banner);
+    }
+    banner.replaceChildren(noema.el("span", "",
+      `Editing your message #${turn.id}: it is sent as a new message; the one before stays as it was. `));
+    const cancel = noema.el("button", "cancel-edit", "Cancel");
+    cancel.type = "button";
+    cancel.addEventListener("click", chat.endEdit);
+    banner.appendChild(cancel);
+    field.focus();
+    field.setSelectionRange(field.value.length, field.value.length);
+  },
+
+  endEdit() {
+    chat.editing = null;
+    const banner = document.getElementById("editing");
+    if (banner) banner.remove();
+    document.getElementById("message").value = "";
+  },
+
   copyButtons(body) {
     for (const pre of body.querySelectorAll("pre")) {
       const button = noema.el("button", "copy", "Copy");
@@ -426,7 +539,9 @@ const chat = {
     const node = chat.el("details", "turn tool");
     const summary = noema.el("summary", "");
     summary.appendChild(noema.el("span", "outcome-mark", "…"));
-    summary.appendChild(noema.el("span", "tool-name", turn.tool_name || "tool"));
+    const name = noema.el("span", "tool-name", turn.tool_words || turn.tool_name || "a tool");
+    name.title = turn.tool_name || "";  // the tool's own name, for who wants it
+    summary.appendChild(name);
     const what = chat.touched(turn.tool_name, turn.arguments);
     if (what) summary.appendChild(noema.el("code", "touched", what));
     node.appendChild(summary);
@@ -525,11 +640,16 @@ const chat = {
       const body = chat.el("div", "body");
       if (turn.kind === "assistant" && typeof turn.html === "string") {
         body.innerHTML = turn.html;  // Markdown rendered and sanitised by the server
-        chat.copyButtons(body);
+        chat.codeBlocks(body);
       } else {
         body.textContent = turn.content;
       }
       node.appendChild(body);
+      if (turn.kind === "assistant" || turn.kind === "user") node.appendChild(chat.actions(turn));
+      if (turn.kind === "user" && chat.resent && chat.resent.text === turn.content) {
+        node.querySelector(".meta").append(noema.el("span", "resent", ` · ${chat.resent.note}`));
+        chat.resent = null;
+      }
     }
     node.dataset.turn = turn.id;
     node.id = `turn-${turn.id}`;
@@ -635,6 +755,49 @@ const chat = {
     return node;
   },
 
+  // A reason as a sentence: its first letter up, a full stop at its end.
+  sentence(text) {
+    const trimmed = text.trim();
+    const up = trimmed.charAt(0).toUpperCase() + trimmed.slice(1);
+    return /[.!?]$/.test(up) ? up : `${up}.`;
+  },
+
+  // An approval's arguments as the person reads them (approval_view.py's kinds).
+  argumentsNode(view) {
+    const box = chat.el("div", `arguments view-${view.kind}`);
+    const row = (label, value, className = "") => {
+      const line = chat.el("div", `field ${className}`);
+      line.append(noema.el("span", "label", label), noema.el("span", "value", value));
+      return line;
+    };
+    if (view.kind === "command") {
+      const pre = chat.el("pre", "command");
+      pre.appendChild(noema.el("code", "", view.command));
+      box.appendChild(pre);
+      for (const note of view.notes || []) box.appendChild(noema.el("p", "muted small", note));
+    } else if (view.kind === "diff") {
+      box.appendChild(noema.el("p", "path", `${view.path} · ${view.state}`));
+      const pre = chat.el("pre", "diff");
+      view.lines.forEach(([sign, text], place) => {
+        if (sign === "@" && place === 0) return;  // nothing was left out before the first change
+        const kind = {"+": "add", "-": "del", "@": "hunk"}[sign] || "ctx";
+        pre.appendChild(noema.el("span", `line ${kind}`, `${sign === "@" ? "" : sign} ${text}`));
+      });
+      box.appendChild(pre);
+    } else if (view.kind === "mail") {
+      box.appendChild(row(view.to.length > 1 ? `To (${view.to.length})` : "To", view.to.join("\n"), "to"));
+      box.appendChild(row("Subject", view.subject, "subject"));
+      if (view.reply) box.appendChild(noema.el("p", "muted small", "An answer in the thread of a mail received."));
+      box.appendChild(noema.el("div", "mail-body", view.body));
+    } else if (view.kind === "message") {
+      if (view.to) box.appendChild(row("To chat", view.to));
+      box.appendChild(noema.el("div", "mail-body", view.text));
+    } else {
+      box.appendChild(noema.el("pre", "lines", chat.recipientsApart(view.text)));
+    }
+    return box;
+  },
+
   // Recipients one per line: a list joined by commas hides who is added.
   recipientsApart(text) {
     return text.replace(/^((?:to|cc|bcc|recipients?): )(.*)$/gim,
@@ -656,12 +819,16 @@ const chat = {
     card.dataset.where = message.where || "";
     card.dataset.approval = message.approval;
     card.setAttribute("role", "alertdialog");
-    card.setAttribute("aria-label", `Approve ${message.tool}?`);
-    card.appendChild(noema.el("p", "ask", `The agent asks to run ${message.tool}.`));
     // The server writes out invisible and direction-changing characters as
-    // ⟨U+XXXX⟩ (`arguments_shown`), with the classifier every interface uses.
-    if (message.reason) card.appendChild(noema.el("p", "reason", message.reason_shown));
-    card.appendChild(noema.el("pre", "arguments", chat.recipientsApart(message.arguments_shown)));
+    // ⟨U+XXXX⟩ (`arguments_shown`), with the classifier every interface uses,
+    // and reads them into what the tool does (`view`: a command, a diff, a mail).
+    const view = message.view || {title: message.tool, kind: "lines", text: message.arguments_shown};
+    card.setAttribute("aria-label", `Allow: ${view.title}?`);
+    const ask = noema.el("p", "ask", `${document.body.dataset.agent || "Noema"} asks: ${view.title}`);
+    ask.appendChild(noema.el("code", "tool-id", message.tool));
+    card.appendChild(ask);
+    if (message.reason) card.appendChild(noema.el("p", "reason", chat.sentence(message.reason_shown)));
+    card.appendChild(chat.argumentsNode(view));
     if (message.flagged) {
       card.appendChild(noema.el("p", "hidden-warning",
         "⚠ It holds invisible or direction-changing characters, shown as ⟨U+…⟩: read it with care."));
@@ -698,7 +865,7 @@ const chat = {
     if (!message.expires_at) return where.trim();
     const at = new Date(message.expires_at * 1000);
     const minutes = Math.max(1, Math.ceil((at - Date.now()) / 60000));
-    const clock = at.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    const clock = noema.clock(message.expires_at);
     return `${where}Unanswered, it is refused at ${clock} (in ${minutes} minute${minutes === 1 ? "" : "s"}).`;
   },
 
@@ -783,12 +950,21 @@ const chat = {
     const field = document.getElementById("message");
     const text = field.value;
     if (!text.trim()) return;
+    if (chat.editing) chat.resent = {text, note: `edited from #${chat.editing} — sent as a new message`};
+    await chat.say(text);
+  },
+
+  // Send `text` as the person's message; the composer is emptied once it is
+  // taken, if it still holds it.
+  async say(text) {
+    const field = document.getElementById("message");
     const button = document.getElementById("send");
     button.disabled = true;
     try {
       const {status, body} = await noema.post("/api/say", {text});
       if (status === 200) {
         if (field.value === text) field.value = "";
+        if (chat.editing) chat.endEdit();
         chat.setState("");
       } else {
         chat.setState(body.error || "your message was not sent");  // the text stays in the box

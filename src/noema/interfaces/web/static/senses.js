@@ -18,7 +18,7 @@ const senses = {
   },
 
   clock(seconds) {
-    return new Date(seconds * 1000).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    return noema.clock(seconds);
   },
 
   // A scale whose top leaves room above the highest bar for the marks.
@@ -39,11 +39,21 @@ const senses = {
       const {left, top, width} = u.bbox;
       const ctx = u.ctx;
       ctx.save();
+      ctx.font = `${11 * ratio}px system-ui, sans-serif`;
+      ctx.textBaseline = "middle";
       for (const row of rows) {
         ctx.fillStyle = row.colour;
-        for (const ts of row.times) {
+        // Marks closer than a mark's width are one mark with their number beside
+        // it: drawn apart they would lie on each other and look like one.
+        const groups = [];
+        for (const ts of [...row.times].sort((a, b) => a - b)) {
           if (ts < plot.start || ts > plot.end) continue;
           const x = Math.min(Math.max(u.valToPos(ts, "x", true), left + half), left + width - half);
+          const last = groups[groups.length - 1];
+          if (last && x - last.x < 2 * half) last.count += 1;
+          else groups.push({x, count: 1});
+        }
+        for (const {x, count} of groups) {
           const y = top + row.y;
           ctx.beginPath();
           if (row.up) {
@@ -53,9 +63,38 @@ const senses = {
           }
           ctx.closePath();
           ctx.fill();
+          if (count > 1) {
+            const label = `×${count}`;
+            const beside = x + half + 2 * ratio + ctx.measureText(label).width > left + width;
+            ctx.textAlign = beside ? "right" : "left";
+            ctx.fillText(label, beside ? x - half - 2 * ratio : x + half + 2 * ratio, y);
+          }
         }
       }
       ctx.restore();
+    };
+  },
+
+  // The legend under a plot, in words and figures: the hour's totals, or the
+  // minute under the pointer.
+  legend(figure, plot, series) {
+    const line = noema.el("p", "legend");
+    line.setAttribute("aria-live", "polite");
+    figure.appendChild(line);
+    const busiest = series.counts.indexOf(Math.max(...series.counts));
+    const inHour = (times) => times.filter((ts) => ts >= plot.start && ts <= plot.end).length;
+    const hour = `${series.total} event${series.total === 1 ? "" : "s"} this hour` +
+      (series.peak ? ` · busiest minute ${senses.clock(plot.times[busiest])} (${series.peak})` : "") +
+      ` · ▲ ${inHour(plot.deliveries)} delivered · ▼ ${inHour(plot.cancellations)} cancelled`;
+    line.textContent = hour;
+    return (u) => {
+      const at = u.cursor.idx;
+      if (at == null) {
+        line.textContent = hour;
+        return;
+      }
+      const n = series.counts[at] || 0;
+      line.textContent = `${senses.clock(plot.times[at])}: ${n} event${n === 1 ? "" : "s"}`;
     };
   },
 
@@ -86,8 +125,10 @@ const senses = {
         {values: record("y", (v) => String(v)), incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000,
          2000, 5000, 10000], space: 18, label: "events a minute", labelSize: 22, size: 44},
       ],
+      legend: {show: false},
       cursor: {drag: {x: false, y: false}, points: {show: false}},
       hooks: {
+        setCursor: [senses.legend(figure, plot, series)],
         draw: [senses.marks(plot), () => {
           figure.dataset.xTicks = ticks.x.join(" | ");
           figure.dataset.yTicks = ticks.y.join(" | ");
@@ -116,7 +157,7 @@ const senses = {
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const node of document.querySelectorAll("time.until")) {
-    node.textContent = noema.time(Number(node.dataset.ts));
+    node.textContent = noema.when(Number(node.dataset.ts));
   }
   for (const button of document.querySelectorAll("button.silence")) {
     button.addEventListener("click", () => senses.act("/api/senses/silence", {

@@ -116,6 +116,7 @@ const settings = {
       model,
     });
     if (out.dataset.asked !== asked) return;
+    delete form.dataset.servedWindow;
     if (status !== 200 || !body.window) {
       out.className = "served-window muted";
       out.textContent = status === 200 ? "The server does not say its window for this model."
@@ -123,13 +124,39 @@ const settings = {
       return;
     }
     const {tokens, source, note} = body.window;
+    form.dataset.servedWindow = String(tokens);
+    form.dataset.servedModel = model;
     out.className = "served-window";
     out.append(`The server serves ${model} with ${tokens.toLocaleString()} tokens (${source}). `);
     const use = noema.el("button", "use-window", `Use ${tokens}`);
     use.type = "button";
-    use.addEventListener("click", () => { settings.field(form, "context_window").value = String(tokens); });
+    use.addEventListener("click", () => {
+      settings.field(form, "context_window").value = String(tokens);
+      settings.checkWindow(form);
+    });
     out.append(use);
     if (note) out.append(noema.el("span", "muted", ` ${note}.`));
+    out.append(noema.el("span", "window-warning error", ""));
+    settings.checkWindow(form);
+  },
+
+  // The server's window, while it is the one read for the model in the field.
+  servedWindow(form) {
+    const model = settings.field(form, "model").value.trim();
+    const tokens = Number(form.dataset.servedWindow || 0);
+    return tokens > 0 && form.dataset.servedModel === model ? tokens : null;
+  },
+
+  // Say at once when the window typed is larger than the server's: requests would be refused.
+  checkWindow(form) {
+    const warning = form.querySelector(".window-warning");
+    if (!warning) return;
+    const served = settings.servedWindow(form);
+    const typed = Number(settings.field(form, "context_window").value.trim());
+    warning.textContent = served && typed > served
+      ? ` ${typed.toLocaleString()} is larger than the server's ${served.toLocaleString()}: ` +
+        "the server refuses requests past its window, so saving asks you first."
+      : "";
   },
 
   // Text as a TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML takes only escaped.
@@ -165,6 +192,55 @@ const settings = {
     row.append(path, mode, remove);
     box.insertBefore(row, box.querySelector(".add-root"));
     path.focus();
+  },
+
+  // Rows of tables as the TOML list `config set` reads: each row's filled cells,
+  // a flag or a choice only where it differs from its default; a row left
+  // wholly empty is no row.
+  tablesValue(box) {
+    const text = settings.tomlText;
+    const rows = [];
+    for (const row of box.querySelectorAll(".table-rows .table-row")) {
+      const pairs = [];
+      for (const cell of row.querySelectorAll(".cell")) {
+        const input = cell.querySelector(".cell-value");
+        const {column, kind} = cell.dataset;
+        const fallback = cell.dataset.default;
+        let value;
+        if (kind === "checkbox") {
+          value = input.checked ? "true" : "false";
+          if (value === fallback) continue;
+        } else {
+          value = input.value.trim();
+          if (!value || value === fallback) continue;
+          const flag = kind === "select" && (value === "true" || value === "false");
+          const number = kind === "number" && /^-?\d+(\.\d+)?$/.test(value);
+          if (!flag && !number) value = text(value);  // text, or a duration like "5m"
+        }
+        pairs.push(`${column} = ${value}`);
+      }
+      if (pairs.length) rows.push(`{ ${pairs.join(", ")} }`);
+    }
+    return rows.length ? `[${rows.join(", ")}]` : "";  // none: back to the default, none
+  },
+
+  numberRows(box) {
+    box.querySelectorAll(".table-rows .table-row").forEach((row, index) => {
+      row.querySelector("legend .number").textContent = String(index + 1);
+      for (const input of row.querySelectorAll("[id]")) {
+        const id = input.id.replace(/-\d+-([^-]+)$/, `-${index + 1}-$1`);
+        const label = row.querySelector(`label[for="${CSS.escape(input.id)}"]`);
+        input.id = id;
+        if (label) label.htmlFor = id;
+      }
+    });
+  },
+
+  addRow(box) {
+    const row = box.querySelector("template.row-template").content.firstElementChild.cloneNode(true);
+    box.querySelector(".table-rows").append(row);
+    settings.numberRows(box);
+    row.querySelector(".cell-value").focus();
   },
 
   // A list's fields as a TOML list of texts, blank ones too, so that the server's
@@ -251,14 +327,17 @@ const settings = {
     }
   },
 
-  async save(event) {
+  async save(event, larger = false) {
     event.preventDefault();
-    const form = event.currentTarget;
+    const form = event.currentTarget.closest("form");  // the form, or the button in it
     for (const box of form.querySelectorAll(".roots")) {
       box.closest(".field").querySelector(".roots-value").value = settings.rootsValue(box);
     }
     for (const box of form.querySelectorAll(".list-field")) {
       box.closest(".field").querySelector(".list-value").value = settings.listValue(box);
+    }
+    for (const box of form.querySelectorAll(".tables")) {
+      box.closest(".field").querySelector(".tables-value").value = settings.tablesValue(box);
     }
     const values = {};
     let key = "";
@@ -271,8 +350,13 @@ const settings = {
     const button = form.querySelector("button.save");
     settings.clear(form);
     button.disabled = true;
-    const {status, body} = await noema.post("/api/settings",
-      {section: form.dataset.section, values, key});
+    const request = {section: form.dataset.section, values, key};
+    if (form.querySelector("[name$='.context_window']")) {
+      const served = settings.servedWindow(form);
+      if (served) request.served_window = served;
+      if (larger) request.larger_window = true;
+    }
+    const {status, body} = await noema.post("/api/settings", request);
     button.disabled = false;
     out.className = status === 200 ? "outcome" : "outcome error";
     out.textContent = status === 200 ? body.text : (body.error || "not saved");
@@ -281,7 +365,29 @@ const settings = {
       if (secret) secret.value = "";
     } else {
       settings.show(form, body.problems);
+      if (body.ask === "larger_window") settings.askLarger(form);
     }
+  },
+
+  // The window is larger than the server's: the person chooses, beside the field.
+  askLarger(form) {
+    const row = form.querySelector(".field[data-key$='.context_window']");
+    const problem = row.querySelector(".field-problem");
+    const served = settings.servedWindow(form);
+    const typed = settings.field(form, "context_window").value.trim();
+    const use = noema.el("button", "use-window", `Use ${served}`);
+    use.type = "button";
+    use.addEventListener("click", () => {
+      settings.field(form, "context_window").value = String(served);
+      settings.clear(form);
+      settings.checkWindow(form);
+    });
+    const keep = noema.el("button", "keep-window", `Save ${Number(typed).toLocaleString()} anyway`);
+    keep.type = "button";
+    keep.addEventListener("click", (event) => settings.save(event, true));
+    problem.append(" ", use, " ", keep);
+    const warning = form.querySelector(".window-warning");
+    if (warning) warning.textContent = "";  // the refusal beside the field says it whole
   },
 
   async test(event) {
@@ -322,6 +428,16 @@ document.addEventListener("DOMContentLoaded", () => {
       if (event.target.matches(".remove-root")) event.target.closest(".root").remove();
     });
   }
+  for (const box of document.querySelectorAll(".tables")) {
+    box.addEventListener("click", (event) => {
+      if (event.target.matches(".add-row")) settings.addRow(box);
+      if (event.target.matches(".remove-row")) {
+        event.target.closest(".table-row").remove();
+        settings.numberRows(box);
+        box.querySelector(".add-row").focus();
+      }
+    });
+  }
   for (const box of document.querySelectorAll(".list-field")) {
     box.addEventListener("click", (event) => {
       if (event.target.matches(".add-entry")) settings.addEntry(box);
@@ -346,6 +462,7 @@ document.addEventListener("DOMContentLoaded", () => {
     settings.field(form, "base_url").addEventListener("change", () => settings.listModels(form));
     form.querySelector("button.list-models").addEventListener("click", () => settings.listModels(form));
     form.querySelector("select.served").addEventListener("change", settings.pickModel);
+    settings.field(form, "context_window").addEventListener("input", () => settings.checkWindow(form));
     if (provider.value) settings.listModels(form);
   }
   for (const button of document.querySelectorAll("button.test-model")) {
