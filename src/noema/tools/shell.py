@@ -17,7 +17,7 @@ orchestrator reads it to tell the model plainly what happened.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -125,8 +125,12 @@ def shell_tools(
     policy: AccessPolicy,
     versions: Versions,
     agent_data: Path,
+    on_opened: Callable[[ToolContext, Finished], None] | None = None,
 ) -> list[Tool]:
-    """`shell_execute`, bound to its sandbox and the workspaces' histories."""
+    """`shell_execute`, bound to its sandbox and the workspaces' histories.
+    `on_opened`, when given, is told of each command that ran to its end
+    (or its time limit) with the files it opened in the roots
+    (`Finished.opened`); a cancelled command's are not known."""
     settings = sandbox.settings
     masker = Masker(policy, agent_data)
     guard = GitGuard(policy, agent_data)
@@ -224,6 +228,8 @@ def shell_tools(
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
+        if on_opened is not None:
+            on_opened(ctx, finished)
         note, made, skipped = await asyncio.to_thread(aftermath, ctx, command, before, included)
         return _result(limit, finished, made, skipped) + note
 
