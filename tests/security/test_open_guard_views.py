@@ -118,3 +118,23 @@ async def test_an_o_path_open_gets_a_descriptor_judged_like_any_open(places):
     assert f"not-a-folder error {20}" in out and f"link error {40}" in out, out  # ENOTDIR, ELOOP
     assert f"secret error {13}" in out, out  # EACCES
     assert os.path.islink(ws / "link")
+
+
+async def test_the_shell_tool_hands_what_a_command_opened_to_its_listener(world):
+    import json
+
+    from noema.providers.base import ToolCall
+    from noema.tools.registry import ToolContext, ToolRegistry
+    from noema.tools.shell import shell_tools
+
+    hands = world.build()
+    told = []
+    tools = shell_tools(hands.sandbox, hands.policy, hands.versions, world.paths.agents_dir,
+                        on_opened=lambda ctx, finished: told.append((ctx.call_id, finished)))
+    call = ToolCall("c1", "shell_execute", json.dumps({"command": "cat notes.txt > copy.txt"}))
+    result = await ToolRegistry(tools).call(call, ToolContext("c1", 7, 1))
+    assert not result.is_error, result.content
+    [(call_id, finished)] = told
+    assert call_id == "c1"
+    assert {(Path(e.path).name, e.wrote) for e in finished.opened} == {
+        ("notes.txt", False), ("copy.txt", True)}

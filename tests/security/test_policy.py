@@ -211,3 +211,18 @@ def test_a_file_tool_read_judges_what_it_opened_not_only_the_name(tmp_path):
     other = tmp_path / "other.txt"
     other.write_text("fine\n")
     assert fsafe.read_file(tmp_path, PurePosixPath("other.txt"), max_bytes=1000) == b"fine\n"
+
+
+MARKS = ("turns.db", "agent.lock", "config.toml")
+
+
+@given(st.sets(st.sampled_from(MARKS)), st.sets(st.sampled_from(("identity", "logs"))),
+       st.sets(st.sampled_from(("src", "notes.txt", "README.md", "docs"))))
+def test_an_agent_s_folder_is_known_by_its_layout_not_by_its_neighbours(files, folders, other):
+    from noema.security.policy import agent_layout
+
+    expected = "turns.db" in files or (
+        "agent.lock" in files and ("config.toml" in files or "identity" in folders)
+    ) or ("config.toml" in files and folders == {"identity", "logs"})
+    assert agent_layout(files, folders) == expected
+    assert agent_layout(files | other, folders | other) == expected  # other names change nothing

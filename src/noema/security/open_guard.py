@@ -25,9 +25,12 @@ the agent, which decides on it when it is made:
   folder holds names, not bytes: what is opened in it is judged in turn.
   Whoever made a file, a secret's name refuses it: a command may create a
   file under such a name (it gets the new, empty file) but not open it
-  again. In the roots, a file with more hard links than the command gave
-  it is refused as the file tools refuse it (another name may lie outside
-  the roots), unless the person allowed hard links;
+  again, and may create nothing in a folder a rule refuses. In the roots,
+  a file with more hard links than the command gave it is refused as the
+  file tools refuse it (another name may lie outside the roots), unless the
+  person allowed hard links. For an agent running as root, a file of the
+  system folders that others may not read is refused, as `root_files.py`
+  masks those there when the command starts;
 - it hands the descriptor to the process as the call's result
   (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND), or answers
   EACCES. A git configuration that holds credentials is handed as a sealed
@@ -222,13 +225,17 @@ class Secrets:
     on, wherever it goes. `inside` says whether a path lies in the roots:
     there a file with more hard links than the command made is refused
     (another of its names may lie outside the roots), unless `hard_links`,
-    and the regular files opened there are listed (`Opened`)."""
+    and the regular files opened there are listed (`Opened`). Below the
+    folders of `root_only`, a file others may not read is refused."""
 
     named: Callable[[str], bool]
     known: Callable[[int, os.stat_result], bool]
     note: Callable[[int, os.stat_result], None] = _forget
     inside: Callable[[str], bool] = _nowhere
     hard_links: bool = False
+    # Where a file others may not read is refused (the system folders, for
+    # an agent running as root: see `root_files.py`); empty elsewhere.
+    root_only: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -834,6 +841,16 @@ class OpenGuard:
         made = self._links.get(of_fd(fd, info), 0) if self._links else 0
         return info.st_nlink > 1 + made
 
+    def _root_only(self, path: str, info: os.stat_result) -> bool:
+        """Whether a file of the system folders is one others may not read,
+        made since the sandbox masked those (`root_files.py`), for a command
+        whose kernel uid is root's."""
+        if not self.secrets.root_only or not stat.S_ISREG(info.st_mode):
+            return False
+        if info.st_mode & stat.S_IROTH:
+            return False
+        return path.startswith(self.secrets.root_only) and not self.secrets.inside(path)
+
     def _open(self, view: _View, path: str, flags: int, mode: int, notif_id: int) -> _Reply | None:
         cloexec = bool(flags & os.O_CLOEXEC)
         if flags & os.O_PATH:
@@ -842,6 +859,8 @@ class OpenGuard:
         found = view.resolve(path, follow=follow, existing=not flags & os.O_CREAT)
         try:
             if found.fd is None:
+                if flags & os.O_CREAT and self.refuses(found.path.rpartition("/")[0] or "/"):
+                    return _Reply(error=errno.EACCES)  # nothing new in a secret's folder
                 reply = self._create(view, found, flags, mode, cloexec)
                 if reply is not None:
                     return reply
@@ -854,7 +873,7 @@ class OpenGuard:
             info = os.fstat(found.fd)
             if flags & os.O_CREAT and flags & os.O_EXCL:
                 return _Reply(error=errno.EEXIST)
-            if self._linked_out(found.path, found.fd, info):
+            if self._linked_out(found.path, found.fd, info) or self._root_only(found.path, info):
                 return _Reply(error=errno.EACCES)
             if flags & os.O_PATH:
                 reply = _path_reply(found, info, flags, cloexec)
@@ -1049,7 +1068,9 @@ def _git_config_view(fd: int, writes: bool, cloexec: bool) -> _Reply | None:
     replaced (`gitredact.py`), or, for an open that would write it, EACCES."""
     source = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        data = os.read(source, _GIT_CONFIG_MAX + 1)
+        data = b""
+        while len(data) <= _GIT_CONFIG_MAX and (chunk := os.read(source, 1 << 16)):
+            data += chunk
     finally:
         os.close(source)
     if len(data) > _GIT_CONFIG_MAX:
@@ -1299,7 +1320,8 @@ def policy_secrets(policy: Any) -> Secrets:
     shows it read-only), or lying in a folder a rule covered before it was
     renamed; a file a rule covered under another name, known by identity
     (the policy learns the identity of each file refused here by its name);
-    the roots, with the person's choice on hard links."""
+    the roots, with the person's choice on hard links; for an agent running
+    as root, the system folders, where what only root may read is refused."""
     from .policy import Access, is_git_name
 
     def named(path: str) -> bool:
@@ -1326,4 +1348,9 @@ def policy_secrets(policy: Any) -> Secrets:
     def inside(path: str) -> bool:
         return policy.root_of(Path(path)) is not None
 
-    return Secrets(named, known, note, inside, policy.allow_hard_links)
+    root_only: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        from .sandbox import system_folders  # (it builds on this module)
+
+        root_only = tuple(f.rstrip("/") + "/" for f in system_folders())
+    return Secrets(named, known, note, inside, policy.allow_hard_links, root_only)

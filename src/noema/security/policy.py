@@ -586,35 +586,43 @@ def _check_length(path: Path) -> None:
 
 
 AGENTS_FOLDER = "agents"
-# Files only an agent's own folder holds (see paths.py): one of them in a
-# sub-folder of an `agents` folder marks the data of some Noema home.
-_AGENT_MARKS = ("agent.lock", "turns.db")
-# What every agent's folder holds once it is set up (`AgentPaths.ensure` and
-# `noema setup`), before it holds a lock or a conversation: its settings and
-# these two folders.
+# What an agent's folder holds (see paths.py), whatever its name: its
+# conversation; its lock with its settings or its folders; or, set up but
+# never run (`AgentPaths.ensure`, `noema setup`), its settings with the two
+# folders every agent's folder is made with.
+_CONVERSATION = "turns.db"
+_LOCK = "agent.lock"
 _AGENT_CONFIG = "config.toml"
 _AGENT_FOLDERS = ("identity", "logs")
 _MAX_HOMES_KEPT = 4096
 
 
-def is_agent_home(folder: Path | str) -> bool:
-    """Whether `folder` is the data of a Noema agent, any person's, whatever
-    its name and wherever it lies: it holds an agent's lock or conversation,
-    or its settings with the folders every agent's folder is made with."""
-    if any(os.path.lexists(os.path.join(folder, mark)) for mark in _AGENT_MARKS):
-        return True
-    return os.path.isfile(os.path.join(folder, _AGENT_CONFIG)) and all(
-        os.path.isdir(os.path.join(folder, name)) for name in _AGENT_FOLDERS
-    )
-
-
 def agent_layout(files: Iterable[str], folders: Iterable[str]) -> bool:
-    """`is_agent_home` from a folder's listing: the names of its files (and
-    other entries that are not folders), and of its folders."""
+    """Whether a folder whose listing holds these files (every entry that is
+    not a folder) and folders is the data of a Noema agent, any person's."""
     files, folders = set(files), set(folders)
-    if files.intersection(_AGENT_MARKS) or folders.intersection(_AGENT_MARKS):
+    if _CONVERSATION in files:
         return True
-    return _AGENT_CONFIG in files and set(_AGENT_FOLDERS) <= folders
+    settings = _AGENT_CONFIG in files
+    if _LOCK in files and (settings or _AGENT_FOLDERS[0] in folders):
+        return True
+    return settings and set(_AGENT_FOLDERS) <= folders
+
+
+def is_agent_home(folder: Path | str) -> bool:
+    """`agent_layout` of a folder on disk (links not followed); most folders
+    cost three failed `lstat`s."""
+
+    def kind(name: str) -> bool | None:  # True: a folder; False: anything else
+        try:
+            return stat.S_ISDIR(os.lstat(os.path.join(folder, name)).st_mode)
+        except OSError:
+            return None
+
+    files = {n for n in (_CONVERSATION, _AGENT_CONFIG, _LOCK) if kind(n) is False}
+    if not files:
+        return False
+    return agent_layout(files, (n for n in _AGENT_FOLDERS if kind(n)))
 
 
 def _outside(folder: Path, roots: Sequence[Root]) -> bool:

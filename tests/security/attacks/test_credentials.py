@@ -9,7 +9,10 @@ agents of the Noema home after the folder above them was renamed.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +104,26 @@ async def test_every_agent_of_the_noema_home_stays_out_of_reach_after_a_rename(
     assert SIBLING in moved.read_text() and "none" not in moved.read_text()
     assert not history_holds(world.gitdir(), SIBLING)
     assert sibling.root.name == "s"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a sandbox started by root reads root's files")
+async def test_a_root_only_file_the_masks_missed_is_refused_at_the_open(world: World):
+    """Made in a system folder after the sandbox laid its masks (while the
+    command starts, or runs): the command's kernel uid is root's, so only
+    the open guard stands between it and the file."""
+    folder = Path(tempfile.mkdtemp(dir="/srv" if os.path.isdir("/srv") else "/opt",
+                                   prefix="noema-test-"))
+    os.chmod(folder, 0o755)
+    key = folder / "host.key"
+
+    def plant(argv: list[str]) -> None:
+        if argv[-1].endswith("echo end"):  # the command's start, not the probe's
+            key.write_text(TOKEN + "\n")
+            os.chmod(key, 0o600)
+
+    world.build().sandbox.before_start = plant
+    try:
+        out = await shell(world, f"cat {key}; echo end")
+    finally:
+        shutil.rmtree(folder)
+    assert "end" in out and TOKEN not in out and "Permission denied" in out, out

@@ -77,3 +77,12 @@ async def test_a_secret_the_file_tools_refused_stays_refused_under_a_new_name(wo
     assert read.is_error and CANARY not in read.content, read.content
     out = await shell(world, "cat env.old; echo end")
     assert "end" in out and CANARY not in out, out
+
+
+async def test_nothing_new_is_made_in_a_secret_folder_that_appears(world):
+    with Person(world.ws, "create", ".ssh/id_rsa", CANARY):
+        out = await shell(world, WAIT_DONE + "; echo planted > .ssh/authorized_keys; "
+                                             "cat .ssh/id_rsa; echo end")
+    assert "end" in out and CANARY not in out, out
+    assert out.count("Permission denied") == 2, out
+    assert not (world.ws / ".ssh" / "authorized_keys").exists()
