@@ -226,3 +226,21 @@ def test_an_agent_s_folder_is_known_by_its_layout_not_by_its_neighbours(files, f
     ) or ("config.toml" in files and folders == {"identity", "logs"})
     assert agent_layout(files, folders) == expected
     assert agent_layout(files | other, folders | other) == expected  # other names change nothing
+
+
+def test_a_link_under_a_secret_s_name_does_not_make_its_target_a_secret(tmp_path):
+    """A refused `.env` link to the person's notes leaves the notes readable
+    (a model could otherwise lock the person's files out of the history)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("notes\n")
+    (ws / ".env").symlink_to("notes.txt")
+    (ws / "real.key").write_text("k\n")
+    policy = AccessPolicy([Root(ws, True)], (".env", "*.key"))
+    for name in (".env", "real.key"):
+        with pytest.raises(AccessDenied):
+            policy.check(str(ws / name), Access.READ)
+    assert policy.check(str(ws / "notes.txt"), Access.READ).path == ws / "notes.txt"
+    (ws / "real.key").rename(ws / "moved.txt")  # the refused file itself is known by identity
+    with pytest.raises(AccessDenied, match="given another name"):
+        policy.check(str(ws / "moved.txt"), Access.READ)

@@ -325,8 +325,12 @@ class AccessPolicy:
         """Accept `raw` for `access` or raise AccessDenied saying why and what is allowed."""
         lexical, resolved = self.resolve(raw)
         reason = self.denial(resolved, access, lexical)
-        if reason and reason.startswith(_DENY_RULE):
+        if reason and reason.startswith(_DENY_RULE) and (
+            lexical == resolved or (self.denial(resolved, Access.READ) or "").startswith(_DENY_RULE)
+        ):
             # Known by identity from now on: renamed later, it stays refused.
+            # (Only when the file itself is covered: a link under a secret's
+            # name must not make what it points to a secret.)
             self.remember_path(resolved)
         if reason:
             shown = shorten(raw)
