@@ -85,7 +85,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,8 @@ _PATH_MAX = 4096
 _PAGE = 4096
 _TTY = os.makedev(5, 0)  # /dev/tty: the opener's terminal, which would be the agent's
 _CLOSE_WAIT_S = 2.0  # for the guard's threads to end once it closes (they end at once)
-MAX_OPENED = 20_000  # files listed as opened by one command (and links counted)
+MAX_OPENED = 20_000  # files listed as opened by one command
+_MAX_LINKS_KEPT = 100_000  # files whose links the commands made are counted (then refused)
 _GIT_CONFIG_MAX = 1 << 20  # a git configuration larger than this is refused, not shown
 # Before 3.11.4 the thread that vforks a child holds the GIL until the child
 # execs. A guarded call the child makes before its exec (closing descriptors
@@ -224,7 +225,8 @@ class Secrets:
     each file refused by its name, so that its identity is known from then
     on, wherever it goes. `inside` says whether a path lies in the roots:
     there a file with more hard links than the command made is refused
-    (another of its names may lie outside the roots), unless `hard_links`,
+    (another of its names may lie outside the roots: a link the commands
+    made is counted in `links`), unless `hard_links`,
     and the regular files opened there are listed (`Opened`). Below the
     folders of `root_only`, a file others may not read is refused."""
 
@@ -233,6 +235,11 @@ class Secrets:
     note: Callable[[int, os.stat_result], None] = _forget
     inside: Callable[[str], bool] = _nowhere
     hard_links: bool = False
+    # Links the sandbox's commands made to each file (by identity), which its
+    # count of links may hold without a name outside the roots: shared by
+    # the commands of one policy, so that a link made by one (a local
+    # clone's objects) is the next one's too.
+    links: dict[FileId, int] = field(default_factory=dict)
     # Where a file others may not read is refused (the system folders, for
     # an agent running as root: see `root_files.py`); empty elsewhere.
     root_only: tuple[str, ...] = ()
@@ -559,9 +566,6 @@ class OpenGuard:
         self.answered = 0  # calls decided (not counting bubblewrap's set-up)
         self.refused = 0
         self.continued = 0  # bubblewrap's set-up calls, let through
-        # Links the command made to each file (by identity), which a file's
-        # count of links may hold without another name outside the roots.
-        self._links: dict[FileId, int] = {}
         self._opened: dict[tuple[int, int, str], Opened] = {}
         self.opened_capped = False  # some opens were left out of `opened`
         self._page = ctypes.create_string_buffer(_PAGE)  # paths are read into it
@@ -838,7 +842,8 @@ class OpenGuard:
             return False
         if not any(self.secrets.inside(n) for n in self.renames.names(path)):
             return False
-        made = self._links.get(of_fd(fd, info), 0) if self._links else 0
+        links = self.secrets.links
+        made = links.get(of_fd(fd, info), 0) if links else 0
         return info.st_nlink > 1 + made
 
     def _root_only(self, path: str, info: os.stat_result) -> bool:
@@ -988,9 +993,10 @@ class OpenGuard:
                 return _Reply(error=errno.EACCES)
             os.link(f"/proc/self/fd/{source.fd}", target.name, dst_dir_fd=target.parent,
                     follow_symlinks=True)
-            if stat.S_ISREG(info.st_mode) and len(self._links) < MAX_OPENED:
+            links = self.secrets.links
+            if stat.S_ISREG(info.st_mode) and len(links) < _MAX_LINKS_KEPT:
                 made = of_fd(source.fd, info)
-                self._links[made] = self._links.get(made, 0) + 1
+                links[made] = links.get(made, 0) + 1  # (a lost race counts one less: refused)
             return _Reply()
         finally:
             source.close()
@@ -1353,4 +1359,5 @@ def policy_secrets(policy: Any) -> Secrets:
         from .sandbox import system_folders  # (it builds on this module)
 
         root_only = tuple(f.rstrip("/") + "/" for f in system_folders())
-    return Secrets(named, known, note, inside, policy.allow_hard_links, root_only)
+    return Secrets(named, known, note, inside, policy.allow_hard_links, policy.made_links,
+                   root_only)

@@ -254,6 +254,9 @@ class AccessPolicy:
         # The person's choice for files with several hard links (`fsafe.unsafe_file`),
         # which the shell's open guard follows as the file tools do.
         self.allow_hard_links = allow_hard_links
+        # Hard links the sandbox's commands made, by the identity of the file
+        # (`open_guard.Secrets.links`): names inside what the sandbox shows.
+        self.made_links: dict[FileId, int] = {}
         self._includes = Includes()
         self._repositories = Repositories([r.path for r in self.roots], self.protected)
         # Rules name paths, but a rename moves what they cover: the folders

@@ -65,6 +65,10 @@ async def test_a_hard_link_to_a_file_outside_the_roots_is_refused_in_the_shell(w
     assert world.secret.read_text() == OUTSIDE_SECRET + "\n"
     refused = await world.call("file_read", path="linked.txt")  # the file tools' rule
     assert refused.is_error and OUTSIDE_SECRET not in refused.content
+    out = await shell(world, "cat b; git init -q r1 && echo x > r1/f && git -C r1 add f && "
+                             "git -C r1 -c user.name=a -c user.email=a@b commit -qm m && "
+                             "git clone -q r1 r2 && git -C r2 log --format=%s; echo end")
+    assert "mine\nm\nend" in out, out  # links a command made are the next one's too
 
 
 def another_home(folder) -> AgentPaths:
