@@ -1351,8 +1351,10 @@ def policy_secrets(policy: Any) -> Secrets:
         if stat.S_ISREG(info.st_mode):
             policy.remember_denied(of_fd(fd, info))
 
-    def inside(path: str) -> bool:
-        return policy.root_of(Path(path)) is not None
+    roots = tuple(str(r.path).rstrip("/") for r in policy.roots)
+
+    def inside(path: str) -> bool:  # (asked at every open: strings, not Path objects)
+        return any(path == r or path.startswith(r + "/") for r in roots)
 
     root_only: tuple[str, ...] = ()
     if os.geteuid() == 0:
