@@ -228,9 +228,9 @@ def shell_tools(
             raise
         except SandboxUnavailable as exc:
             raise ToolError(f"the command was not run: {exc}") from None
-        if on_opened is not None:
-            on_opened(ctx, finished)
         note, made, skipped = await asyncio.to_thread(aftermath, ctx, command, before, included)
+        if on_opened is not None:  # once what the command left is safe and recorded
+            on_opened(ctx, finished)
         return _result(limit, finished, made, skipped) + note
 
     return [shell_execute]
