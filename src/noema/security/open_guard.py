@@ -880,18 +880,21 @@ class OpenGuard:
                 return _Reply(error=errno.EEXIST)
             if self._linked_out(found.path, found.fd, info) or self._root_only(found.path, info):
                 return _Reply(error=errno.EACCES)
-            if flags & os.O_PATH:
-                reply = _path_reply(found, info, flags, cloexec)
-                if reply.fd is not None:
-                    self._note_open(found.path, info, False)
-                return reply
-            writes = flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC)
+            writes = not flags & os.O_PATH and (
+                flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC)
+            )
             if stat.S_ISREG(info.st_mode) and is_git_config(found.path):
+                # (O_PATH too: what it is given can be read.)
                 shown = _git_config_view(found.fd, writes, cloexec)
                 if shown is not None:
                     if shown.fd is not None:
                         self._note_open(found.path, info, False)
                     return shown
+            if flags & os.O_PATH:
+                reply = _path_reply(found, info, flags, cloexec)
+                if reply.fd is not None:
+                    self._note_open(found.path, info, False)
+                return reply
             if stat.S_ISLNK(info.st_mode):
                 return _Reply(error=errno.ELOOP)
             if stat.S_ISCHR(info.st_mode) and info.st_rdev == _TTY:
