@@ -46,9 +46,10 @@ async def test_a_reused_inode_number_does_not_make_the_person_s_secret_the_comma
     assert CANARY not in out, out
 
 
-async def test_another_name_the_person_gives_a_masked_secret_is_refused(world):
+@pytest.mark.parametrize("action", ["link", "rename"])
+async def test_another_name_the_person_gives_a_masked_secret_is_refused(world, action):
     (world.ws / ".env").write_text(CANARY + "\n")
-    with Person(world.ws, "link", ".env", "notes.bak"):
+    with Person(world.ws, action, ".env", "notes.bak"):
         out = await shell(world, WAIT_DONE + "; cat notes.bak; echo end")
     assert "end" in out, out
     assert CANARY not in out and "Permission denied" in out, out
