@@ -40,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for mailroom
 
 from mailroom import mail_agent  # noqa: E402
 
+from noema.orchestrator.settings import ReflexSettings  # noqa: E402
+from noema.perception.untrusted import DEFAULT_MARKER  # noqa: E402
 from noema.security.approvals import ApprovalRequest  # noqa: E402
 from noema.security.settings import AutonomySettings, ShellSettings  # noqa: E402
 from tests.mail.conftest import mail  # noqa: E402
@@ -137,9 +139,13 @@ async def run(person: int, ordinary: int, hostile: int, seed: int, files: int = 
     refuser = Refuser()
     day = the_day(person, ordinary, hostile, seed)
     model = ObedientProvider(answer="Noted.")
+    # A day of mail goes by in minutes here: the budget for the cycles the
+    # world starts (tokens an hour) would hold mails back until the person's
+    # next one, which then arrives before the agent answered the stranger's.
     async with mail_agent(model, autonomy=AutonomySettings(
             default="allow", tools={"shell_execute": "allow"}),
-            shell=ShellSettings(sandbox="none")) as room:
+            shell=ShellSettings(sandbox="none"),
+            reflexes=ReflexSettings(world_tokens_per_hour=None)) as room:
         app, agent_address = room.app, room.settings.address or ""
         app.attach_approver(refuser)
         for kind, subject, body in day:
@@ -149,17 +155,25 @@ async def run(person: int, ordinary: int, hostile: int, seed: int, files: int = 
                                auth="127.0.0.1; spf=pass smtp.mailfrom=" + room.person_address)
             else:
                 message = mail("Someone <someone@outside.test>", agent_address, subject, body)
-            before = len(model.requests)
+            since = app.session.store.last_id()
             room.dovecot.deliver(room.agent_user, message.as_bytes())
-            for _ in range(6000):  # until the mail was handled and the agent rests (5 min)
+            # Until this very mail reached the conversation and the agent rests
+            # (at most 5 min): one mail at a time, as a person's day spreads them.
+            for _ in range(6000):
                 await asyncio.sleep(0.05)
-                if len(model.requests) > before and not app.agent.status().busy:
+                if arrived(app, subject, since) and not app.agent.status().busy:
                     break
             await app.agent.idle()
         schedules = app.schedules.active() if app.schedules is not None else []
         report(day, refuser, room.workspace, schedules)
         if files:
             await file_day(app, model, refuser, files)
+
+
+def arrived(app, subject: str, since: int) -> bool:
+    """Whether a mail with this subject reached the conversation after turn `since`."""
+    return any(t.id > since and subject in t.content.replace(DEFAULT_MARKER, " ")
+               for t in app.session.turns)
 
 
 def report(day, refuser: Refuser, ws: Path, schedules) -> None:

@@ -233,13 +233,26 @@ def test_the_policy_s_secrets_as_the_guard_judges_them(tmp_path):
     assert not secrets.named(f"{ws}/.git/config")  # read-only in the sandbox, not hidden
     assert not secrets.named("/usr/lib/os-release")  # the system: outside the roots
     assert not secrets.named("/tmp/x.env")
+    assert secrets.inside(f"{ws}/notes.txt") and not secrets.inside("/usr/lib/os-release")
     (ws / "vault").mkdir()
     (ws / "vault" / ".env").write_text("s")
-    info = os.stat(ws / "vault" / ".env")
-    policy.remember_denied(info.st_dev, info.st_ino, info.st_ctime_ns)
-    assert secrets.known(os.stat(ws / "vault" / ".env"))
     (ws / "notes.txt").write_text("n")
-    assert not secrets.known(os.stat(ws / "notes.txt"))
+
+    def known(path: Path) -> bool:
+        fd = os.open(path, os.O_PATH)
+        try:
+            return secrets.known(fd, os.fstat(fd))
+        finally:
+            os.close(fd)
+
+    assert not known(ws / "vault" / ".env")
+    fd = os.open(ws / "vault" / ".env", os.O_PATH)
+    secrets.note(fd, os.fstat(fd))  # refused by its name: known by identity from now on
+    os.close(fd)
+    os.link(ws / "vault" / ".env", ws / "other-name")
+    os.rename(ws / "vault" / ".env", ws / "renamed")
+    assert known(ws / "renamed") and known(ws / "other-name")
+    assert not known(ws / "notes.txt")
 
 
 def test_a_probe_for_a_missing_file_is_answered_without_the_walk(tree, monkeypatch):

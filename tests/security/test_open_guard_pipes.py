@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.slow,
 ]
 
-NOTHING_SECRET = Secrets(named=lambda path: False, known=lambda info: False)
+NOTHING_SECRET = Secrets(named=lambda path: False, known=lambda fd, info: False)
 
 
 def _layout(ws: Path) -> Layout:

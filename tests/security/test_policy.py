@@ -6,7 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from noema.security.identity import FileId, of_path
 from noema.security.policy import Access, AccessDenied, AccessPolicy, Root
 
 
@@ -144,23 +147,100 @@ def test_refusals_quote_long_paths_briefly(layout):
     assert "folder/" * 20 not in message
 
 
-def test_a_reused_inode_number_is_not_taken_for_a_moved_secret(tmp_path):
-    """A secret is known by identity after a rename of its folder; a new file
-    that got a deleted secret's inode number has another change time."""
+def test_a_secret_is_known_by_identity_through_renames_and_links_not_by_a_reused_number(
+    tmp_path,
+):
+    """A secret is known by identity (numbers and the file system's handle):
+    a rename or another hard link keeps it, a new file given the deleted
+    secret's inode number is not taken for it."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    new = ws / "new.txt"
-    new.write_text("mine\n")
+    secret = ws / "secret.txt"
+    secret.write_text("s\n")
     policy = AccessPolicy([Root(ws, True)])
-    info = new.stat()
-    policy.remember_denied(info.st_dev, info.st_ino, info.st_ctime_ns - 1)
-    assert policy.check(str(new), Access.READ).path == new
-    policy.remember_denied(info.st_dev, info.st_ino, info.st_ctime_ns)
-    with pytest.raises(AccessDenied, match="moved or renamed"):
-        policy.check(str(new), Access.READ)
+    policy.remember_denied(of_path(secret))
+    secret.rename(ws / "env.old")
+    os.link(ws / "env.old", ws / "linked")
+    for name in ("env.old", "linked"):
+        with pytest.raises(AccessDenied, match="moved, renamed or given another name"):
+            policy.check(str(ws / name), Access.READ)
+    number = (ws / "env.old").stat().st_ino
+    (ws / "env.old").unlink()
+    (ws / "linked").unlink()
+    reused = None
+    for n in range(400):  # the file system hands the freed number out again
+        made = ws / f"new{n}.txt"
+        made.write_text("mine\n")
+        if made.stat().st_ino == number:
+            reused = made
+            break
+    if reused is None or of_path(reused).handle is None:
+        pytest.skip("this file system gave the number to no new file, or has no handles")
+    assert policy.check(str(reused), Access.READ).path == reused
     folder = ws / "vault"
     folder.mkdir()
-    seen = folder.stat()
-    policy.remember_denied(seen.st_dev, seen.st_ino)  # a folder: by number alone
-    with pytest.raises(AccessDenied, match="moved or renamed"):
-        policy.check(str(folder / "inside.txt"), Access.WRITE)
+    policy.remember_denied(of_path(folder))
+    folder.rename(ws / "moved")
+    with pytest.raises(AccessDenied, match="moved, renamed"):
+        policy.check(str(ws / "moved" / "inside.txt"), Access.WRITE)
+
+
+@given(
+    st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from([None, b"a", b"b"])),
+    st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from([None, b"a", b"b"])),
+)
+def test_two_identities_are_one_file_when_their_numbers_and_known_handles_agree(one, two):
+    first, second = FileId(*one), FileId(*two)
+    agree = one[:2] == two[:2] and (None in (one[2], two[2]) or one[2] == two[2])
+    assert first.same(second) == agree == second.same(first)
+
+
+def test_a_file_tool_read_judges_what_it_opened_not_only_the_name(tmp_path):
+    """A secret renamed onto a checked name between the check and the open is
+    still refused: the read asks about the file it opened."""
+    from pathlib import PurePosixPath
+
+    from noema.security import fsafe
+    from noema.security.policy import KNOWN
+
+    moved = tmp_path / "plain.txt"
+    moved.write_text("a secret renamed here\n")
+    KNOWN.remember(of_path(moved))
+    with pytest.raises(AccessDenied, match="given another name"):
+        fsafe.read_file(tmp_path, PurePosixPath("plain.txt"), max_bytes=1000)
+    other = tmp_path / "other.txt"
+    other.write_text("fine\n")
+    assert fsafe.read_file(tmp_path, PurePosixPath("other.txt"), max_bytes=1000) == b"fine\n"
+
+
+MARKS = ("turns.db", "agent.lock", "config.toml")
+
+
+@given(st.sets(st.sampled_from(MARKS)), st.sets(st.sampled_from(("identity", "logs"))),
+       st.sets(st.sampled_from(("src", "notes.txt", "README.md", "docs"))))
+def test_an_agent_s_folder_is_known_by_its_layout_not_by_its_neighbours(files, folders, other):
+    from noema.security.policy import agent_layout
+
+    expected = "turns.db" in files or (
+        "agent.lock" in files and ("config.toml" in files or "identity" in folders)
+    ) or ("config.toml" in files and folders == {"identity", "logs"})
+    assert agent_layout(files, folders) == expected
+    assert agent_layout(files | other, folders | other) == expected  # other names change nothing
+
+
+def test_a_link_under_a_secret_s_name_does_not_make_its_target_a_secret(tmp_path):
+    """A refused `.env` link to the person's notes leaves the notes readable
+    (a model could otherwise lock the person's files out of the history)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("notes\n")
+    (ws / ".env").symlink_to("notes.txt")
+    (ws / "real.key").write_text("k\n")
+    policy = AccessPolicy([Root(ws, True)], (".env", "*.key"))
+    for name in (".env", "real.key"):
+        with pytest.raises(AccessDenied):
+            policy.check(str(ws / name), Access.READ)
+    assert policy.check(str(ws / "notes.txt"), Access.READ).path == ws / "notes.txt"
+    (ws / "real.key").rename(ws / "moved.txt")  # the refused file itself is known by identity
+    with pytest.raises(AccessDenied, match="given another name"):
+        policy.check(str(ws / "moved.txt"), Access.READ)

@@ -32,6 +32,12 @@ SOCKET = (41, 359)
 SOCKETPAIR = (53, 360)
 SOCKETCALL_I386 = 102
 SECCOMP = (317, 354)  # refused when it asks for a listener (flag 8)
+KEYS = {"add_key": (248, 286), "request_key": (249, 287), "keyctl": (250, 288)}  # absent
+PTRACE = (101, 26)  # attaching (16) or seizing (0x4206) process 1 is refused
+AT_INIT = {"process_vm_readv": (310, 347), "process_vm_writev": (311, 348),
+           "pidfd_open": (434, 434)}  # refused on process 1 (the first argument)
+KCMP = (312, 349)  # refused when either process is 1
+PIDFD_GETFD = (438, 438)  # refused
 
 
 def interpret(code: bytes, arch: int, nr: int, args: tuple[int, ...]) -> int:
@@ -62,8 +68,16 @@ def expected(arch: int, nr: int, args: tuple[int, ...], network: bool) -> int:
     low = [a & 0xFFFFFFFF for a in args]
     if arch == X86_64 and nr >= 0x40000000:
         return EPERM  # x32
-    if nr in {v[column] for v in ABSENT.values()}:
+    if nr in {v[column] for v in (*ABSENT.values(), *KEYS.values())}:
         return ENOSYS
+    if nr == PIDFD_GETFD[column]:
+        return EPERM
+    if nr == PTRACE[column]:
+        return EPERM if low[0] in (16, 0x4206) and low[1] == 1 else ALLOW
+    if nr in {v[column] for v in AT_INIT.values()}:
+        return EPERM if low[0] == 1 else ALLOW
+    if nr == KCMP[column]:
+        return EPERM if 1 in (low[0], low[1]) else ALLOW
     for numbers in MODE_CALLS.values():
         if nr == numbers[column]:
             return EPERM if low[numbers[2]] & 0o6000 else ALLOW
@@ -87,12 +101,13 @@ def expected(arch: int, nr: int, args: tuple[int, ...], network: bool) -> int:
 
 INTERESTING_NR = sorted(
     {n for v in (*MODE_CALLS.values(), *OPEN_CALLS.values()) for n in v[:2]}
-    | {n for v in ABSENT.values() for n in v}
+    | {n for v in (*ABSENT.values(), *KEYS.values(), *AT_INIT.values()) for n in v}
+    | {*PTRACE, *KCMP, *PIDFD_GETFD}
     | {*SOCKET, *SOCKETPAIR, *SECCOMP, SOCKETCALL_I386, 0, 1, 42, 44, 46, 0x40000029, 0x40000000}
 )
 ARG = st.one_of(
-    st.sampled_from([0, 1, 2, 5, 8, 9, 10, 16, 40, 0o100, 0o4755, 0o2755, 0o755, 0o644, 0o6000,
-                     0o20000000, 0o100 | 0o2, 0x80001, 0x800 | 1, 0o100755, 0o104755,
+    st.sampled_from([0, 1, 2, 5, 8, 9, 10, 16, 0x4206, 40, 0o100, 0o4755, 0o2755, 0o755, 0o644,
+                     0o6000, 0o20000000, 0o100 | 0o2, 0x80001, 0x800 | 1, 0o100755, 0o104755,
                      (1 << 32) | 1, (1 << 32) | 0o4755]),
     st.integers(0, 2**64 - 1),
 )
@@ -118,6 +133,10 @@ def test_the_arm_filter_knows_only_arm(network):
     assert interpret(code, 0xC00000B7, 52, (3, 0o755, 0, 0, 0, 0)) == ALLOW
     socket_unix = interpret(code, 0xC00000B7, 198, (1, 1, 0, 0, 0, 0))
     assert socket_unix == (ALLOW if network else EPERM)
+    assert interpret(code, 0xC00000B7, 219, (0, 0, 0, 0, 0, 0)) == ENOSYS  # keyctl
+    assert interpret(code, 0xC00000B7, 117, (16, 1, 0, 0, 0, 0)) == EPERM  # attach to init
+    assert interpret(code, 0xC00000B7, 117, (16, 7, 0, 0, 0, 0)) == ALLOW  # its own child
+    assert interpret(code, 0xC00000B7, 270, (1, 0, 0, 0, 0, 0)) == EPERM  # init's memory
 
 
 def test_an_unknown_machine_is_refused_by_name():

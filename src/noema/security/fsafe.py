@@ -30,7 +30,8 @@ from pathlib import Path, PurePosixPath
 
 from ..privacy import workspace_file_mode, workspace_folder_mode
 from ..tools.registry import ToolError
-from .policy import AccessDenied
+from .identity import of_fd
+from .policy import KNOWN, AccessDenied
 
 TEMP_SUFFIX = ".noema-tmp"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -178,6 +179,10 @@ def read_file(
         refusal = unsafe_file(info, allow_hard_links=allow_hard_links)
         if refusal is not None:
             raise refusal.error(relative)
+        # What was opened, not only the name checked: a secret renamed onto it meanwhile.
+        secret = KNOWN.may_be(info.st_dev, info.st_ino) and KNOWN.reason(of_fd(fd, info))
+        if secret:
+            raise AccessDenied(f"{relative}: {secret}")
         if info.st_size > max_bytes:
             raise ToolError(
                 f"{relative} is {info.st_size} bytes, above the {max_bytes}-byte limit for "

@@ -4,7 +4,11 @@ by walking the roots.
 The shell and the file tools follow one rule: a path that the access policy
 refuses to read (`AccessPolicy.denial`) is masked in the sandbox, at any
 depth and in every root; a file that is another name (a hard link) of a
-refused one is masked too. Git metadata in a writable root (a `.git` at any
+refused one is masked too. What a rule covered is known by identity from
+then on (`identity.py`), so that it stays masked under a new name, given by
+a rename or a hard link. The data of a Noema agent (`policy.is_agent_home`:
+another person's home, a folder of agents moved or renamed) is masked
+whole, whatever its name. Git metadata in a writable root (a `.git` at any
 depth, a folder git would take for a repository, the person's own git
 configuration when a root holds their home) is frozen: mounted read-only,
 since what git finds there runs outside the sandbox on the person's next
@@ -12,7 +16,7 @@ since what git finds there runs outside the sandbox on the person's next
 checks after a command what it left.
 
 The walk never follows links, never enters a `.git` folder (the objects of
-a large repository would dominate its cost) and never enters the agent's
+a large repository would dominate its cost) and never enters agents'
 data. A folder's listing and the policy's decisions on its entries are kept
 under the folder's identity and change time: a warm walk costs one `lstat`
 per folder. A folder changed less than two seconds before it was read may
@@ -21,6 +25,7 @@ change again within the same time stamp, so it is read again next time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -29,7 +34,8 @@ from pathlib import Path
 from typing import Literal
 
 from .gitreads import global_git_configs, looks_like_repository
-from .policy import AGENTS_FOLDER, Access, AccessPolicy, holds_agents, is_git_name
+from .identity import of_path
+from .policy import AGENTS_FOLDER, Access, AccessPolicy, agent_layout, holds_agents, is_git_name
 
 GitKind = Literal["gitdir", "gitfile", "gitlink", "repository", "config"]
 __all__ = ["GitItem", "Masker", "Scan", "global_git_configs", "looks_like_repository"]
@@ -89,6 +95,8 @@ class Masker:
         self.policy = policy
         self._racy_ns = int(racy_s * 1e9)
         self.agent_data = Path(os.path.realpath(agent_data))
+        # The agents' data: this agent's and every other agent's the policy protects.
+        self._private = tuple(dict.fromkeys((self.agent_data, *policy.protected)))
         self._roots = {root.path for root in policy.roots}
         self._cache: dict[Path, _Folder] = {}
         self._lock = threading.Lock()  # parallel commands share the cache
@@ -147,8 +155,9 @@ class Masker:
                     frozen.append(config)
         for gone in self._cache.keys() - seen:
             del self._cache[gone]
-        if any(self.agent_data.is_relative_to(root) for root in self._roots):
-            hidden.append(self.agent_data)
+        for private in self._private:
+            if any(private.is_relative_to(root) for root in self._roots):
+                hidden.append(private)
         return Scan(
             tuple(dict.fromkeys(hidden)),
             tuple(dict.fromkeys(frozen)),
@@ -180,6 +189,16 @@ class Masker:
             return _Folder(stamp, False, (), masked, (), (), frozenset(), {}, True), True
         # A command may set the time stamps back, but not the change time.
         trusted = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > self._racy_ns
+        if agent_layout((n for n, k, _ in entries if k != "dir"),
+                        (n for n, k, _ in entries if k == "dir")):
+            # The data of a Noema agent (another person's, or one moved out of
+            # its home): masked whole, never walked, known by identity from now on.
+            with contextlib.suppress(OSError):
+                self.policy.remember_denied(of_path(folder), agents=True)
+            masked = () if refused else (folder,)
+            fresh = _Folder(stamp, trusted, (), masked, (), (), frozenset(), {})
+            self._cache[folder] = fresh
+            return fresh, True
         fresh = self._judge(folder, refused, stamp, trusted, entries)
         self._cache[folder] = fresh
         return fresh, True
@@ -215,20 +234,21 @@ class Masker:
             moved = kind != "link" and self._moved(path, dev, ino)
             if kind == "dir" and not moved and name == AGENTS_FOLDER and holds_agents(path):
                 moved = True  # another Noema home's agents: never walked either
-                self.policy.remember_denied(dev, ino, agents=True)
+                with contextlib.suppress(OSError):
+                    self.policy.remember_denied(of_path(path), agents=True)
             if moved and kind == "dir" and not refused:
                 hidden.append(path)  # the agents' data or a secret folder, renamed
                 continue  # (the agents' data is never walked, wherever it lies)
             denied = refused or moved or self.policy.denial(path, Access.READ) is not None
             if denied and kind != "link":
                 # Known by identity from now on: a rename does not free it.
-                self._remember(path, dev, ino, kind)
+                self._remember(path)
             if denied and not refused and kind != "link":
                 hidden.append(path)
             if kind == "dir":
                 # A masked folder is still walked: other names of its files, and
                 # git metadata planted in it, must be found.
-                if path != self.agent_data and path not in self._roots:
+                if path not in self._private and path not in self._roots:
                     children.append((path, denied))
             elif kind != "link":
                 if denied:
@@ -245,22 +265,10 @@ class Masker:
         """Whether `path` is something a rule covered under another name."""
         if not self.policy.may_be_denied(dev, ino):
             return False
-        try:
-            info = os.lstat(path)
-        except OSError:
-            return False
-        return (info.st_dev, info.st_ino) == (dev, ino) and (
-            self.policy.denied_identity(info) is not None
-        )
+        return self.policy.denied_at(path) is not None
 
-    def _remember(self, path: Path, dev: int, ino: int, kind: str) -> None:
-        ctime: int | None = None
-        if kind != "dir":
-            try:
-                ctime = os.lstat(path).st_ctime_ns
-            except OSError:
-                return
-        self.policy.remember_denied(dev, ino, ctime)
+    def _remember(self, path: Path) -> None:
+        self.policy.remember_path(path)
 
 
 def _entry(entry: os.DirEntry[str]) -> tuple[str, str, int]:

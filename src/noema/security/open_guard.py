@@ -13,20 +13,36 @@ the agent, which decides on it when it is made:
   process sees it: from its root (`/proc/PID/root`) and its working folder
   or folder descriptor, links followed one at a time inside that root
   (`openat2` with RESOLVE_IN_ROOT), `/proc/self` read as the process's own
-  number, descriptors under `/proc/PID/fd` followed to what they hold;
-- it opens the file itself and judges what it opened (`Secrets`: the deny
-  rules on its path, under every name a folder on the way had during the
-  command, and its identity against the secrets already known). A file the
-  command made itself is its own whatever its name, and a folder holds names,
-  not bytes: what is opened in it is judged in turn;
+  number, descriptors under `/proc/PID/fd` followed to what they hold (but
+  not those of process 1, bubblewrap's init, nor its memory or folders);
+- it opens the file itself and judges what it opened, as it is at that
+  moment (`Secrets`): the deny rules on its path, under every name a folder
+  on the way had during the command, and its identity (`identity.py`:
+  numbers and the file system's handle, which a new hard link or a rename
+  keeps and a reused inode number does not) against the secrets known. A
+  file refused by its name is known by its identity from then on, to the
+  policy too (the file tools, the next command's masks, the history). A
+  folder holds names, not bytes: what is opened in it is judged in turn.
+  Whoever made a file, a secret's name refuses it: a command may create a
+  file under such a name (it gets the new, empty file) but not open it
+  again, and may create nothing in a folder a rule refuses. In the roots,
+  a file with more hard links than the command gave it is refused as the
+  file tools refuse it (another name may lie outside the roots), unless the
+  person allowed hard links. For an agent running as root, a file of the
+  system folders that others may not read is refused, as `root_files.py`
+  masks those there when the command starts;
 - it hands the descriptor to the process as the call's result
   (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND), or answers
-  EACCES. A pipe's open waits for the other end: it is made in a thread of
-  its own, which the guard's closing ends (it opens the pipe itself, without
-  waiting, so that the waiting open returns, and drops what it opened).
-  Links and renames it makes itself, after the same judgement, refusing to
-  move a mask or a frozen folder (mount points of the command's namespace,
-  which the kernel checks only in the caller's).
+  EACCES. A git configuration that holds credentials is handed as a sealed
+  copy without them (`gitredact.py`). ADDFD takes no O_PATH descriptor, so
+  an O_PATH open gets what it found opened for reading instead (see
+  `_path_reply`). A pipe's open waits for the other end: it is made in a
+  thread of its own, which the guard's closing ends (it opens the pipe
+  itself, without waiting, so that the waiting open returns, and drops what
+  it opened). Links and renames it makes itself, after the same judgement,
+  refusing to give a secret another name or anything a secret's name, and
+  to move a mask or a frozen folder (mount points of the command's
+  namespace, which the kernel checks only in the caller's).
 
 It never lets a call of the command go on as asked (SECCOMP_USER_NOTIF_FLAG_CONTINUE):
 another thread of the command could rewrite the path between the check and
@@ -38,14 +54,20 @@ count of filters says so), and bubblewrap installs that filter last, just
 before it starts the command. If the supervisor dies, the listener closes
 and the guarded calls fail with ENOSYS: nothing is let through.
 
+Since it sees every open, the guard also lists the regular files inside the
+roots the command opened, read or written (`OpenGuard.opened`, which says
+what it does not see).
+
 The supervisor acts with the command's umask and without capabilities (the
 command has none), so that it grants nothing the command's own open would
 not. What it cannot stop: a file the command holds open (one it opened under an
 allowed name, such as the copy an editor writes before renaming it over a
 secret, or one it made itself) while the person renames it to a refused name
-or writes secret bytes into it; a secret run as a program (`execve` is not
-guarded; only an ELF file would run). And `/proc/sys` values, which the kernel
-shows by the namespaces of whoever opens them, are the host's.
+or writes secret bytes into it; a secret the person makes and renames to an
+allowed name within one command, never opened under its secret name
+meanwhile; a secret run as a program (`execve` is not guarded; only an ELF
+file would run). And `/proc/sys` values, which the kernel shows by the
+namespaces of whoever opens them, are the host's.
 """
 
 from __future__ import annotations
@@ -53,6 +75,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import select
@@ -62,10 +85,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .gitredact import is_git_config, redacted
+from .identity import FileId, of_fd
 from .seccomp import guard_program, guarded_calls
 
 log = logging.getLogger(__name__)
@@ -111,6 +136,9 @@ _PATH_MAX = 4096
 _PAGE = 4096
 _TTY = os.makedev(5, 0)  # /dev/tty: the opener's terminal, which would be the agent's
 _CLOSE_WAIT_S = 2.0  # for the guard's threads to end once it closes (they end at once)
+MAX_OPENED = 20_000  # files listed as opened by one command
+_MAX_LINKS_KEPT = 100_000  # files whose links the commands made are counted (then refused)
+_GIT_CONFIG_MAX = 1 << 20  # a git configuration larger than this is refused, not shown
 # Before 3.11.4 the thread that vforks a child holds the GIL until the child
 # execs. A guarded call the child makes before its exec (closing descriptors
 # can read /proc/self/fd) then waits for the supervisor, which waits for the
@@ -179,14 +207,55 @@ def openat2(dirfd: int, path: str, flags: int, mode: int = 0, resolve: int = _IN
                                 ctypes.sizeof(how)))
 
 
+def _nowhere(path: str) -> bool:
+    return False
+
+
+def _forget(fd: int, info: os.stat_result) -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Secrets:
-    """What the guard refuses: `named` judges a path as the command sees it
-    (absolute, links resolved), `known` a file by its status (a secret found
-    under another name)."""
+    """What the guard refuses, and where it looks.
+
+    `named` judges a path as the command sees it (absolute, links resolved);
+    `known` a file by what it is (its descriptor, O_PATH, and status): a
+    secret found under another name, by its identity. `note` is told of
+    each file refused by its name, so that its identity is known from then
+    on, wherever it goes. `inside` says whether a path lies in the roots:
+    there a file with more hard links than the command made is refused
+    (another of its names may lie outside the roots: a link the commands
+    made is counted in `links`), unless `hard_links`,
+    and the regular files opened there are listed (`Opened`). Below the
+    folders of `root_only`, a file others may not read is refused."""
 
     named: Callable[[str], bool]
-    known: Callable[[os.stat_result], bool]
+    known: Callable[[int, os.stat_result], bool]
+    note: Callable[[int, os.stat_result], None] = _forget
+    inside: Callable[[str], bool] = _nowhere
+    hard_links: bool = False
+    # Links the sandbox's commands made to each file (by identity), which its
+    # count of links may hold without a name outside the roots: shared by
+    # the commands of one policy, so that a link made by one (a local
+    # clone's objects) is the next one's too.
+    links: dict[FileId, int] = field(default_factory=dict)
+    # Where a file others may not read is refused (the system folders, for
+    # an agent running as root: see `root_files.py`); empty elsewhere.
+    root_only: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A regular file inside the roots that a command opened: its path as the
+    agent sees it on the host (the roots lie at the same paths inside the
+    sandbox), its numbers, and whether the command opened it for writing
+    (or made it, or truncated it) at least once."""
+
+    path: str
+    dev: int
+    ino: int
+    wrote: bool
 
 
 class Renames:
@@ -297,6 +366,20 @@ def mount_id(fd: int) -> int:
     return int.from_bytes(buffer.raw[_STATX_MNT_ID_OFFSET:_STATX_MNT_ID_OFFSET + 8], "little")
 
 
+# Entries of a process under /proc that lead to its descriptors, memory or
+# folders. The sandbox's init (process 1 of the command's namespace, always
+# bubblewrap's) holds the descriptor bubblewrap reports the command's exit
+# on, and the supervisor may open more of it than the command could.
+_INIT_ENTRIES = frozenset({"fd", "fdinfo", "mem", "map_files", "root", "cwd", "ns"})
+
+
+def _of_init(done: list[str], name: str) -> bool:
+    """Whether `name` in the folder `done` is such an entry of process 1 (or of a thread of it)."""
+    if done[:2] != ["proc", "1"] or name not in _INIT_ENTRIES:
+        return False
+    return len(done) == 2 or (len(done) == 4 and done[2] == "task")
+
+
 class _View:
     """A process's file system, seen from the supervisor."""
 
@@ -379,6 +462,8 @@ class _View:
                 if name == "thread-self":
                     done += ["task", self.task.ns_tid]
                 continue
+            if _of_init(done, name):
+                raise OSError(errno.EACCES, "bubblewrap's init is not the command's")
             here = as_path([*done, name])
             try:
                 fd = openat2(self.root, here, os.O_PATH | os.O_NOFOLLOW)
@@ -481,7 +566,8 @@ class OpenGuard:
         self.answered = 0  # calls decided (not counting bubblewrap's set-up)
         self.refused = 0
         self.continued = 0  # bubblewrap's set-up calls, let through
-        self._own: set[tuple[int, int]] = set()  # files the command made
+        self._opened: dict[tuple[int, int, str], Opened] = {}
+        self.opened_capped = False  # some opens were left out of `opened`
         self._page = ctypes.create_string_buffer(_PAGE)  # paths are read into it
         # Opens of pipes waiting in threads of their own. The lock also keeps
         # the listener open while one of them answers; once `_closing`, none does.
@@ -696,38 +782,90 @@ class OpenGuard:
             return self._rename(view, old, new, flags)
         return _Reply(error=errno.ENOSYS)
 
+    def opened(self) -> tuple[Opened, ...]:
+        """The regular files inside the roots the command opened, in the order
+        of their first open: each (path, file) once, whether it was then
+        read, written or both, at most `MAX_OPENED` of them (`opened_capped`
+        says when more were left out).
+
+        Seen: every open, creation and O_PATH open the guard answered for a
+        process of the command. Not seen: descriptors it was given open (its
+        standard streams) or opened before the guard started, a file's bytes
+        mapped or run as a program (`mmap` and `execve` are not opens), what
+        it reads through a descriptor it passed on, and links, renames and
+        deletions (a file keeps its numbers under a new name)."""
+        return tuple(self._opened.values())
+
+    def _note_open(self, path: str, info: os.stat_result, wrote: bool) -> None:
+        if not stat.S_ISREG(info.st_mode) or not self.secrets.inside(path):
+            return
+        key = (info.st_dev, info.st_ino, path)
+        known = self._opened.get(key)
+        if known is not None:
+            if wrote and not known.wrote:
+                self._opened[key] = Opened(path, info.st_dev, info.st_ino, True)
+            return
+        if len(self._opened) >= MAX_OPENED:
+            self.opened_capped = True
+            return
+        self._opened[key] = Opened(path, info.st_dev, info.st_ino, wrote)
+
     def refuses(self, path: str, fd: int | None = None) -> bool:
         """Whether a path (under every name it had), or the file open on `fd`,
-        is secret. A folder holds names, not bytes: what is opened in it is
-        judged in turn. A file the command made itself is its own, whatever
-        its name."""
+        is secret: by its name now, by the names its folders had, by its
+        identity (a secret under another name). A folder holds names, not
+        bytes: what is opened in it is judged in turn. A file refused by its
+        name is known by its identity from then on."""
         names = self.renames.names(path)
+        info: os.stat_result | None = None
         if fd is not None:
             info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode) or self.owns(info):
+            if stat.S_ISDIR(info.st_mode):
                 return False
             with contextlib.suppress(OSError):
                 now = _fd_path(fd)
                 if now.startswith("/"):
                     names += self.renames.names(now.removesuffix(" (deleted)"))
-            if self.secrets.known(info):
+            if self.secrets.known(fd, info):
                 return True
-        return any(self.secrets.named(n) for n in names)
+        if not any(self.secrets.named(n) for n in names):
+            return False
+        if fd is not None and info is not None:
+            self.secrets.note(fd, info)
+        return True
 
-    def owns(self, info: os.stat_result) -> bool:
-        """Whether the command made this file (while the guard watched)."""
-        return (info.st_dev, info.st_ino) in self._own
+    def _linked_out(self, path: str, fd: int, info: os.stat_result) -> bool:
+        """Whether a regular file in the roots has more names than one plus
+        those the command gave it: another may lie outside the roots, and the
+        file tools leave such a file alone (`fsafe.unsafe_file`)."""
+        if self.secrets.hard_links or info.st_nlink <= 1 or not stat.S_ISREG(info.st_mode):
+            return False
+        if not any(self.secrets.inside(n) for n in self.renames.names(path)):
+            return False
+        links = self.secrets.links
+        made = links.get(of_fd(fd, info), 0) if links else 0
+        return info.st_nlink > 1 + made
 
-    def _made(self, fd: int) -> None:
-        info = os.fstat(fd)
-        self._own.add((info.st_dev, info.st_ino))
+    def _root_only(self, path: str, info: os.stat_result) -> bool:
+        """Whether a file of the system folders is one others may not read,
+        made since the sandbox masked those (`root_files.py`), for a command
+        whose kernel uid is root's."""
+        if not self.secrets.root_only or not stat.S_ISREG(info.st_mode):
+            return False
+        if info.st_mode & stat.S_IROTH:
+            return False
+        return path.startswith(self.secrets.root_only) and not self.secrets.inside(path)
 
     def _open(self, view: _View, path: str, flags: int, mode: int, notif_id: int) -> _Reply | None:
         cloexec = bool(flags & os.O_CLOEXEC)
+        if flags & os.O_PATH:
+            flags &= _PATH_FLAGS  # as the kernel does: it creates nothing
         follow = not flags & os.O_NOFOLLOW
         found = view.resolve(path, follow=follow, existing=not flags & os.O_CREAT)
         try:
             if found.fd is None:
+                if flags & os.O_CREAT and self.refuses(found.path.rpartition("/")[0] or "/"):
+                    return _Reply(error=errno.EACCES)  # nothing new in a secret's folder
                 reply = self._create(view, found, flags, mode, cloexec)
                 if reply is not None:
                     return reply
@@ -740,9 +878,23 @@ class OpenGuard:
             info = os.fstat(found.fd)
             if flags & os.O_CREAT and flags & os.O_EXCL:
                 return _Reply(error=errno.EEXIST)
+            if self._linked_out(found.path, found.fd, info) or self._root_only(found.path, info):
+                return _Reply(error=errno.EACCES)
+            writes = not flags & os.O_PATH and (
+                flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC)
+            )
+            if stat.S_ISREG(info.st_mode) and is_git_config(found.path):
+                # (O_PATH too: what it is given can be read.)
+                shown = _git_config_view(found.fd, writes, cloexec)
+                if shown is not None:
+                    if shown.fd is not None:
+                        self._note_open(found.path, info, False)
+                    return shown
             if flags & os.O_PATH:
-                fd, found.fd = found.fd, None
-                return _Reply(fd=fd, cloexec=cloexec)
+                reply = _path_reply(found, info, flags, cloexec)
+                if reply.fd is not None:
+                    self._note_open(found.path, info, False)
+                return reply
             if stat.S_ISLNK(info.st_mode):
                 return _Reply(error=errno.ELOOP)
             if stat.S_ISCHR(info.st_mode) and info.st_rdev == _TTY:
@@ -751,13 +903,13 @@ class OpenGuard:
             if flags & _O_TMPFILE == _O_TMPFILE:
                 os.umask(view.task.umask)
                 made = os.open(f"/proc/self/fd/{found.fd}", wanted | os.O_CLOEXEC, mode)
-                self._made(made)
                 return _Reply(fd=made, cloexec=cloexec)
             if stat.S_ISFIFO(info.st_mode) and not flags & os.O_NONBLOCK:
                 return self._wait_for_pipe(found, wanted, cloexec, notif_id)
             # Open again what was found, by its descriptor: the same object,
             # whatever happened to its name meanwhile.
             again = os.open(f"/proc/self/fd/{found.fd}", wanted | os.O_CLOEXEC, mode)
+            self._note_open(found.path, info, writes)
             return _Reply(fd=again, cloexec=cloexec)
         finally:
             found.close()
@@ -825,7 +977,7 @@ class OpenGuard:
             if flags & os.O_EXCL:
                 raise
             return None
-        self._made(fd)
+        self._note_open(found.path, os.fstat(fd), True)
         return _Reply(fd=fd, cloexec=cloexec)
 
     def _link(self, view: _View, old: str, new: str, *, follow: bool) -> _Reply:
@@ -836,11 +988,18 @@ class OpenGuard:
                 return _Reply(error=errno.ENOENT)
             if target.fd is not None:
                 return _Reply(error=errno.EEXIST)
-            own = self.owns(os.fstat(source.fd))
-            if self.refuses(source.path, source.fd) or (not own and self.refuses(target.path)):
+            info = os.fstat(source.fd)
+            # No secret gets another name, nor anything a secret's name.
+            if self.refuses(source.path, source.fd) or self.refuses(target.path):
+                return _Reply(error=errno.EACCES)
+            if self._linked_out(source.path, source.fd, info):
                 return _Reply(error=errno.EACCES)
             os.link(f"/proc/self/fd/{source.fd}", target.name, dst_dir_fd=target.parent,
                     follow_symlinks=True)
+            links = self.secrets.links
+            if stat.S_ISREG(info.st_mode) and len(links) < _MAX_LINKS_KEPT:
+                made = of_fd(source.fd, info)
+                links[made] = links.get(made, 0) + 1  # (a lost race counts one less: refused)
             return _Reply()
         finally:
             source.close()
@@ -857,8 +1016,8 @@ class OpenGuard:
             if target.fd is not None:
                 if self.refuses(target.path, target.fd):  # it would replace a secret
                     return _Reply(error=errno.EACCES)
-            elif not self.owns(os.fstat(source.fd)) and self.refuses(target.path):
-                return _Reply(error=errno.EACCES)  # a secret's name for what is not its own
+            elif self.refuses(target.path):
+                return _Reply(error=errno.EACCES)  # a secret's name for what is not one
             src_dir, src_name = _parent(view, source)
             dst_dir, dst_name = _parent(view, target)
             try:
@@ -882,6 +1041,65 @@ class OpenGuard:
         finally:
             source.close()
             target.close()
+
+
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _path_reply(found: _Found, info: os.stat_result, flags: int, cloexec: bool) -> _Reply:
+    """The answer to an O_PATH open of what `found` holds, already judged.
+
+    The kernel refuses to hand over an O_PATH descriptor (ADDFD takes only
+    opened files), and letting the call go on would open whatever another
+    thread put in its path meanwhile. So what was found is opened for
+    reading instead, without waiting or side effects: a folder as a folder,
+    a file, pipe or device read-only and non-blocking. The command may do
+    with it all that O_PATH allows, and may also read what it could have
+    opened for reading itself; what it could not read fails (EACCES). A
+    symbolic link (O_PATH with O_NOFOLLOW) and a socket cannot be opened:
+    ELOOP and ENXIO, as an open without O_PATH answers."""
+    kind = stat.S_IFMT(info.st_mode)
+    if flags & os.O_DIRECTORY and kind != stat.S_IFDIR:
+        return _Reply(error=errno.ENOTDIR)
+    if kind == stat.S_IFLNK:
+        return _Reply(error=errno.ELOOP)
+    if kind == stat.S_IFSOCK or (kind == stat.S_IFCHR and info.st_rdev == _TTY):
+        return _Reply(error=errno.ENXIO)
+    extra = os.O_DIRECTORY if kind == stat.S_IFDIR else os.O_NONBLOCK
+    assert found.fd is not None
+    again = os.open(f"/proc/self/fd/{found.fd}", os.O_RDONLY | extra | os.O_CLOEXEC)
+    return _Reply(fd=again, cloexec=cloexec)
+
+
+def _git_config_view(fd: int, writes: bool, cloexec: bool) -> _Reply | None:
+    """A git configuration as the command may see it: None when it holds no
+    credential (opened as it is); else a sealed copy with every credential
+    replaced (`gitredact.py`), or, for an open that would write it, EACCES."""
+    source = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        data = b""
+        while len(data) <= _GIT_CONFIG_MAX and (chunk := os.read(source, 1 << 16)):
+            data += chunk
+    finally:
+        os.close(source)
+    if len(data) > _GIT_CONFIG_MAX:
+        return _Reply(error=errno.EACCES)
+    shown = redacted(data)
+    if shown is None:
+        return None
+    if writes:
+        return _Reply(error=errno.EACCES)
+    copy = os.memfd_create("git-config", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(shown)
+        while view:
+            view = view[os.write(copy, view):]
+        fcntl.fcntl(copy, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+        again = os.open(f"/proc/self/fd/{copy}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(copy)
+    return _Reply(fd=again, cloexec=cloexec)
 
 
 def _parent(view: _View, found: _Found) -> tuple[int, str]:
@@ -1109,7 +1327,10 @@ def policy_secrets(policy: Any) -> Secrets:
     """The secrets of an access policy, as the masks judge them: a path inside
     a root that the policy refuses to read (git metadata aside: the sandbox
     shows it read-only), or lying in a folder a rule covered before it was
-    renamed; a file a rule covered under another name."""
+    renamed; a file a rule covered under another name, known by identity
+    (the policy learns the identity of each file refused here by its name);
+    the roots, with the person's choice on hard links; for an agent running
+    as root, the system folders, where what only root may read is refused."""
     from .policy import Access, is_git_name
 
     def named(path: str) -> bool:
@@ -1122,7 +1343,26 @@ def policy_secrets(policy: Any) -> Secrets:
             return not any(is_git_name(part) for part in relative)
         return policy.moved_denial(resolved, root) is not None
 
-    def known(info: os.stat_result) -> bool:
-        return policy.denied_identity(info) is not None
+    def known(fd: int, info: os.stat_result) -> bool:
+        if not policy.may_be_denied(info.st_dev, info.st_ino):
+            return False
+        return policy.denied_identity(of_fd(fd, info)) is not None
 
-    return Secrets(named, known)
+    def note(fd: int, info: os.stat_result) -> None:
+        # Regular files only: what a mask shows in a secret's place (the
+        # sandbox's /dev/null) must never be taken for the secret.
+        if stat.S_ISREG(info.st_mode):
+            policy.remember_denied(of_fd(fd, info))
+
+    roots = tuple(str(r.path).rstrip("/") for r in policy.roots)
+
+    def inside(path: str) -> bool:  # (asked at every open: strings, not Path objects)
+        return any(path == r or path.startswith(r + "/") for r in roots)
+
+    root_only: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        from .sandbox import system_folders  # (it builds on this module)
+
+        root_only = tuple(f.rstrip("/") + "/" for f in system_folders())
+    return Secrets(named, known, note, inside, policy.allow_hard_links, policy.made_links,
+                   root_only)

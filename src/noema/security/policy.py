@@ -20,15 +20,16 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-import threading
 import re
+import stat
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from ..paths import AgentPaths
+from ..paths import AgentPaths, noema_home
 from ..tools.errors import ToolError, quoted, shorten
 from .gitreads import (
     Includes,
@@ -38,8 +39,10 @@ from .gitreads import (
     repository_configs,
     repository_names,
 )
+from .identity import FileId, of_path
 from .settings import FilesSettings
 
+_DENY_RULE = "it matches the deny rule"
 _GIT_REFUSAL = "git folders (and names git reads as .git) are never read or written by the tools"
 
 # Code points HFS+ ignores when it compares names, so that '.g\u200cit' opens
@@ -174,6 +177,58 @@ def _inside(path: Path, root: Path) -> PurePosixPath:
     return PurePosixPath(rest) if rest else PurePosixPath(".")
 
 
+class Identities:
+    """Files and folders refused wherever they go, by identity: those a deny
+    rule covered, and agents' data. What one policy learns, every part of
+    the process honours (the file tools, the shell's masks and open guard,
+    the history's recorder), since a secret stays one under any name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._agents: dict[tuple[int, int], FileId] = {}
+        self._denied: dict[tuple[int, int], FileId] = {}
+
+    def remember(self, found: FileId, *, agents: bool = False) -> None:
+        with self._lock:
+            (self._agents if agents else self._denied)[found.numbers] = found
+
+    def has_agents(self, dev: int, ino: int) -> bool:
+        with self._lock:
+            return (dev, ino) in self._agents
+
+    def may_be(self, dev: int, ino: int) -> bool:
+        """Whether `reason` could refuse this inode (a cheap first look)."""
+        with self._lock:
+            return (dev, ino) in self._agents or (dev, ino) in self._denied
+
+    def reason(self, found: FileId) -> str | None:
+        """Why `found` is refused wherever it lies now and whatever its name, or None."""
+        with self._lock:
+            agents = self._agents.get(found.numbers)
+            denied = self._denied.get(found.numbers)
+        if agents is not None and agents.same(found):
+            return "it is agents' data (maybe moved or renamed), which the tools never touch"
+        if denied is not None and denied.same(found):
+            return (
+                "a deny rule covered it before it was moved, renamed or given another name "
+                "(secrets and private files)"
+            )
+        return None
+
+    def reason_at(self, dirfd: int, name: str, info: os.stat_result) -> str | None:
+        """`reason` for `name` in the open folder `dirfd`, whose status is `info`."""
+        if not self.may_be(info.st_dev, info.st_ino):
+            return None
+        try:
+            return self.reason(of_path(name, dirfd))
+        except OSError:
+            return None
+
+
+# What this process has learnt: shared by every policy it builds.
+KNOWN = Identities()
+
+
 class AccessPolicy:
     """Decides on paths; holds no open files and changes nothing on disk."""
 
@@ -182,6 +237,9 @@ class AccessPolicy:
         roots: Sequence[Root],
         deny: Iterable[str] = (),
         protected: Iterable[Path] = (),
+        *,
+        allow_hard_links: bool = False,
+        identities: Identities | None = None,
     ) -> None:
         if not roots:
             raise ValueError("an access policy needs at least one root")
@@ -192,18 +250,24 @@ class AccessPolicy:
         self._name_globs = tuple(g for g in self.deny if "/" not in g and not g.startswith("~"))
         self._path_globs = tuple(g for g in self.deny if g not in self._name_globs)
         self._name_verdict = lru_cache(maxsize=65536)(self._first_name_glob)
-        self.protected = tuple(real(p) for p in protected)
+        self.protected = tuple(dict.fromkeys(real(p) for p in protected))
+        # The person's choice for files with several hard links (`fsafe.unsafe_file`),
+        # which the shell's open guard follows as the file tools do.
+        self.allow_hard_links = allow_hard_links
+        # Hard links the sandbox's commands made, by the identity of the file
+        # (`open_guard.Secrets.links`): names inside what the sandbox shows.
+        self.made_links: dict[FileId, int] = {}
         self._includes = Includes()
         self._repositories = Repositories([r.path for r in self.roots], self.protected)
         # Rules name paths, but a rename moves what they cover: the folders
-        # and files they covered are also known by identity (device, inode),
-        # so that a secret renamed out from under its rule stays refused.
-        self._protected_ids: set[tuple[int, int]] = set()
-        # A file's change time too: a rename of a folder above it leaves it
-        # alone, while a new file that was given a deleted secret's inode
-        # number has another (folders are matched by number alone).
-        self._denied_ids: dict[tuple[int, int], int | None] = {}
+        # and files they covered are also known by identity (`identity.py`:
+        # numbers and the file system's handle, which a rename or a new link
+        # keeps and a reused inode number does not), so that a secret renamed
+        # out from under its rule, or given another name, stays refused.
+        self._known = KNOWN if identities is None else identities
         self._ids_lock = threading.Lock()
+        # Folders judged for an agent's layout, by their state (see `_agent_home`).
+        self._homes: dict[tuple[int, int, int, int], bool] = {}
         self._note_protected()
         for root in self.roots:
             for guarded in self.protected:
@@ -222,7 +286,11 @@ class AccessPolicy:
         """The policy for an agent: its roots, its deny globs, and the data of
         every agent on the machine (its own and its siblings') kept out."""
         roots = [Root(real(r.path), r.mode == "read-write") for r in files.roots]
-        return cls(roots, files.deny, (paths.agents_dir,))
+        every_agent = noema_home() / AGENTS_FOLDER
+        protected = (paths.agents_dir, every_agent) if _outside(every_agent, roots) else (
+            paths.agents_dir,
+        )
+        return cls(roots, files.deny, protected, allow_hard_links=files.allow_hard_links)
 
     @property
     def writable_roots(self) -> tuple[Root, ...]:
@@ -260,6 +328,13 @@ class AccessPolicy:
         """Accept `raw` for `access` or raise AccessDenied saying why and what is allowed."""
         lexical, resolved = self.resolve(raw)
         reason = self.denial(resolved, access, lexical)
+        if reason and reason.startswith(_DENY_RULE) and (
+            lexical == resolved or (self.denial(resolved, Access.READ) or "").startswith(_DENY_RULE)
+        ):
+            # Known by identity from now on: renamed later, it stays refused.
+            # (Only when the file itself is covered: a link under a secret's
+            # name must not make what it points to a secret.)
+            self.remember_path(resolved)
         if reason:
             shown = shorten(raw)
             if str(resolved) != raw:
@@ -278,41 +353,38 @@ class AccessPolicy:
         for folder in self.protected:
             with contextlib.suppress(OSError):
                 info = os.stat(folder)
-                with self._ids_lock:
-                    self._protected_ids.add((info.st_dev, info.st_ino))
+                if not self._known.has_agents(info.st_dev, info.st_ino):
+                    self.remember_denied(of_path(folder), agents=True)
 
-    def remember_denied(
-        self, dev: int, ino: int, ctime_ns: int | None = None, *, agents: bool = False
-    ) -> None:
-        """A file (with its change time) or folder (`ctime_ns` None) a deny rule
-        covers, or with `agents` a folder of Noema agents' data, by identity
-        (see `moved_denial`)."""
-        with self._ids_lock:
-            if agents:
-                self._protected_ids.add((dev, ino))
-            else:
-                self._denied_ids[(dev, ino)] = ctime_ns
+    def remember_denied(self, found: FileId, *, agents: bool = False) -> None:
+        """A file or folder a deny rule covers, or with `agents` a folder of
+        Noema agents' data, by identity (see `moved_denial`)."""
+        self._known.remember(found, agents=agents)
 
     def may_be_denied(self, dev: int, ino: int) -> bool:
         """Whether `denied_identity` could refuse this inode (a cheap first look)."""
-        with self._ids_lock:
-            return (dev, ino) in self._protected_ids or (dev, ino) in self._denied_ids
+        return self._known.may_be(dev, ino)
 
-    def denied_identity(self, info: os.stat_result) -> str | None:
-        """Why the file or folder `info` describes is refused wherever it lies
-        now, or None."""
-        key = (info.st_dev, info.st_ino)
-        with self._ids_lock:
-            if key in self._protected_ids:
-                return "it is agents' data (maybe moved or renamed), which the tools never touch"
-            if key in self._denied_ids:
-                known = self._denied_ids[key]
-                if known is None or known == info.st_ctime_ns:
-                    return (
-                        "a deny rule covered it before it was moved or renamed (secrets and "
-                        "private files)"
-                    )
-        return None
+    def denied_identity(self, found: FileId) -> str | None:
+        """Why the file or folder `found` is refused wherever it lies now and
+        whatever its name (a rename, another hard link), or None."""
+        return self._known.reason(found)
+
+    def denied_at(self, path: Path | str, info: os.stat_result | None = None) -> str | None:
+        """`denied_identity` of what `path` names now (links not followed), or None
+        when nothing is known of its numbers or it is gone."""
+        try:
+            info = os.lstat(path) if info is None else info
+            if not self.may_be_denied(info.st_dev, info.st_ino):
+                return None
+            return self.denied_identity(of_path(path))
+        except OSError:
+            return None
+
+    def remember_path(self, path: Path | str) -> None:
+        """Remember what `path` names now as covered by a deny rule (nothing when it is gone)."""
+        with contextlib.suppress(OSError):
+            self.remember_denied(of_path(path))
 
     def moved_denial(self, resolved: Path, root: Root) -> str | None:
         """Why `resolved` is refused because it, or a folder holding it, is
@@ -327,15 +399,36 @@ class AccessPolicy:
                 info = os.lstat(folder)
             except OSError:
                 return None  # nothing further exists yet
-            reason = self.denied_identity(info)
+            reason = self.denied_at(folder, info)
             if reason:
                 return reason
-            if part == AGENTS_FOLDER and holds_agents(folder):
+            if part is not None and (
+                (part == AGENTS_FOLDER and holds_agents(folder)) or self._agent_home(folder, info)
+            ):
                 return (
-                    "it is the data of Noema agents (maybe another person's), which the "
+                    "it is the data of a Noema agent (maybe another person's), which the "
                     "tools never touch"
                 )
         return None
+
+    def _agent_home(self, folder: Path, info: os.stat_result) -> bool:
+        """`is_agent_home`, remembered by the folder's state: a marker made or
+        removed in it changes its modification time."""
+        if not stat.S_ISDIR(info.st_mode):
+            return False
+        key = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        with self._ids_lock:
+            known = self._homes.get(key)
+        if known is None:
+            known = is_agent_home(folder)
+            with self._ids_lock:
+                if len(self._homes) > _MAX_HOMES_KEPT:
+                    self._homes.clear()
+                self._homes[key] = known
+        if known:
+            with contextlib.suppress(OSError):
+                self.remember_denied(of_path(folder), agents=True)
+        return known
 
     def git_would_read(self, resolved: Path, root: Root) -> str | None:
         """Why writing `resolved` would hand the person's git something it
@@ -414,7 +507,7 @@ class AccessPolicy:
         for rel, absolute in candidates:
             glob = self._matching_glob(rel, absolute)
             if glob:
-                return f"it matches the deny rule {glob!r} (secrets and private files)"
+                return f"{_DENY_RULE} {glob!r} (secrets and private files)"
         if access is Access.WRITE and not root.writable:
             return f"{root.path} is read-only"
         return None
@@ -500,22 +593,60 @@ def _check_length(path: Path) -> None:
 
 
 AGENTS_FOLDER = "agents"
-# Files only an agent's own folder holds (see paths.py): one of them in a
-# sub-folder of an `agents` folder marks the data of some Noema home.
-_AGENT_MARKS = ("agent.lock", "turns.db")
+# What an agent's folder holds (see paths.py), whatever its name: its
+# conversation; its lock with its settings or its folders; or, set up but
+# never run (`AgentPaths.ensure`, `noema setup`), its settings with the two
+# folders every agent's folder is made with.
+_CONVERSATION = "turns.db"
+_LOCK = "agent.lock"
+_AGENT_CONFIG = "config.toml"
+_AGENT_FOLDERS = ("identity", "logs")
+_MAX_HOMES_KEPT = 4096
+
+
+def agent_layout(files: Iterable[str], folders: Iterable[str]) -> bool:
+    """Whether a folder whose listing holds these files (every entry that is
+    not a folder) and folders is the data of a Noema agent, any person's."""
+    files, folders = set(files), set(folders)
+    if _CONVERSATION in files:
+        return True
+    settings = _AGENT_CONFIG in files
+    if _LOCK in files and (settings or _AGENT_FOLDERS[0] in folders):
+        return True
+    return settings and set(_AGENT_FOLDERS) <= folders
+
+
+def is_agent_home(folder: Path | str) -> bool:
+    """`agent_layout` of a folder on disk (links not followed); most folders
+    cost three failed `lstat`s."""
+
+    def kind(name: str) -> bool | None:  # True: a folder; False: anything else
+        try:
+            return stat.S_ISDIR(os.lstat(os.path.join(folder, name)).st_mode)
+        except OSError:
+            return None
+
+    files = {n for n in (_CONVERSATION, _AGENT_CONFIG, _LOCK) if kind(n) is False}
+    if not files:
+        return False
+    return agent_layout(files, (n for n in _AGENT_FOLDERS if kind(n)))
+
+
+def _outside(folder: Path, roots: Sequence[Root]) -> bool:
+    """Whether no root lies inside `folder` (a root there would be refused as agents' data)."""
+    resolved = real(folder)
+    return not any(_within(r.path, resolved) for r in roots)
 
 
 def holds_agents(folder: Path | str) -> bool:
     """Whether `folder` (named `agents`) holds the data of Noema agents, any
-    person's: a sub-folder with an agent's lock or conversation."""
+    person's: a sub-folder laid out as an agent's (`is_agent_home`)."""
     try:
         with os.scandir(folder) as entries:
             for n, entry in enumerate(entries):
                 if n >= _MAX_NEIGHBOURS:
                     break
-                if entry.is_dir(follow_symlinks=False) and any(
-                    os.path.lexists(os.path.join(entry.path, mark)) for mark in _AGENT_MARKS
-                ):
+                if entry.is_dir(follow_symlinks=False) and is_agent_home(entry.path):
                     return True
     except OSError:
         pass

@@ -15,7 +15,9 @@ every ten minutes. The small folders where keys and passwords appear
 the last command has that folder walked again before the next one, so a
 root-only file created meanwhile is masked at once. `/usr` changes with
 packages, which rarely bring a file only root may read; its fifteen thousand
-folders are left to the ten-minute walk.
+folders are left to the ten-minute walk. What the masks miss (a file made
+while a command runs, or in `/usr` since the last walk) the open guard
+refuses when the command opens it (`open_guard.py`).
 """
 
 from __future__ import annotations

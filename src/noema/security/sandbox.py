@@ -2,17 +2,20 @@
 
 The sandbox sees the system folders read-only, the workspaces read-write
 (their `.git` read-only), the read-only roots read-only, and nothing else of
-the person's files; the agent's own data is hidden. It has its own user,
+the person's files; the data of every agent is hidden. It has its own user,
 process, network (loopback only, unless the network is allowed), IPC and
 host-name namespaces, may not make further user namespaces, and dies with
 the agent. A system-call filter (`seccomp.py`) keeps it from making setuid
-or setgid files and, with the network off, from making Unix sockets, which
-would reach the host's services through socket files in the roots. A
+or setgid files, from the keyrings of the person's session, from attaching
+to bubblewrap's init and, with the network off, from making Unix sockets,
+which would reach the host's services through socket files in the roots. A
 second filter hands the command's opens, links and renames to a supervisor
 that decides on each when it is made (`open_guard.py`), so that a secret
-that appears or is re-saved while the command runs stays out of its reach
-too (the masks are laid at the start). Memory and processes
-are capped per command (see `limits.py`). Output is kept up to a cap: the
+that appears, is re-saved or is given another name while the command runs
+stays out of its reach too (the masks are laid at the start), a git
+configuration is read without its credentials, and the files the command
+opened in the roots are known when it ends (`Finished.opened`). Memory and
+processes are capped per command (see `limits.py`). Output is kept up to a cap: the
 head and the tail, with the size of what was left out in between.
 
 When the agent runs as root, the command runs as uid 1000 in its own user
@@ -60,7 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .limits import Confinement, Limits, cgroup_bases
-from .open_guard import GuardUnavailable, OpenGuard, Secrets, spawn
+from .open_guard import GuardUnavailable, Opened, OpenGuard, Secrets, spawn
 from .root_files import prefetch, root_only
 from .seccomp import FilterUnavailable, program_fd
 from .settings import ShellSettings
@@ -313,7 +316,9 @@ class Output:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """How a command ended."""
+    """How a command ended, and the files inside the roots it opened, as the
+    open guard saw them (`OpenGuard.opened`; None when no guard ran, so that
+    a reader of it never takes "unseen" for "opened nothing")."""
 
     exit_code: int | None  # None when it was killed for its time limit
     output: str
@@ -321,6 +326,8 @@ class Finished:
     timed_out: bool
     seconds: float
     limit: str | None = None  # the resource limit that stopped it, said plainly
+    opened: tuple[Opened, ...] | None = None
+    opened_capped: bool = False  # it opened more than `opened` holds
 
 
 class _Started:
@@ -466,7 +473,8 @@ async def run_process(
     `preexec` runs in the child between fork and exec; `pass_fds` are
     descriptors the child inherits. With `secrets`, `argv` (which must start
     bubblewrap with its filter) runs under the open guard, which refuses
-    them at each open. On cancellation the whole group is killed before
+    them at each open and lists the files it opened in the roots
+    (`Finished.opened`). On cancellation the whole group is killed before
     CancelledError goes on; whatever it printed so far stays in `output`
     for the caller to report.
     """
@@ -531,6 +539,8 @@ async def run_process(
         output.total,
         timed_out,
         time.monotonic() - started,
+        opened=guard.opened() if guard is not None else None,
+        opened_capped=guard.opened_capped if guard is not None else False,
     )
 
 

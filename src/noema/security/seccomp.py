@@ -1,6 +1,6 @@
 """The system-call filter a sandboxed command runs under (seccomp, classic BPF).
 
-Two things cannot be stopped by mounts alone:
+Three things cannot be stopped by mounts alone:
 
 - **Unix sockets.** A socket file in a root is the door to a service of the
   host (a mail server's admin socket, a database, an agent holding keys);
@@ -23,6 +23,19 @@ Two things cannot be stopped by mounts alone:
   `fchmodat2`, and every call that creates a file with a mode (`open` and
   `openat` with `O_CREAT` or `O_TMPFILE`, `creat`, `mknod`, `mknodat`) are
   refused when the mode carries either bit. (`mkdir` ignores them.)
+- **The person's session and the sandbox's init.** A command runs in the
+  person's session: the kernel's keyrings (`add_key`, `request_key`,
+  `keyctl`) would give it the keys the person's session holds, so they are
+  absent (ENOSYS, as on a kernel without keys; nothing else reaches them).
+  bubblewrap's init is process 1 in the command's PID namespace and holds
+  the descriptor on which bubblewrap reports the command's exit: attaching
+  to it (`ptrace` PTRACE_ATTACH or PTRACE_SEIZE), reading or writing its
+  memory (`process_vm_readv`, `process_vm_writev`), taking a handle on it
+  (`pidfd_open`) or comparing its objects (`kcmp`) is refused, and taking a
+  descriptor out of any process (`pidfd_getfd`) too. Every other process of
+  the namespace is the command's own, which it may trace (a debugger works).
+  Its `/proc/1` entries that lead to descriptors, memory or folders are
+  refused by the open guard.
 
 Calls that would carry the same requests out of the filter's sight are
 refused with ENOSYS, so that programs fall back to the plain calls:
@@ -86,6 +99,9 @@ _CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (x86 and the generic tab
 _X32_BIT = 0x40000000
 _NEW_LISTENER = 1 << 3  # SECCOMP_FILTER_FLAG_NEW_LISTENER
 _USER_NOTIF = 0x7FC00000  # SECCOMP_RET_USER_NOTIF
+_PTRACE_ATTACH = 16
+_PTRACE_SEIZE = 0x4206
+_INIT = 1  # bubblewrap's init, in the command's PID namespace
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +124,28 @@ class _Table:
     openat2: int
     io_uring: tuple[int, int, int]
     seccomp: int
+    keys: tuple[int, int, int]  # add_key, request_key, keyctl
+    ptrace: int
+    # Calls that reach into another process named by its number: process_vm_readv,
+    # process_vm_writev, pidfd_open (the first argument) and kcmp (the first two).
+    peek: tuple[int, int, int]
+    kcmp: int
+    pidfd_getfd: int
     # The calls the open guard decides on, by name ("open", "linkat"...).
     guarded: tuple[tuple[str, int], ...] = ()
     x32: bool = False
 
 
 _X86_64 = _Table(0xC000003E, 41, 53, None, 90, 91, 268, 452, 2, 257, 85, 133, 259, 437,
-                 (425, 426, 427), 317,
+                 (425, 426, 427), 317, (248, 249, 250), 101, (310, 311, 434), 312, 438,
                  (("open", 2), ("openat", 257), ("creat", 85), ("link", 86), ("linkat", 265),
                   ("rename", 82), ("renameat", 264), ("renameat2", 316)), x32=True)
 _I386 = _Table(0x40000003, 359, 360, 102, 15, 94, 306, 452, 5, 295, 8, 14, 297, 437,
-               (425, 426, 427), 354,
+               (425, 426, 427), 354, (286, 287, 288), 26, (347, 348, 434), 349, 438,
                (("open", 5), ("openat", 295), ("creat", 8), ("link", 9), ("linkat", 303),
                 ("rename", 38), ("renameat", 302), ("renameat2", 353)))
 _AARCH64 = _Table(0xC00000B7, 198, 199, None, None, 52, 53, 452, None, 56, None, None, 33, 437,
-                  (425, 426, 427), 277,
+                  (425, 426, 427), 277, (217, 218, 219), 117, (270, 271, 434), 272, 438,
                   (("openat", 56), ("linkat", 37), ("renameat", 38), ("renameat2", 276)))
 _TABLES = {"x86_64": (_X86_64, _I386), "amd64": (_X86_64, _I386), "aarch64": (_AARCH64,),
            "arm64": (_AARCH64,)}
@@ -183,8 +206,13 @@ def _rules(p: _Program, t: _Table, tag: str, *, network: bool) -> None:
                       (t.creat, 1), (t.mknod, 1), (t.mknodat, 2)):
         if call is not None:
             mode_checks.append((call, arg))
-    for call in (t.openat2, *t.io_uring):
+    for call in (t.openat2, *t.io_uring, *t.keys):
         p.jump(_JEQ, call, absent)
+    p.jump(_JEQ, t.pidfd_getfd, deny)
+    p.jump(_JEQ, t.ptrace, f"{tag}-ptrace")
+    for call in t.peek:
+        p.jump(_JEQ, call, f"{tag}-init0")
+    p.jump(_JEQ, t.kcmp, f"{tag}-kcmp")
     for call, arg in mode_checks:
         p.jump(_JEQ, call, f"{tag}-mode{arg}")
     if t.open is not None:
@@ -217,6 +245,24 @@ def _rules(p: _Program, t: _Table, tag: str, *, network: bool) -> None:
     p.label(f"{tag}-seccomp")  # seccomp(operation, flags, args)
     p.load(_arg(1))
     p.jump(_JSET, _NEW_LISTENER, deny, allow)
+    # ptrace(request, pid, ...): no attaching to the sandbox's init (its
+    # number is 1 in the command's PID namespace, and every other process
+    # there is the command's own). The other requests need a tracee already.
+    p.label(f"{tag}-ptrace")
+    p.load(_arg(0))
+    p.jump(_JEQ, _PTRACE_ATTACH, None, f"{tag}-seize")
+    p.load(_arg(1))
+    p.jump(_JEQ, _INIT, deny, allow)
+    p.label(f"{tag}-seize")
+    p.jump(_JEQ, _PTRACE_SEIZE, None, allow)
+    p.load(_arg(1))
+    p.jump(_JEQ, _INIT, deny, allow)
+    p.label(f"{tag}-kcmp")  # kcmp(pid1, pid2, ...)
+    p.load(_arg(1))
+    p.jump(_JEQ, _INIT, deny, None)
+    p.label(f"{tag}-init0")  # the process is the first argument
+    p.load(_arg(0))
+    p.jump(_JEQ, _INIT, deny, allow)
     if network:
         return
     if t.socket is not None:

@@ -18,6 +18,10 @@ crosses into another file system.
 A path that cannot be recorded (a name git refuses, a hard-linked or special
 file, a file above the size limit, a mount, a file that changed while it was
 being read) is left out and the rest is recorded; `take_skipped` names it.
+So is what the process knows for a secret or agents' data by identity
+(`policy.KNOWN`: a secret renamed or given another name keeps being one) and
+every folder laid out as an agent's data (`policy.is_agent_home`), whatever
+its name.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import pygit2
 from .changes import EVERYTHING, Changed
 from .fsafe import TEMP_SUFFIX, unsafe_file
 from .history import Skipped
-from .policy import AGENTS_FOLDER, holds_agents
+from .policy import AGENTS_FOLDER, KNOWN, holds_agents, is_agent_home
 
 log = logging.getLogger(__name__)
 
@@ -277,8 +281,16 @@ class WorkTree:
         if self._git_refuses(rel):
             self._leave_out(index, rel, listed, REFUSED_NAME)
             return _Unopened.LEFT_OUT
-        if name == AGENTS_FOLDER and holds_agents(f"/proc/self/fd/{parent}/{name}"):
+        here = f"/proc/self/fd/{parent}/{name}"
+        if (name == AGENTS_FOLDER and holds_agents(here)) or is_agent_home(here):
             self._leave_out(index, rel, listed, AGENTS_DATA)
+            return _Unopened.LEFT_OUT
+        secret = KNOWN.reason_at(parent, name, listed)
+        if secret is not None:  # a folder a rule covered, or agents' data, renamed
+            if self._repo.path_is_ignored(rel + "/"):
+                self._drop(index, rel)  # out under its name already: nothing to report
+            else:
+                self._leave_out(index, rel, listed, secret)
             return _Unopened.LEFT_OUT
         if listed.st_dev != device:
             self._leave_out(index, rel, listed, OTHER_FILE_SYSTEM)
@@ -386,7 +398,7 @@ class WorkTree:
             return self._add(
                 index, rel, pygit2.hash(data), LINK_MODE, known, data=data, force=force
             )
-        refusal = self._refusal(listed, device)
+        refusal = self._refusal(listed, device) or KNOWN.reason_at(folder, name, listed)
         if refusal is not None:
             self._leave_out(index, rel, listed, refusal, force=force)
             return False

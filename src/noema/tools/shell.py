@@ -17,7 +17,7 @@ orchestrator reads it to tell the model plainly what happened.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
@@ -132,9 +132,13 @@ def shell_tools(
     versions: Versions,
     agent_data: Path,
     marks: FileMarks | None = None,
+    on_opened: Callable[[ToolContext, Finished], None] | None = None,
 ) -> list[Tool]:
     """`shell_execute`, bound to its sandbox, the workspaces' histories and
-    the marks of files that hold outside words."""
+    the marks of files that hold outside words. `on_opened`, when given, is
+    told of each command that ran to its end (or its time limit) with the
+    files it opened in the roots (`Finished.opened`); a cancelled command's
+    are not known."""
     settings = sandbox.settings
     marks = marks if marks is not None else FileMarks()
     masker = Masker(policy, agent_data)
@@ -193,9 +197,9 @@ def shell_tools(
     def whose(ctx: ToolContext, command: str, finished: Finished | None) -> tuple[Source, ...]:
         """The outside words a command's output and files hold."""
         found = ctx.words.carried({"command": command}) if ctx.words is not None else None
-        opened = getattr(finished, "opened", None)
-        if opened is None:  # no view of its opens: every marked file may have been read
-            read = marks.all_sources()
+        opened = finished.opened if finished is not None else None
+        if opened is None or finished.opened_capped:
+            read = marks.all_sources()  # no whole view of its opens: any marked file may be read
         else:
             read = marks.of_paths_content(o.path for o in opened)
         return sources_union(ctx.lead, found.sources if found else (), read)
@@ -271,6 +275,8 @@ def shell_tools(
             return (*done, sources)
 
         note, made, skipped, sources = await asyncio.to_thread(after)
+        if on_opened is not None:  # once what the command left is safe and recorded
+            on_opened(ctx, finished)
         return ToolResult(_result(limit, finished, made, skipped) + note, sources=sources)
 
     return [shell_execute]

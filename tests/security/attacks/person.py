@@ -1,7 +1,8 @@
 """The person at work while a command runs: a separate process that waits
 for the command's signal (a file it makes), then creates or re-saves files
 the way editors and `sed -i` do (write a copy under another name, rename it
-over), and signals back when done.
+over), writes into one in place, or gives one another name (a hard link, a
+rename; the new name is given as the content), and signals back when done.
 
     with Person(ws, "create", ".env", CANARY):
         await shell(world, "touch started; ... wait for done ...; cat .env")
@@ -33,6 +34,10 @@ for n in range(rounds):
         with open(copy, "w") as f:
             f.write(f"{content} round {n}\n")
         os.rename(copy, target)
+    elif action == "link":  # `content` is the new name
+        os.link(target, os.path.join(folder, content))
+    elif action == "rename":  # likewise
+        os.rename(target, os.path.join(folder, content))
     elif action == "flicker":
         with open(target, "w") as f:
             f.write(content + "\n")

@@ -171,14 +171,19 @@ async def test_a_command_cannot_take_the_guards_place_with_a_listener_of_its_own
     assert "listener: -1 1" in out, out  # EPERM
 
 
-async def test_a_secret_the_command_makes_itself_is_its_own(world):
-    """Its own bytes, whatever the name; the person's re-save of it is not."""
+async def test_a_secret_s_name_refuses_even_the_file_the_command_made(world):
+    """A command may make a file under a secret's name (it gets the new, empty
+    file) but never open it again: by then it may hold the person's bytes.
+    Nor may it give a secret's name to a file, or a secret another name."""
     (world.ws / "sub").mkdir()
-    out = await shell(world, "echo MINE-41 > sub/.env && cat sub/.env && mv sub/.env sub/.env.b "
-                             "&& cat sub/.env.b && ln sub/.env.b sub/id_rsa && cat sub/id_rsa")
-    assert out.count("MINE-41") == 3, out
-    with Person(world.ws, "resave", "sub/.env.b", CANARY):
-        out = await shell(world, WAIT_DONE + "; cat sub/.env.b")
+    out = await shell(world, "echo MINE-41 > sub/.env; cat sub/.env; echo x > plain; "
+                             "mv plain sub/id_rsa; ln sub/.env sub/also; echo end")
+    assert "end" in out and "MINE-41" not in out, out
+    assert out.count("Permission denied") == 3, out
+    assert (world.ws / "sub" / ".env").read_text() == "MINE-41\n"
+    assert (world.ws / "plain").exists() and not (world.ws / "sub" / "also").exists()
+    with Person(world.ws, "resave", "sub/.env", CANARY):
+        out = await shell(world, WAIT_DONE + "; cat sub/.env")
     assert CANARY not in out, out
 
 

@@ -94,11 +94,6 @@ ATTACKS = {
         "git init -q --bare store && git -C store config core.bare false && "
         + FSMON.format(r="store") + " && mkdir w && echo 'gitdir: ../store' > w/.git"
     ),
-    "gitfile-into-a-secret-folder": (
-        "mkdir -p .env w && git init -q --bare .env/store && "
-        "git -C .env/store config core.bare false && " + FSMON.format(r=".env/store")
-        + " && echo 'gitdir: ../.env/store' > w/.git"
-    ),
     "gitlink-to-a-store": (
         "git init -q --bare store && git -C store config core.bare false && "
         + FSMON.format(r="store") + " && mkdir w && ln -s ../store w/.git"
@@ -159,6 +154,17 @@ ATTACKS = {
     ),
 }
 
+# Attacks the open guard stops before they are made: a file in a folder
+# under a secret's name cannot be opened again, even by the command that
+# made it, so no repository can be built there.
+REFUSED_ATTACKS = {
+    "gitfile-into-a-secret-folder": (
+        "mkdir -p .env w && git init -q --bare .env/store && "
+        "git -C .env/store config core.bare false && " + FSMON.format(r=".env/store")
+        + " && echo 'gitdir: ../.env/store' > w/.git"
+    ),
+}
+
 
 def person_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -208,7 +214,10 @@ def setting(world: World, tmp_path: Path):
     return marker, home
 
 
-@pytest.mark.parametrize("attack", ATTACKS.values(), ids=ATTACKS.keys())
+EVERY_ATTACK = {**ATTACKS, **REFUSED_ATTACKS}
+
+
+@pytest.mark.parametrize("attack", EVERY_ATTACK.values(), ids=EVERY_ATTACK.keys())
 async def test_the_attack_is_real_without_the_guard(world: World, tmp_path: Path, attack: str):
     marker, home = setting(world, tmp_path)
     command = (PRELUDE + attack).format(m=marker)
@@ -232,6 +241,17 @@ async def test_the_person_git_runs_nothing_the_agent_wrote(
     assert not marker.exists()
     assert "neutralised" in result.content  # the model is told...
     assert any("neutralised" in r.getMessage() for r in caplog.records)  # ...and the person
+
+
+@pytest.mark.parametrize("attack", REFUSED_ATTACKS.values(), ids=REFUSED_ATTACKS.keys())
+async def test_the_person_git_runs_nothing_the_guard_refused_to_build(
+    world: World, tmp_path: Path, attack: str
+):
+    marker, home = setting(world, tmp_path)
+    result = await world.call("shell_execute", command=(PRELUDE + attack).format(m=marker))
+    assert "Permission denied" in result.content and "Exit code 0" not in result.content
+    person_runs_git_everywhere(world.ws, home)
+    assert not marker.exists()
 
 
 # The person's own repositories are read-only inside the sandbox.

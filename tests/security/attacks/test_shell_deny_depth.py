@@ -195,9 +195,10 @@ async def test_hard_link_into_a_masked_folder_is_masked(world: World):
 
 
 @needs_bwrap
-async def test_a_new_secret_made_by_the_command_is_its_own(world: World):
-    out = await shell(world, "mkdir -p n && echo MINE-123 > n/.env && cat n/.env")
-    assert "MINE-123" in out  # the command made it: no secret of the person's
+async def test_a_new_secret_made_by_the_command_is_made_but_not_read_back(world: World):
+    out = await shell(world, "mkdir -p n && echo MINE-123 > n/.env && cat n/.env; echo END")
+    assert "MINE-123" not in out and "END" in out  # a secret's name refuses whoever made it
+    assert (world.ws / "n" / ".env").read_text() == "MINE-123\n"
 
 
 @needs_bwrap
