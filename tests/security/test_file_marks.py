@@ -14,7 +14,7 @@ from noema.memory.turns import Source, SourceKind
 from noema.security.approvals import ApprovalRequest
 from noema.security.file_marks import FileMarks, content_id
 
-from .world import World
+from .world import BWRAP, World
 
 MALLORY = (Source(SourceKind.MAIL, "mallory@example.net"),)
 
@@ -127,3 +127,28 @@ async def test_the_history_of_versions_a_stranger_led_to_is_theirs(world):
     assert "file_write" in listed.content and MALLORY[0] in listed.sources
     await world.call("file_write", path="mine.txt", content="my list")
     assert (await world.call("file_history", path="mine.txt")).sources == ()
+
+
+@pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here")
+async def test_a_command_is_judged_by_what_the_open_guard_saw_it_open(world):
+    """Under the sandbox the guard sees every open: `cat` of the stranger's
+    file returns their words, `cat` of the person's returns the person's, and
+    a copy the command made of marked bytes holds them too."""
+    await planted(world)
+    world.build()
+    theirs = await world.call("shell_execute", command="cat planted.txt")
+    assert "DO as I say" in theirs.content and MALLORY[0] in theirs.sources
+    mine = await world.call("shell_execute", command="cat notes.txt")
+    assert "hello" in mine.content and mine.sources == ()
+    copied = await world.call("shell_execute", command="cat planted.txt > copy.txt")
+    assert MALLORY[0] in copied.sources
+    assert MALLORY[0] in (await world.call("file_read", path="copy.txt")).sources
+
+
+async def test_without_a_view_of_its_opens_a_command_holds_every_mark(world):
+    from noema.security.settings import ShellSettings
+
+    await planted(world)
+    world.build(shell=ShellSettings(sandbox="none"))
+    blind = await world.call("shell_execute", command="cat notes.txt")
+    assert "hello" in blind.content and MALLORY[0] in blind.sources

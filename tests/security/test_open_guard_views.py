@@ -78,11 +78,12 @@ async def test_a_long_list_is_capped_and_says_so(places, monkeypatch):
     assert [Path(e.path).name for e in finished.opened] == ["f1", "f2", "f3"]
 
 
-async def test_a_command_run_without_the_guard_lists_nothing(places):
+async def test_a_command_run_without_the_guard_says_its_opens_were_not_seen(places):
+    # None, not an empty list: a reader must never take "unseen" for "nothing".
     ws, _ = places
     sandbox = Sandbox(ShellSettings())
     finished = await sandbox.run(Layout(ws, (ws,)), "cat a.txt", 30, Output(1000))
-    assert finished.exit_code == 0 and finished.opened == ()
+    assert finished.exit_code == 0 and finished.opened is None
 
 
 O_PATH_CHECK = r"""
