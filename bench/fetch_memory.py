@@ -11,6 +11,8 @@ instead (as before the reader's worker), for comparison. Prints figures;
 asserts nothing.
 
     PYTHONPATH=src .venv/bin/python bench/fetch_memory.py [--in-process] [--case NAME]
+
+`--smoke` reads one case, the random bytes labelled text/html.
 """
 
 from __future__ import annotations
@@ -122,10 +124,13 @@ def main() -> None:
     parser.add_argument("--in-process", action="store_true")
     parser.add_argument("--case", choices=sorted(CASES))
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="one small case")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.in_process)))
         return
+    if args.smoke:
+        args.case = "random bytes as text/html"
     for case in [args.case] if args.case else CASES:
         command = [sys.executable, __file__, "--one", case]
         if args.in_process:
@@ -135,7 +140,19 @@ def main() -> None:
             line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-300:]
         except subprocess.TimeoutExpired:
             line = json.dumps({"case": case, "said": "still reading after 600 s"})
-        print(line, flush=True)
+        print(shown(line), flush=True)
+
+
+def shown(line: str) -> str:
+    """A case's JSON line as a person reads it (anything else as it came)."""
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return line
+    if "growth_mib" not in found:
+        return f"{found.get('case')}: {found.get('said')}"
+    return (f"{found['case']}: the process grew {found['growth_mib']} MiB at its peak in "
+            f"{found['seconds']} s; the tool said: {found['said']}")
 
 
 if __name__ == "__main__":
