@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..memory.chronicle import OutsideText
 from ..memory.session import Session
 from ..memory.tokens import estimate_tokens
-from ..memory.turns import Flag, NewTurn, Source, SourceKind, Turn, TurnKind
+from ..memory.turns import Flag, NewTurn, Source, SourceKind, Turn, TurnKind, sources_union
 from ..providers.base import (
     ModelRequest,
     Provider,
@@ -230,12 +230,20 @@ class ReasoningCycle:
         progress.usage = response.usage or progress.usage
 
         news: list[NewTurn] = []
-        # What the model writes while outside words lead may repeat them: read
-        # back later (a lookup, a search), it is theirs as much as its own.
+        # What the model writes while outside words lead may repeat them, and
+        # so may what it writes after the person took them up (an answer that
+        # quotes a mail, a call that repeats an older order): read back later
+        # (a lookup, a search), it is theirs as much as its own.
         lead = self.lead()
+        words = self._argument_check()
+
+        def whose(text: dict[str, str] | str) -> tuple[Source, ...]:
+            carried = words.carried(text)
+            return sources_union(lead, carried.sources) if carried else lead
+
         if response.text.strip():
             news.append(NewTurn(TurnKind.ASSISTANT, response.text, cycle_id=progress.cycle_id,
-                                sources=lead))
+                                sources=whose({"text": response.text})))
         taken = {t.call_id for t in self.session.turns if t.is_call}
         for index, call in enumerate(response.tool_calls):
             news.append(
@@ -245,7 +253,7 @@ class ReasoningCycle:
                     call_id=_unique_call_id(call, taken, progress, index),
                     arguments=call.arguments,
                     cycle_id=progress.cycle_id,
-                    sources=lead,
+                    sources=whose(call.arguments or "{}"),
                 )
             )
         stored = self.session.append_all(news)
