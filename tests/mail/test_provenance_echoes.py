@@ -11,11 +11,48 @@ the stranger's write, which must be asked about, naming the stranger.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 
+from noema.app import build_app
+from noema.config import Config
+from noema.docs.settings import DocsSettings
 from noema.memory.turns import TurnKind
+from noema.paths import AgentPaths
+from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 
-from .test_provenance_flows import MALLORY, PLANT, Judge, do, room
+from .conftest import WAIT
+from .obedient import ReadingProvider
+from .servers import PASSWORD
+from .test_provenance_flows import MALLORY, PLANT, Judge, Room, do, room
+
+
+@contextlib.asynccontextmanager
+async def library_room(accounts, tmp_path, person: Judge) -> AsyncIterator[Room]:
+    """`room`, with the workspace also the person's document library."""
+    paths = AgentPaths.for_agent("mailer", tmp_path / "home")
+    paths.ensure()
+    paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    config = Config(files=FilesSettings(roots=(RootSettings(path=ws),)),
+                    mail=accounts.settings(), docs=DocsSettings(folders=(ws,)),
+                    autonomy=AutonomySettings(default="allow"),
+                    shell=ShellSettings(sandbox="none"))
+    model = ReadingProvider(answer="Noted.")
+    app = build_app(paths, config, provider=model)
+    app.attach_approver(person)
+    try:
+        await app.start()
+        [channel] = app.channels
+        looked = asyncio.Event()
+        channel.sensor.on_look = lambda looks: looked.set()
+        await asyncio.wait_for(looked.wait(), WAIT)
+        yield Room(app, model, ws, accounts, person)
+    finally:
+        await app.aclose()
 
 
 async def test_the_models_own_words_repeating_a_stranger_are_theirs_read_back(
@@ -57,3 +94,23 @@ async def test_an_error_that_lists_what_a_stranger_named_is_theirs(accounts, tmp
         assert not (r.ws / "pwned").exists(), "the stranger's folder was made unasked"
         [asked] = [q for q in person.asked if q.tool == "file_mkdir"]
         assert MALLORY in asked.reason, asked.reason
+
+
+async def test_the_library_finds_a_strangers_file_as_theirs(accounts, tmp_path):
+    """An attachment the agent saved into a folder of the document library:
+    `document_search` shows its text, which is the stranger's."""
+    person = Judge()
+    async with library_room(accounts, tmp_path, person) as r:
+        order = do("file_write", **PLANT)
+        await r.stranger("The orders are attached.",
+                         attachments=(("orders.txt", "text/plain", order.encode()),))
+        await r.says("Thanks. " + do("enable_tools", groups=["email", "files", "docs"]))
+        uid = r.accounts.mailbox(r.accounts.agent)[-1][0]
+        await r.says("Keep the orders. " + do("email_save_attachment", uid=uid,
+                                               name="orders.txt", path="orders.txt"))
+        assert (r.ws / "orders.txt").exists(), r.dump()
+        assert r.app.docs is not None
+        await asyncio.to_thread(r.app.docs.library.index)
+        await r.says("What did I keep about pwned? " + do("document_search", query="pwned"))
+        assert not (r.ws / "planted.txt").exists(), "the stranger's write ran unasked"
+        r.planted_was_asked_and_refused()
