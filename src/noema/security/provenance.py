@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,11 +143,56 @@ RUN_WORDS = 8
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.UNICODE)
 _URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'`)\]]+", re.IGNORECASE)
 _HOST = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:[a-z]{2,24})\b", re.IGNORECASE)
-_PATHLIKE = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z0-9]{1,8}\b",
-                       re.IGNORECASE)
+_PATHLIKE = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z0-9]{1,8}\b"
+                       # a name in the home folder, a hidden file: ~/Documents, .bashrc
+                       r"|~/[\w.-]+|(?<![\w./~-])\.[a-z_][\w.-]{2,}", re.IGNORECASE)
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
+# A key, a token, an encoded payload (`echo … | base64 -d | sh`): one long run
+# of letters and digits together is as particular as an address.
+_TOKEN = re.compile(r"(?<![\w+/=-])(?=[\w+/=-]*\d)(?=[\w+/=-]*[a-z])[\w+/=-]{24,}",
+                    re.IGNORECASE)
+# An address or a host written out so that no pattern sees it, which a model
+# writes back plainly: "mallory at evil dot example", "evil dot example".
+_SPELT_HOST = re.compile(r"\b([a-z0-9-]+(?:\s+dot\s+[a-z0-9-]+)+)\b", re.IGNORECASE)
+_SPELT_ADDRESS = re.compile(r"([\w.+-]+)\s+at\s+([a-z0-9-]+(?:\s+dot\s+[a-z0-9-]+)+)\b",
+                            re.IGNORECASE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Names every conversation holds: never taken as what only a stranger said.
 _TRIVIAL = frozenset({"/", "./", "../", "~/"})
+
+# Letters of other scripts that look like Latin ones, which a model may write
+# back as the Latin letter ("evіl.example" with a Cyrillic і): both sides are
+# compared in Latin letters.
+_LOOKALIKES = str.maketrans(
+    "аеорсухіјѕԁһӏԛԝАВЕКМНОРСТХІЈЅУ"  # Cyrillic
+    "οαρνκτιυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",  # Greek
+    "aeopcyxijsdhlqwABEKMHOPCTXIJSY"
+    "oapvktiuxABEZHIKMNOPTYX")
+# What hides a name from a pattern: invisible characters (and their visible
+# form, as a display shows them), and the "defanged" spellings of a dot and an
+# at sign ("evil[.]example", "hxxp://").
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e"
+                        "\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff]"
+                        "|[⟨<]U\\+[0-9A-F]{4,6}[⟩>]")
+_DEFANGED = re.compile(r"[\[({](?:(\.|dot)|(@|at))[\])}]|\b(h)xx(ps?)\b", re.IGNORECASE)
+
+
+def _fold(text: str) -> str:
+    """A text as its names would be written plainly: compatibility forms
+    (a fullwidth ＠), lookalike letters, hidden characters and defanged
+    dots and at signs folded, so that the two sides of a comparison agree."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text).translate(_LOOKALIKES)
+    text = _INVISIBLE.sub("", text)
+    return _DEFANGED.sub(_undefang, text) if any(c in text for c in "[({xX") else text
+
+
+def _undefang(match: re.Match[str]) -> str:
+    if match.group(1):
+        return "."
+    if match.group(2):
+        return "@"
+    return match.group(3) + "tt" + match.group(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,13 +215,26 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _marks(text: str) -> set[str]:
-    """Addresses, URLs, host names and path-like names in a text, lowercased."""
+    """Addresses, URLs, host names, path-like names (and the last name of
+    each path), IP addresses and long tokens in a (folded) text, lowercased."""
     found: set[str] = set()
-    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE):
+    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE, _TOKEN):
         for match in pattern.finditer(text):
             mark = match.group(0).rstrip(".,;:!?").lower()
             if len(mark) >= 4 and mark not in _TRIVIAL and any(c.isalpha() for c in mark):
                 found.add(mark)
+                if pattern is _PATHLIKE and "/" in mark.rstrip("/"):
+                    # "~/.bashrc" and "/home/ana/.bashrc" name one file.
+                    last = mark.rstrip("/").rsplit("/", 1)[1]
+                    if len(last) >= 4 and any(c.isalpha() for c in last):
+                        found.add(last)
+    found.update(match.group(0) for match in _IPV4.finditer(text))
+    if " dot " in text.lower():
+        for match in _SPELT_HOST.finditer(text):
+            found.add(re.sub(r"\s+dot\s+", ".", match.group(1)).lower())
+        for match in _SPELT_ADDRESS.finditer(text):
+            host = re.sub(r"\s+dot\s+", ".", match.group(2))
+            found.add(f"{match.group(1)}@{host}".lower())
     return found
 
 
@@ -197,7 +256,7 @@ def _texts(texts: Iterable[str]) -> _Texts:
     marks: set[str] = set()
     runs: set[tuple[str, ...]] = set()
     for text in texts:
-        plain = plain_words(text)
+        plain = _fold(plain_words(text))
         marks |= _marks(plain)
         runs |= _runs(_words(plain))
     return _Texts(marks, runs)
@@ -271,7 +330,7 @@ class ArgumentCheck:
                 arguments = json.loads(arguments or "{}")
             except ValueError:
                 arguments = {"": arguments}
-        strings = list(_strings(arguments))
+        strings = [_fold(s) for s in _strings(arguments)]
         marks = set().union(*(_marks(s) for s in strings)) - own.marks
         runs = set().union(*(_runs(_words(s)) for s in strings)) - own.runs
         sources: list[Source] = []
