@@ -517,6 +517,29 @@ class TurnStore:
                 [(int(flags), i) for i in ids],
             )
 
+    def taken_up_until(self) -> float:
+        """The time of the newest answer the person wrote after: outside words
+        stored before it are taken up (see `security.provenance.leading`),
+        whatever a compaction folded since; -inf when there is none."""
+        row = self.conn.execute(
+            "SELECT max(ts) FROM turns WHERE kind = 'assistant' AND flags & ? = 0"
+            " AND (content_z IS NOT NULL OR trim(content) != '')"
+            " AND ts < (SELECT max(ts) FROM turns WHERE kind = 'user' AND flags & ? = 0)",
+            (int(Flag.DISCARDED), int(Flag.SYNTHETIC | Flag.DISCARDED))).fetchone()
+        return row[0] if row and row[0] is not None else float("-inf")
+
+    def folded_outside_untaken(self, limit: int = 50) -> list[Turn]:
+        """Turns holding outside words (results, events, notes) folded into a
+        save point that the person has not taken up (stored after
+        `taken_up_until`), the newest `limit` of them, oldest first."""
+        since = self.taken_up_until()
+        rows = self.conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE ts > ? AND flags & ? = ? AND flags & ? = 0"
+            " AND kind IN ('tool_result', 'event', 'note') ORDER BY ts DESC, id DESC LIMIT ?",
+            (since, int(Flag.OUTSIDE | Flag.COMPACTED), int(Flag.OUTSIDE | Flag.COMPACTED),
+             int(Flag.DISCARDED), limit)).fetchall()
+        return [row_to_turn(r) for r in reversed(rows)]
+
     def first_result(self, call_id: str, after_turn: int = 0) -> Turn | None:
         """The first result (a tool result or an event turn) with this call ID stored
         after turn `after_turn`, or None.

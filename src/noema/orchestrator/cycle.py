@@ -113,7 +113,7 @@ class ReasoningCycle:
 
     def lead(self) -> tuple[Source, ...]:
         """The sources of the outside words that lead the context now."""
-        extra = [OutsideItem(o.ts, o.sources) for o in self.outside_context()]
+        extra = [OutsideItem(o.ts, o.sources) for o in self.outside_context() if not o.taken_up]
         return leading(self.session.turns, extra)
 
     def _argument_check(self) -> ArgumentCheck:
