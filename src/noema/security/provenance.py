@@ -9,8 +9,9 @@ tool with side effects waits for the person's yes (see
 - **outside words lead** the conversation (`leading`): something holding
   outside words that the person has not yet taken up; or
 - **its arguments carry what only outside words said** (`ArgumentCheck`):
-  an address, a URL, a path or a run of words that appears in the outside
-  text of the context and in none of the person's own, whoever spoke last.
+  an address, a URL, a path, a run of words, or a whole value (a short
+  command, a line) that appears in the outside text of the context and in
+  none of the person's own, whoever spoke last.
 
 "Taken up" is decided by time, not by position in the history: outside
 words lose their lead only to a message the person *wrote after the agent
@@ -203,15 +204,47 @@ class Carried:
     samples: tuple[str, ...]  # what was found, shortened, for the question
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Each string in the arguments, with the name of the argument it is in."""
     if isinstance(value, str):
-        yield value
+        yield key, value
     elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
+        for name, item in value.items():
+            yield from _strings(item, str(name))
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _strings(item)
+            yield from _strings(item, key)
+
+
+# A command is repeated whole, or one of its steps: `cd x && rm -rf drafts`.
+_COMMAND_ARGUMENTS = frozenset({"command", "cmd", "script"})
+_STEPS = re.compile(r"&&|\|\||[;|\n]")
+# A value this long is a sentence of the stranger's when it is theirs whole,
+# however few words it has ("rm -rf drafts", "pwned by a stranger").
+PHRASE_TOKENS = 3
+_SPACES = re.compile(r"\s+")
+
+
+def shorten_phrase(phrase: str, most: int = 60) -> str:
+    """A phrase as the person's question quotes it."""
+    return phrase if len(phrase) <= most else phrase[:most - 1] + "…"
+
+
+def _flat(text: str) -> str:
+    """A (folded) text as one line of lowercase words, to find a phrase in."""
+    return _SPACES.sub(" ", text).strip().lower()
+
+
+def _phrases(key: str, value: str) -> set[str]:
+    """The phrases of an argument to look for whole in outside text: the
+    value, and each step of a command."""
+    parts = [value, *(_STEPS.split(value) if key in _COMMAND_ARGUMENTS else ())]
+    found = set()
+    for part in parts:
+        flat = _flat(part)
+        if len(flat.split(" ")) >= PHRASE_TOKENS:
+            found.add(flat)
+    return found
 
 
 def _marks(text: str) -> set[str]:
@@ -250,16 +283,19 @@ def _runs(words: Sequence[str]) -> set[tuple[str, ...]]:
 class _Texts:
     marks: set[str]
     runs: set[tuple[str, ...]]
+    flat: str = ""  # the words in one line, to find a phrase in
 
 
 def _texts(texts: Iterable[str]) -> _Texts:
     marks: set[str] = set()
     runs: set[tuple[str, ...]] = set()
+    flats: list[str] = []
     for text in texts:
         plain = _fold(plain_words(text))
         marks |= _marks(plain)
         runs |= _runs(_words(plain))
-    return _Texts(marks, runs)
+        flats.append(_flat(plain))
+    return _Texts(marks, runs, "\n".join(flats))
 
 
 class ArgumentCheck:
@@ -309,6 +345,7 @@ class ArgumentCheck:
             for texts in own:
                 mine.marks |= texts.marks
                 mine.runs |= texts.runs
+            mine.flat = "\n".join(texts.flat for texts in own)
         self._read = (outside, mine)
         return self._read
 
@@ -330,20 +367,24 @@ class ArgumentCheck:
                 arguments = json.loads(arguments or "{}")
             except ValueError:
                 arguments = {"": arguments}
-        strings = [_fold(s) for s in _strings(arguments)]
+        named = [(key, _fold(s)) for key, s in _strings(arguments)]
+        strings = [s for _, s in named]
         marks = set().union(*(_marks(s) for s in strings)) - own.marks
         runs = set().union(*(_runs(_words(s)) for s in strings)) - own.runs
+        phrases = {p for key, s in named for p in _phrases(key, s) if p not in own.flat}
         sources: list[Source] = []
         samples: list[str] = []
         for texts, from_ in outside:
             hit_marks = sorted(marks & texts.marks)
             hit_runs = runs & texts.runs
-            if not hit_marks and not hit_runs:
+            hit_phrases = sorted(p for p in phrases if p in texts.flat)
+            if not hit_marks and not hit_runs and not hit_phrases:
                 continue
             sources.extend(from_)
             samples.extend(hit_marks)
             if hit_runs:
                 samples.append(" ".join(min(hit_runs)) + " …")
+            samples.extend(shorten_phrase(p) for p in hit_phrases)
         if not sources:
             return None
         return Carried(sources_union(sources), tuple(dict.fromkeys(samples))[:_NAMED])
