@@ -218,6 +218,10 @@ def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
 
 # A command is repeated whole, or one of its steps: `cd x && rm -rf drafts`.
 _COMMAND_ARGUMENTS = frozenset({"command", "cmd", "script"})
+# When something happens is said in common phrases ("tomorrow at 9") that any
+# mail may hold, and carries nothing of a stranger's on its own.
+_TIME_ARGUMENTS = frozenset({"when", "rule", "duration", "since", "until", "timezone",
+                             "urgency", "timeout"})
 _STEPS = re.compile(r"&&|\|\||[;|\n]")
 # A value this long is a sentence of the stranger's when it is theirs whole,
 # however few words it has ("rm -rf drafts", "pwned by a stranger").
@@ -238,6 +242,8 @@ def _flat(text: str) -> str:
 def _phrases(key: str, value: str) -> set[str]:
     """The phrases of an argument to look for whole in outside text: the
     value, and each step of a command."""
+    if key in _TIME_ARGUMENTS:
+        return set()
     parts = [value, *(_STEPS.split(value) if key in _COMMAND_ARGUMENTS else ())]
     found = set()
     for part in parts:
