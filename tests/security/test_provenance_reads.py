@@ -30,3 +30,43 @@ async def test_a_batch_named_by_a_strangers_key_is_theirs_when_no_event_is_shown
                                                json.dumps(arguments)), ToolContext("c1", 1, 1))
             assert "planted.txt" in result.content.replace("ˆ", " ")  # the key is shown
             assert [s.kind for s in result.sources or ()] == [SourceKind.EVENT], result
+
+
+async def test_a_read_stored_before_sources_were_kept_is_found_as_outside_words(tmp_path):
+    """A store from before the `sources` column: a read's result then carried
+    no mark whatever it showed (a stranger's file, another turn); found by a
+    search after the upgrade, it is not taken for the person's own."""
+    import sqlite3
+
+    from noema.memory.recall_tools import memory_tools
+    from noema.memory.search import HistorySearch
+    from noema.memory.store import TurnStore
+    from noema.memory.turns import NewTurn, TurnKind
+
+    path = tmp_path / "turns.db"
+    store = TurnStore(path)
+    store.append(NewTurn(TurnKind.TOOL_CALL, tool_name="file_read", call_id="r1",
+                         arguments='{"path": "orders.txt"}'))
+    read = store.append(NewTurn(TurnKind.TOOL_RESULT, f"1| {ORDER}", tool_name="file_read",
+                                call_id="r1"))
+    store.append(NewTurn(TurnKind.TOOL_CALL, tool_name="file_write", call_id="w1",
+                         arguments='{"path": "mine.txt", "content": "x"}'))
+    wrote = store.append(NewTurn(TurnKind.TOOL_RESULT, "Created mine.txt",
+                                 tool_name="file_write", call_id="w1"))
+    store.close()
+    with sqlite3.connect(path) as db:  # as a store of schema 2 left it
+        db.execute("DROP TRIGGER turns_never_edited")
+        db.execute("ALTER TABLE turns DROP COLUMN sources")
+        db.execute("PRAGMA user_version=2")
+    store = TurnStore(path)
+    try:
+        tools = ToolRegistry(memory_tools(store, HistorySearch(store)))
+        found = await tools.call(ToolCall("c2", "search_full_history",
+                                          json.dumps({"query": "planted"})),
+                                 ToolContext("c2", 9, 9))
+        assert f"turn {read.id}" in found.content
+        assert [s.kind for s in found.sources or ()] == [SourceKind.TOOL], found
+        # What only echoed a call (a write's confirmation) is left as it was.
+        assert not store.get(wrote.id).flags
+    finally:
+        store.close()

@@ -255,6 +255,8 @@ class TurnStore:
             with self.transaction() as db:
                 if found == 1:
                     _index_outside_words(db)
+                if 0 < found < 3:
+                    _mark_old_reads(db)
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _live_indexes(self) -> tuple[tuple[str, WordStemmer], ...]:
@@ -649,6 +651,27 @@ def _index_outside_words(db: sqlite3.Connection) -> None:
             db.execute("INSERT INTO turns_fts (turns_fts, rowid, body) VALUES ('delete', ?, ?)",
                        (turn.id, old))
             db.execute("INSERT INTO turns_fts (rowid, body) VALUES (?, ?)", (turn.id, new))
+
+
+# Tools whose results show stored text that may be anyone's: a turn, an
+# event, a schedule's reason, a file, a command's output, a mail, a document.
+OLD_READS = ("lookup_turn", "search_full_history", "lookup_sensory_archive", "schedule_list",
+             "file_read", "file_grep", "file_find", "file_history", "shell_execute",
+             "email_list", "email_read", "document_search", "get_document_structure",
+             "get_partial_document")
+
+
+def _mark_old_reads(db: sqlite3.Connection) -> None:
+    """Schema 3 for an older store: a read's result stored before sources were
+    kept carried no mark whatever it showed (a stranger's file, a turn of
+    theirs), so it is outside words now, read back as "what a tool read"
+    (flags are the one thing a turn may gain). Fail closed: a read of the
+    person's own file is counted too."""
+    marks = ",".join("?" * len(OLD_READS))
+    db.execute(
+        f"UPDATE turns SET flags = flags | ? WHERE kind = 'tool_result' AND flags & ? = 0"
+        f" AND tool_name IN ({marks})",
+        (int(Flag.OUTSIDE), int(Flag.OUTSIDE | Flag.ERROR), *OLD_READS))
 
 
 def row_to_turn(row: Sequence) -> Turn:
