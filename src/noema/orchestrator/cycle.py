@@ -88,6 +88,9 @@ class CycleProgress:
     last_seen: tuple[str, str, str] | None = None  # tool, arguments and result of the last call
     same_in_a_row: int = 0  # calls in a row that gave `last_seen`
     refused_repeats: int = 0  # calls not run for being such a repeat
+    # The outside words that led when the model began its current answer: what
+    # it streamed is theirs too, if a stop keeps it (orchestrator/repair.py).
+    lead: tuple[Source, ...] = ()
 
 
 class ReasoningCycle:
@@ -210,6 +213,7 @@ class ReasoningCycle:
         listener.on_model_request(progress.step)
         builder = ResponseBuilder()
         progress.partial.clear()
+        progress.lead = self.lead()
         # Charged before the stream: a request cut short was still paid for.
         estimated_input = sum(estimate_tokens(m.content) for m in request.messages)
         try:
