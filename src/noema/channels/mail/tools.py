@@ -41,7 +41,7 @@ from ...security.policy import Access, AccessPolicy
 from ...security.versions import Versions
 from ...tools.registry import Tool, ToolContext, ToolError, ToolResult, tool
 from .access import Account
-from . import display
+from . import display, forwarded
 from .compose import BadAddress, Thread, compose, parse_recipients
 from .imap import ImapConnection, MailServerError
 from .message import (
@@ -338,7 +338,12 @@ class MailTools:
             # Anyone's mail but the person's is outside words: what the agent
             # does next asks first (security/provenance.py).
             person = mt.judged(reading, here)[1]
-            return ToolResult(text, sources=() if person else (
+            if person:  # a mail the person forwards inline is its writer's words too
+                inside = forwarded.split(reading.mail.text)
+                return ToolResult(text, sources=(Source(
+                    SourceKind.MAIL, inside.writer or "a mail the person forwarded"),)
+                    if inside.forwarded else ())
+            return ToolResult(text, sources=(
                 Source(SourceKind.MAIL, reading.mail.from_address or "an unknown sender"),))
 
         @tool(side_effects=True, own_words=True)
