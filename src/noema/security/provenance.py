@@ -144,14 +144,15 @@ RUN_WORDS = 8
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.UNICODE)
 _URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'`)\]]+", re.IGNORECASE)
 _HOST = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:[a-z]{2,24})\b", re.IGNORECASE)
-_PATHLIKE = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z0-9]{1,8}\b"
-                       # a name in the home folder, a hidden file: ~/Documents, .bashrc
-                       r"|~/[\w.-]+|(?<![\w./~-])\.[a-z_][\w.-]{2,}", re.IGNORECASE)
+_PATHLIKE = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z0-9]{1,8}\b",
+                       re.IGNORECASE)
+# A name in the home folder, a hidden file: ~/Documents, .bashrc (apart: a
+# pattern that starts with its literal is found fast).
+_HOMELIKE = re.compile(r"~/[\w.-]+|(?<![\w./~-])\.[a-z_][\w.-]{2,}", re.IGNORECASE)
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
 # A key, a token, an encoded payload (`echo … | base64 -d | sh`): one long run
 # of letters and digits together is as particular as an address.
-_TOKEN = re.compile(r"(?<![\w+/=-])(?=[\w+/=-]*\d)(?=[\w+/=-]*[a-z])[\w+/=-]{24,}",
-                    re.IGNORECASE)
+_TOKEN = re.compile(r"[\w+/=-]{24,}")  # and holding a digit and a letter (see _marks)
 # An address or a host written out so that no pattern sees it, which a model
 # writes back plainly: "mallory at evil dot example", "evil dot example".
 _SPELT_HOST = re.compile(r"\b([a-z0-9-]+(?:\s+dot\s+[a-z0-9-]+)+)\b", re.IGNORECASE)
@@ -183,9 +184,10 @@ def _fold(text: str) -> str:
     (a fullwidth ＠), lookalike letters, hidden characters and defanged
     dots and at signs folded, so that the two sides of a comparison agree."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text).translate(_LOOKALIKES)
-    text = _INVISIBLE.sub("", text)
-    return _DEFANGED.sub(_undefang, text) if any(c in text for c in "[({xX") else text
+        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text).translate(_LOOKALIKES))
+    elif "U+" in text:  # an invisible character as a display showed it
+        text = _INVISIBLE.sub("", text)
+    return _DEFANGED.sub(_undefang, text)
 
 
 def _undefang(match: re.Match[str]) -> str:
@@ -257,12 +259,14 @@ def _marks(text: str) -> set[str]:
     """Addresses, URLs, host names, path-like names (and the last name of
     each path), IP addresses and long tokens in a (folded) text, lowercased."""
     found: set[str] = set()
-    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE, _TOKEN):
+    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE, _HOMELIKE, _TOKEN):
         for match in pattern.finditer(text):
             mark = match.group(0).rstrip(".,;:!?").lower()
+            if pattern is _TOKEN and not any(c.isdigit() for c in mark):
+                continue  # a long word or identifier, not a key
             if len(mark) >= 4 and mark not in _TRIVIAL and any(c.isalpha() for c in mark):
                 found.add(mark)
-                if pattern is _PATHLIKE and "/" in mark.rstrip("/"):
+                if pattern in (_PATHLIKE, _HOMELIKE) and "/" in mark.rstrip("/"):
                     # "~/.bashrc" and "/home/ana/.bashrc" name one file.
                     last = mark.rstrip("/").rsplit("/", 1)[1]
                     if len(last) >= 4 and any(c.isalpha() for c in last):
