@@ -101,7 +101,13 @@ def outside_context(session: Session, *, pinned_limit: int = 20) -> list[Outside
     the person never took up."""
     found: list[OutsideText] = []
     store = session.store
-    taken = store.taken_up_until()
+    taken_at: list[float] = []
+
+    def taken() -> float:  # read once, and only when something is outside
+        if not taken_at:
+            taken_at.append(store.taken_up_until())
+        return taken_at[0]
+
     if session.save_point_id is not None:
         current = savepoints.get(store, session.save_point_id)
         if current is not None and current.accepted:
@@ -114,12 +120,12 @@ def outside_context(session: Session, *, pinned_limit: int = 20) -> list[Outside
                     found.append(OutsideText(
                         ts, sentence.strip(),
                         sources_union(*(t.sources or (Source(SourceKind.EVENT, f"turn {t.id}"),)
-                                        for t in outside)), taken_up=ts < taken))
+                                        for t in outside)), taken_up=ts < taken()))
             # A chronicler may retell outside words without citing them: what
             # it folded that the person never took up keeps its lead, and its
             # words are found in a call's arguments, as before the folding.
             cited_all = cited_ids(current.text)
-            for turn in store.folded_outside_untaken():
+            for turn in store.folded_outside_untaken(taken()):
                 if turn.id not in cited_all:  # a cited one leads by its sentence
                     found.append(OutsideText(turn.ts, turn.content, sources_of(turn)))
     for note in pinned(store, pinned_limit):
@@ -128,7 +134,7 @@ def outside_context(session: Session, *, pinned_limit: int = 20) -> list[Outside
             ts = call.ts if call else note.created
             found.append(OutsideText(ts, note.note,
                                      note.sources or (Source(SourceKind.TOOL, note.source),),
-                                     taken_up=ts < taken))
+                                     taken_up=ts < taken()))
     return found
 
 

@@ -523,18 +523,24 @@ class TurnStore:
         """The time of the newest answer the person wrote after: outside words
         stored before it are taken up (see `security.provenance.leading`),
         whatever a compaction folded since; -inf when there is none."""
-        row = self.conn.execute(
-            "SELECT max(ts) FROM turns WHERE kind = 'assistant' AND flags & ? = 0"
-            " AND (content_z IS NOT NULL OR trim(content) != '')"
-            " AND ts < (SELECT max(ts) FROM turns WHERE kind = 'user' AND flags & ? = 0)",
-            (int(Flag.DISCARDED), int(Flag.SYNTHETIC | Flag.DISCARDED))).fetchone()
-        return row[0] if row and row[0] is not None else float("-inf")
+        # Newest first along the time index: both are found near its end.
+        person = self.conn.execute(
+            "SELECT ts FROM turns WHERE kind = 'user' AND flags & ? = 0 ORDER BY ts DESC LIMIT 1",
+            (int(Flag.SYNTHETIC | Flag.DISCARDED),)).fetchone()
+        if person is None:
+            return float("-inf")
+        answer = self.conn.execute(
+            "SELECT ts FROM turns WHERE kind = 'assistant' AND flags & ? = 0 AND ts < ?"
+            " AND (content_z IS NOT NULL OR trim(content) != '') ORDER BY ts DESC LIMIT 1",
+            (int(Flag.DISCARDED), person[0])).fetchone()
+        return answer[0] if answer is not None else float("-inf")
 
-    def folded_outside_untaken(self, limit: int = 50) -> list[Turn]:
+    def folded_outside_untaken(self, since: float | None = None,
+                               limit: int = 50) -> list[Turn]:
         """Turns holding outside words (results, events, notes) folded into a
-        save point that the person has not taken up (stored after
-        `taken_up_until`), the newest `limit` of them, oldest first."""
-        since = self.taken_up_until()
+        save point that the person has not taken up (stored after `since`,
+        by default `taken_up_until`), the newest `limit`, oldest first."""
+        since = self.taken_up_until() if since is None else since
         rows = self.conn.execute(
             f"SELECT {TURN_COLUMNS} FROM turns WHERE ts > ? AND flags & ? = ? AND flags & ? = 0"
             " AND kind IN ('tool_result', 'event', 'note') ORDER BY ts DESC, id DESC LIMIT ?",
