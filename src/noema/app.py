@@ -373,7 +373,8 @@ def _wire(
         from .docs.tools import build_docs_tools
 
         docs = build_docs_tools(config.docs, hands.policy, paths, delimiter=delimiter,
-                                allow_hard_links=config.files.allow_hard_links)
+                                allow_hard_links=config.files.allow_hard_links,
+                                marks=hands.marks)
     docs_offered = hands.gate.wrap_all(docs.tools) if docs is not None else []
     web_offered = hands.gate.wrap_all(web_tools(config.web, load_secrets(paths), delimiter,
                                                 conversation=store, gate=hands.gate))

@@ -145,7 +145,7 @@ async def test_stored_words_read_back_are_still_the_strangers(accounts, tmp_path
         assert len(allowed.asked) == before  # the person's own cycle asked nothing
 
         event = r.event_of_mallory()
-        await r.says(do("enable_tools", groups=["memory"]))
+        await r.says(do("enable_tools", groups=["memory", "senses"]))
         for read in [
                 do("lookup_turn", id=event),
                 do("search_full_history", query="pwned stranger"),

@@ -258,6 +258,8 @@ class TurnStore:
                 if found == 1:
                     _index_outside_words(db)
                 _add_support_column(db)
+                if 0 < found < 3:
+                    _mark_old_reads(db)
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _live_indexes(self) -> tuple[tuple[str, WordStemmer], ...]:
@@ -520,6 +522,35 @@ class TurnStore:
                 [(int(flags), i) for i in ids],
             )
 
+    def taken_up_until(self) -> float:
+        """The time of the newest answer the person wrote after: outside words
+        stored before it are taken up (see `security.provenance.leading`),
+        whatever a compaction folded since; -inf when there is none."""
+        # Newest first along the time index: both are found near its end.
+        person = self.conn.execute(
+            "SELECT ts FROM turns WHERE kind = 'user' AND flags & ? = 0 ORDER BY ts DESC LIMIT 1",
+            (int(Flag.SYNTHETIC | Flag.DISCARDED),)).fetchone()
+        if person is None:
+            return float("-inf")
+        answer = self.conn.execute(
+            "SELECT ts FROM turns WHERE kind = 'assistant' AND flags & ? = 0 AND ts < ?"
+            " AND (content_z IS NOT NULL OR trim(content) != '') ORDER BY ts DESC LIMIT 1",
+            (int(Flag.DISCARDED), person[0])).fetchone()
+        return answer[0] if answer is not None else float("-inf")
+
+    def folded_outside_untaken(self, since: float | None = None,
+                               limit: int = 50) -> list[Turn]:
+        """Turns holding outside words (results, events, notes) folded into a
+        save point that the person has not taken up (stored after `since`,
+        by default `taken_up_until`), the newest `limit`, oldest first."""
+        since = self.taken_up_until() if since is None else since
+        rows = self.conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE ts > ? AND flags & ? = ? AND flags & ? = 0"
+            " AND kind IN ('tool_result', 'event', 'note') ORDER BY ts DESC, id DESC LIMIT ?",
+            (since, int(Flag.OUTSIDE | Flag.COMPACTED), int(Flag.OUTSIDE | Flag.COMPACTED),
+             int(Flag.DISCARDED), limit)).fetchall()
+        return [row_to_turn(r) for r in reversed(rows)]
+
     def first_result(self, call_id: str, after_turn: int = 0) -> Turn | None:
         """The first result (a tool result or an event turn) with this call ID stored
         after turn `after_turn`, or None.
@@ -638,6 +669,27 @@ def _add_support_column(db: sqlite3.Connection) -> None:
     if "support" not in columns:
         db.execute("ALTER TABLE save_points ADD COLUMN support REAL"
                    " CHECK (support BETWEEN 0 AND 1)")
+
+
+# Tools whose results show stored text that may be anyone's: a turn, an
+# event, a schedule's reason, a file, a command's output, a mail, a document.
+OLD_READS = ("lookup_turn", "search_full_history", "lookup_sensory_archive", "schedule_list",
+             "file_read", "file_grep", "file_find", "file_history", "shell_execute",
+             "email_list", "email_read", "document_search", "get_document_structure",
+             "get_partial_document")
+
+
+def _mark_old_reads(db: sqlite3.Connection) -> None:
+    """Schema 3 for an older store: a read's result stored before sources were
+    kept carried no mark whatever it showed (a stranger's file, a turn of
+    theirs), so it is outside words now, read back as "what a tool read"
+    (flags are the one thing a turn may gain). Fail closed: a read of the
+    person's own file is counted too."""
+    marks = ",".join("?" * len(OLD_READS))
+    db.execute(
+        f"UPDATE turns SET flags = flags | ? WHERE kind = 'tool_result' AND flags & ? = 0"
+        f" AND tool_name IN ({marks})",
+        (int(Flag.OUTSIDE), int(Flag.OUTSIDE | Flag.ERROR), *OLD_READS))
 
 
 def row_to_turn(row: Sequence) -> Turn:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..memory.chronicle import OutsideText
 from ..memory.session import Session
 from ..memory.tokens import estimate_tokens
-from ..memory.turns import Flag, NewTurn, Source, SourceKind, Turn, TurnKind
+from ..memory.turns import Flag, NewTurn, Source, SourceKind, Turn, TurnKind, sources_union
 from ..providers.base import (
     ModelRequest,
     Provider,
@@ -88,6 +88,9 @@ class CycleProgress:
     last_seen: tuple[str, str, str] | None = None  # tool, arguments and result of the last call
     same_in_a_row: int = 0  # calls in a row that gave `last_seen`
     refused_repeats: int = 0  # calls not run for being such a repeat
+    # The outside words that led when the model began its current answer: what
+    # it streamed is theirs too, if a stop keeps it (orchestrator/repair.py).
+    lead: tuple[Source, ...] = ()
 
 
 class ReasoningCycle:
@@ -113,7 +116,7 @@ class ReasoningCycle:
 
     def lead(self) -> tuple[Source, ...]:
         """The sources of the outside words that lead the context now."""
-        extra = [OutsideItem(o.ts, o.sources) for o in self.outside_context()]
+        extra = [OutsideItem(o.ts, o.sources) for o in self.outside_context() if not o.taken_up]
         return leading(self.session.turns, extra)
 
     def _argument_check(self) -> ArgumentCheck:
@@ -210,6 +213,7 @@ class ReasoningCycle:
         listener.on_model_request(progress.step)
         builder = ResponseBuilder()
         progress.partial.clear()
+        progress.lead = self.lead()
         # Charged before the stream: a request cut short was still paid for.
         estimated_input = sum(estimate_tokens(m.content) for m in request.messages)
         try:
@@ -230,12 +234,20 @@ class ReasoningCycle:
         progress.usage = response.usage or progress.usage
 
         news: list[NewTurn] = []
-        # What the model writes while outside words lead may repeat them: read
-        # back later (a lookup, a search), it is theirs as much as its own.
+        # What the model writes while outside words lead may repeat them, and
+        # so may what it writes after the person took them up (an answer that
+        # quotes a mail, a call that repeats an older order): read back later
+        # (a lookup, a search), it is theirs as much as its own.
         lead = self.lead()
+        words = self._argument_check()
+
+        def whose(text: dict[str, str] | str) -> tuple[Source, ...]:
+            carried = words.carried(text)
+            return sources_union(lead, carried.sources) if carried else lead
+
         if response.text.strip():
             news.append(NewTurn(TurnKind.ASSISTANT, response.text, cycle_id=progress.cycle_id,
-                                sources=lead))
+                                sources=whose({"text": response.text})))
         taken = {t.call_id for t in self.session.turns if t.is_call}
         for index, call in enumerate(response.tool_calls):
             news.append(
@@ -245,7 +257,7 @@ class ReasoningCycle:
                     call_id=_unique_call_id(call, taken, progress, index),
                     arguments=call.arguments,
                     cycle_id=progress.cycle_id,
-                    sources=lead,
+                    sources=whose(call.arguments or "{}"),
                 )
             )
         stored = self.session.append_all(news)

@@ -30,9 +30,10 @@ def keep_partial_text(
     progress.partial.clear()
     if not text.strip():
         return None
-    if in_context:
+    if in_context:  # read back later, it is the words that led as much as the model's
         turn = session.append(
-            NewTurn(TurnKind.ASSISTANT, text, cycle_id=progress.cycle_id, flags=Flag.INTERRUPTED)
+            NewTurn(TurnKind.ASSISTANT, text, cycle_id=progress.cycle_id, flags=Flag.INTERRUPTED,
+                    sources=progress.lead)
         )
         progress.stored.append(turn.id)
         return turn
@@ -42,6 +43,7 @@ def keep_partial_text(
             text,
             cycle_id=progress.cycle_id,
             flags=Flag.DISCARDED | Flag.INTERRUPTED,
+            sources=progress.lead,
         )
     )
 

@@ -131,10 +131,14 @@ def lookup_tool(archive: SensoryArchive, delimiter: SessionDelimiter, tz: tzinfo
                 raise ValueError("channel, since and until go with query")
             assert batch_id is not None
             page = archive.lookup(batch_id, offset, limit, filter)
+            # The page is headed by the batch's name, its events' key or
+            # sender (a log line's pattern, a caller's key), shown even when
+            # no event is: whoever's those events are.
+            named = () if page.batch.dropped else archive.lookup(batch_id, 0, 1).events
         except (UnknownBatch, ValueError) as exc:
             raise ToolError(str(exc)) from None
         return ToolResult(render_page(page, delimiter, tz, filter),
-                          sources=whose(list(page.events)))
+                          sources=whose([*page.events, *named]))
 
     return lookup_sensory_archive
 

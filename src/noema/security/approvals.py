@@ -198,8 +198,8 @@ class ApprovalGate:
             token = _ANSWERED.set(approved)
             try:
                 outcome = await again()
-            except ToolError as exc:
-                return ToolResult(f"Error: {exc}", is_error=True)
+            except ToolError as exc:  # its message may repeat stored outside words
+                return ToolResult(f"Error: {exc}", is_error=True, sources=exc.sources)
             except Exception as exc:  # a bug of ours or a library's: the event says so
                 log.exception("the approved call of %s failed", request.tool)
                 return ToolResult(f"Error: {request.tool} failed unexpectedly "

@@ -9,8 +9,9 @@ tool with side effects waits for the person's yes (see
 - **outside words lead** the conversation (`leading`): something holding
   outside words that the person has not yet taken up; or
 - **its arguments carry what only outside words said** (`ArgumentCheck`):
-  an address, a URL, a path or a run of words that appears in the outside
-  text of the context and in none of the person's own, whoever spoke last.
+  an address, a URL, a path, a run of words, or a whole value (a short
+  command, a line) that appears in the outside text of the context and in
+  none of the person's own, whoever spoke last.
 
 "Taken up" is decided by time, not by position in the history: outside
 words lose their lead only to a message the person *wrote after the agent
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,9 +146,56 @@ _URL = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"'`)\]]+", re.IGNOREC
 _HOST = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:[a-z]{2,24})\b", re.IGNORECASE)
 _PATHLIKE = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z0-9]{1,8}\b",
                        re.IGNORECASE)
+# A name in the home folder, a hidden file: ~/Documents, .bashrc (apart: a
+# pattern that starts with its literal is found fast).
+_HOMELIKE = re.compile(r"~/[\w.-]+|(?<![\w./~-])\.[a-z_][\w.-]{2,}", re.IGNORECASE)
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.])")
+# A key, a token, an encoded payload (`echo … | base64 -d | sh`): one long run
+# of letters and digits together is as particular as an address.
+_TOKEN = re.compile(r"[\w+/=-]{24,}")  # and holding a digit and a letter (see _marks)
+# An address or a host written out so that no pattern sees it, which a model
+# writes back plainly: "mallory at evil dot example", "evil dot example".
+_SPELT_HOST = re.compile(r"\b([a-z0-9-]+(?:\s+dot\s+[a-z0-9-]+)+)\b", re.IGNORECASE)
+_SPELT_ADDRESS = re.compile(r"([\w.+-]+)\s+at\s+([a-z0-9-]+(?:\s+dot\s+[a-z0-9-]+)+)\b",
+                            re.IGNORECASE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Names every conversation holds: never taken as what only a stranger said.
 _TRIVIAL = frozenset({"/", "./", "../", "~/"})
+
+# Letters of other scripts that look like Latin ones, which a model may write
+# back as the Latin letter ("evіl.example" with a Cyrillic і): both sides are
+# compared in Latin letters.
+_LOOKALIKES = str.maketrans(
+    "аеорсухіјѕԁһӏԛԝАВЕКМНОРСТХІЈЅУ"  # Cyrillic
+    "οαρνκτιυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",  # Greek
+    "aeopcyxijsdhlqwABEKMHOPCTXIJSY"
+    "oapvktiuxABEZHIKMNOPTYX")
+# What hides a name from a pattern: invisible characters (and their visible
+# form, as a display shows them), and the "defanged" spellings of a dot and an
+# at sign ("evil[.]example", "hxxp://").
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e"
+                        "\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff]"
+                        "|[⟨<]U\\+[0-9A-F]{4,6}[⟩>]")
+_DEFANGED = re.compile(r"[\[({](?:(\.|dot)|(@|at))[\])}]|\b(h)xx(ps?)\b", re.IGNORECASE)
+
+
+def _fold(text: str) -> str:
+    """A text as its names would be written plainly: compatibility forms
+    (a fullwidth ＠), lookalike letters, hidden characters and defanged
+    dots and at signs folded, so that the two sides of a comparison agree."""
+    if not text.isascii():
+        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text).translate(_LOOKALIKES))
+    elif "U+" in text:  # an invisible character as a display showed it
+        text = _INVISIBLE.sub("", text)
+    return _DEFANGED.sub(_undefang, text)
+
+
+def _undefang(match: re.Match[str]) -> str:
+    if match.group(1):
+        return "."
+    if match.group(2):
+        return "@"
+    return match.group(3) + "tt" + match.group(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,25 +206,78 @@ class Carried:
     samples: tuple[str, ...]  # what was found, shortened, for the question
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Each string in the arguments, with the name of the argument it is in."""
     if isinstance(value, str):
-        yield value
+        yield key, value
     elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
+        for name, item in value.items():
+            yield from _strings(item, str(name))
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _strings(item)
+            yield from _strings(item, key)
+
+
+# A command is repeated whole, or one of its steps: `cd x && rm -rf drafts`.
+_COMMAND_ARGUMENTS = frozenset({"command", "cmd", "script"})
+# When something happens is said in common phrases ("tomorrow at 9") that any
+# mail may hold, and carries nothing of a stranger's on its own.
+_TIME_ARGUMENTS = frozenset({"when", "rule", "duration", "since", "until", "timezone",
+                             "urgency", "timeout"})
+_STEPS = re.compile(r"&&|\|\||[;|\n]")
+# A value this long is a sentence of the stranger's when it is theirs whole,
+# however few words it has ("rm -rf drafts", "pwned by a stranger").
+PHRASE_TOKENS = 3
+_SPACES = re.compile(r"\s+")
+
+
+def shorten_phrase(phrase: str, most: int = 60) -> str:
+    """A phrase as the person's question quotes it."""
+    return phrase if len(phrase) <= most else phrase[:most - 1] + "…"
+
+
+def _flat(text: str) -> str:
+    """A (folded) text as one line of lowercase words, to find a phrase in."""
+    return _SPACES.sub(" ", text).strip().lower()
+
+
+def _phrases(key: str, value: str) -> set[str]:
+    """The phrases of an argument to look for whole in outside text: the
+    value, and each step of a command."""
+    if key in _TIME_ARGUMENTS:
+        return set()
+    parts = [value, *(_STEPS.split(value) if key in _COMMAND_ARGUMENTS else ())]
+    found = set()
+    for part in parts:
+        flat = _flat(part)
+        if len(flat.split(" ")) >= PHRASE_TOKENS:
+            found.add(flat)
+    return found
 
 
 def _marks(text: str) -> set[str]:
-    """Addresses, URLs, host names and path-like names in a text, lowercased."""
+    """Addresses, URLs, host names, path-like names (and the last name of
+    each path), IP addresses and long tokens in a (folded) text, lowercased."""
     found: set[str] = set()
-    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE):
+    for pattern in (_ADDRESS, _URL, _HOST, _PATHLIKE, _HOMELIKE, _TOKEN):
         for match in pattern.finditer(text):
             mark = match.group(0).rstrip(".,;:!?").lower()
+            if pattern is _TOKEN and not any(c.isdigit() for c in mark):
+                continue  # a long word or identifier, not a key
             if len(mark) >= 4 and mark not in _TRIVIAL and any(c.isalpha() for c in mark):
                 found.add(mark)
+                if pattern in (_PATHLIKE, _HOMELIKE) and "/" in mark.rstrip("/"):
+                    # "~/.bashrc" and "/home/ana/.bashrc" name one file.
+                    last = mark.rstrip("/").rsplit("/", 1)[1]
+                    if len(last) >= 4 and any(c.isalpha() for c in last):
+                        found.add(last)
+    found.update(match.group(0) for match in _IPV4.finditer(text))
+    if " dot " in text.lower():
+        for match in _SPELT_HOST.finditer(text):
+            found.add(re.sub(r"\s+dot\s+", ".", match.group(1)).lower())
+        for match in _SPELT_ADDRESS.finditer(text):
+            host = re.sub(r"\s+dot\s+", ".", match.group(2))
+            found.add(f"{match.group(1)}@{host}".lower())
     return found
 
 
@@ -191,16 +293,19 @@ def _runs(words: Sequence[str]) -> set[tuple[str, ...]]:
 class _Texts:
     marks: set[str]
     runs: set[tuple[str, ...]]
+    flat: str = ""  # the words in one line, to find a phrase in
 
 
 def _texts(texts: Iterable[str]) -> _Texts:
     marks: set[str] = set()
     runs: set[tuple[str, ...]] = set()
+    flats: list[str] = []
     for text in texts:
-        plain = plain_words(text)
+        plain = _fold(plain_words(text))
         marks |= _marks(plain)
         runs |= _runs(_words(plain))
-    return _Texts(marks, runs)
+        flats.append(_flat(plain))
+    return _Texts(marks, runs, "\n".join(flats))
 
 
 class ArgumentCheck:
@@ -250,6 +355,7 @@ class ArgumentCheck:
             for texts in own:
                 mine.marks |= texts.marks
                 mine.runs |= texts.runs
+            mine.flat = "\n".join(texts.flat for texts in own)
         self._read = (outside, mine)
         return self._read
 
@@ -271,20 +377,24 @@ class ArgumentCheck:
                 arguments = json.loads(arguments or "{}")
             except ValueError:
                 arguments = {"": arguments}
-        strings = list(_strings(arguments))
+        named = [(key, _fold(s)) for key, s in _strings(arguments)]
+        strings = [s for _, s in named]
         marks = set().union(*(_marks(s) for s in strings)) - own.marks
         runs = set().union(*(_runs(_words(s)) for s in strings)) - own.runs
+        phrases = {p for key, s in named for p in _phrases(key, s) if p not in own.flat}
         sources: list[Source] = []
         samples: list[str] = []
         for texts, from_ in outside:
             hit_marks = sorted(marks & texts.marks)
             hit_runs = runs & texts.runs
-            if not hit_marks and not hit_runs:
+            hit_phrases = sorted(p for p in phrases if p in texts.flat)
+            if not hit_marks and not hit_runs and not hit_phrases:
                 continue
             sources.extend(from_)
             samples.extend(hit_marks)
             if hit_runs:
                 samples.append(" ".join(min(hit_runs)) + " …")
+            samples.extend(shorten_phrase(p) for p in hit_phrases)
         if not sources:
             return None
         return Carried(sources_union(sources), tuple(dict.fromkeys(samples))[:_NAMED])

@@ -13,13 +13,26 @@ from __future__ import annotations
 
 import errno
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..memory.turns import Source
 
 HEAD_CHARS = 60
 TAIL_CHARS = 40
 
 
 class ToolError(Exception):
-    """A failure the model should read and can act on (bad path, refusal...)."""
+    """A failure the model should read and can act on (bad path, refusal...).
+
+    `sources`: whose outside words the message repeats, when it shows stored
+    text a stranger chose (the names of a mail's attachments); None when it
+    holds only the tool's words and the call's own arguments.
+    """
+
+    def __init__(self, *args: object, sources: tuple[Source, ...] | None = None) -> None:
+        super().__init__(*args)
+        self.sources = sources
 
 
 def shorten(text: str, head: int = HEAD_CHARS, tail: int = TAIL_CHARS) -> str:

@@ -427,8 +427,8 @@ class ToolRegistry:
             outcome = found.handler(ctx, **args)
             if inspect.isawaitable(outcome):
                 outcome = await outcome
-        except ToolError as exc:
-            return ToolResult(f"Error: {tidy(str(exc))}", is_error=True)
+        except ToolError as exc:  # its message may repeat stored outside words
+            return ToolResult(f"Error: {tidy(str(exc))}", is_error=True, sources=exc.sources)
         except Exception as exc:  # the system's refusal, or a bug of ours or a library's
             advice = explain(exc)
             if advice:

@@ -41,7 +41,7 @@ from ...security.policy import Access, AccessPolicy
 from ...security.versions import Versions
 from ...tools.registry import Tool, ToolContext, ToolError, ToolResult, tool
 from .access import Account
-from . import display
+from . import display, forwarded
 from .compose import BadAddress, Thread, compose, parse_recipients
 from .imap import ImapConnection, MailServerError
 from .message import (
@@ -338,7 +338,12 @@ class MailTools:
             # Anyone's mail but the person's is outside words: what the agent
             # does next asks first (security/provenance.py).
             person = mt.judged(reading, here)[1]
-            return ToolResult(text, sources=() if person else (
+            if person:  # a mail the person forwards inline is its writer's words too
+                inside = forwarded.split(reading.mail.text)
+                return ToolResult(text, sources=(Source(
+                    SourceKind.MAIL, inside.writer or "a mail the person forwarded"),)
+                    if inside.forwarded else ())
+            return ToolResult(text, sources=(
                 Source(SourceKind.MAIL, reading.mail.from_address or "an unknown sender"),))
 
         @tool(side_effects=True, own_words=True)
@@ -413,20 +418,23 @@ class MailTools:
                 if info is None:
                     spool.seek(0)
                     mail = (await asyncio.to_thread(scan, uid, spool, size)).mail
+            # The file holds the sender's words (the person's own attachment is
+            # theirs), and so do the names an error lists.
+            reading, here = await mt.read(uid, folder_default)
+            sender = () if mt.judged(reading, here)[1] else (
+                Source(SourceKind.MAIL, reading.mail.from_address or "an unknown sender"),)
             if info is None:
                 names = "; ".join(a.name for a in mail.attachments[:50]) or "none"
                 if len(mail.attachments) > 50:
                     names += f"; and {len(mail.attachments) - 50} more"
                 raise ToolError(f"mail {uid} has no attachment named {mt.outside(name)}; its "
-                                f"attachments (outside data): {mt.outside(names)}")
+                                f"attachments (outside data): {mt.outside(names)}",
+                                sources=sender)
             if over[0]:
                 raise ToolError(f"{mt.outside(name)} is {human_size(info.size)}, above the "
                                 f"{human_size(limit)} limit")
             data = bytes(data)
-            # The file holds the sender's words (the person's own attachment is theirs).
-            reading, here = await mt.read(uid, folder_default)
-            whose = sources_union(ctx.lead, () if mt.judged(reading, here)[1] else (
-                Source(SourceKind.MAIL, reading.mail.from_address or "an unknown sender"),))
+            whose = sources_union(ctx.lead, sender)
             # No await from here on: the write and its version happen together or not at all.
             store = mt.versions.store_for(target.root)
             note = ChangeNote("agent", f"email_save_attachment {target.relative} "
