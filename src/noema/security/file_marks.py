@@ -191,11 +191,6 @@ class FileMarks:
             found.extend(self.of_content(data, path))
         return sources_union(found)
 
-    def any_marked(self) -> bool:
-        """Whether any content is marked at all (most agents' files hold none)."""
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM contents LIMIT 1").fetchone() is not None
-
     def all_sources(self) -> tuple[Source, ...]:
         """Every source any marked content holds (what a reader with no view
         of what it read must assume it read)."""
