@@ -107,11 +107,15 @@ def test_the_memory_page_shows_the_share_of_each_save_point(tmp_path):
         savepoints.record(store, status=Status.ACCEPTED, previous=1, turn_ids=[1, 2],
                           text="## State\nx\n\n## The Journey\nMarta {cite:1}.\n",
                           report=checked_report())
+        from noema.interfaces.web import dates, words
+
         environment = Environment(loader=FileSystemLoader(TEMPLATES),
                                   autoescape=select_autoescape(default=True))
+        environment.filters["when"] = lambda ts: dates.when_html(ts, None)  # as the page's app
+        environment.filters["summary"] = words.summary_words
         html = environment.get_template("memory.html").render(
             agent="ana", csrf="x", page="memory", save_points=web_memory.save_points(store),
-            pinned=[], query="", roles=[], all_roles=web_memory.ROLES, found=None, problem=None)
+            pinned=[], query="", roles=[], all_roles=words.role_words("ana"), found=None, problem=None)
     finally:
         store.close()
     new_card = html.split('id="save-point-2"')[1]
