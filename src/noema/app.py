@@ -421,7 +421,8 @@ def _wire(
     cycle = ReasoningCycle(session, provider, tools, system_prompt,
                            CycleSettings(max_steps=config.cycle.max_steps,
                                          max_answer=reasoning.max_output_tokens if reasoning
-                                         else MAX_ANSWER_ROOM))
+                                         else MAX_ANSWER_ROOM),
+                           between_steps=memory.compactor.maybe_start)
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
                   reflexes=config.reflexes,
                   senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),

@@ -29,7 +29,7 @@ from ..providers.base import ProviderError
 from . import savepoints
 from .chronicler import Chronicler, ChronicleRequest, Rejection, answer_room, protocol_tokens
 from .pruning import context_cost, prune
-from .render import render_turn
+from .render import MESSAGE_CHARS_FACTOR, render_turn
 from .savepoints import AttemptRecord, Report, SavePoint, Status
 from .selection import Block, select_block
 from .session import Session
@@ -50,6 +50,11 @@ KEEP_RECENT_SHARE = 0.3
 SAVE_POINT_SHARE = 0.15
 SAVE_POINT_FREE_WORDS = 1_500
 WORDS_PER_TOKEN = 0.75
+# Prose runs about four characters a token; three keeps a cut turn inside its
+# share of the chronicler's room even when its text is denser than prose.
+CHARS_PER_TOKEN_LOW = 3
+# Below this a tool result would say nothing but that it was cut.
+MIN_RESULT_CHARS = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +330,7 @@ class Compactor:
         # Enough to bring the turns well under the threshold again; a share of
         # the session, as configured, when that is more.
         below = total - int(self.turn_room() * settings.trigger_fraction * 0.5)
+        chars = self.result_chars(previous)
         return select_block(
             turns,
             keep_recent=self.keep_recent(),
@@ -333,11 +339,21 @@ class Compactor:
             min_turns=settings.min_block_turns,
             max_turns=settings.max_block_turns,
             open_cycles=frozenset(self.store.open_cycles()),
-            cost=lambda t: self._render_cost(t),
+            cost=lambda t: self._render_cost(t, chars),
         )
 
-    def _render_cost(self, turn: Turn) -> int:
-        return estimate_tokens(render_turn(turn, result_chars=self.settings.render_result_chars))
+    def result_chars(self, previous: SavePoint | None = None) -> int:
+        """How long a tool result may be as the chronicler reads it (a message
+        may be `MESSAGE_CHARS_FACTOR` times longer): the configured length, less
+        when the chronicler's window is small. A message larger than the room
+        the smallest block may give one turn would never fit any block, and
+        the session could then never be compacted at all."""
+        per_turn = max(self.chronicler_room(previous), 0) // max(self.settings.min_block_turns, 1)
+        fits = per_turn * CHARS_PER_TOKEN_LOW // MESSAGE_CHARS_FACTOR
+        return max(min(self.settings.render_result_chars, fits), MIN_RESULT_CHARS)
+
+    def _render_cost(self, turn: Turn, result_chars: int) -> int:
+        return estimate_tokens(render_turn(turn, result_chars=result_chars))
 
     def _request(self, previous: SavePoint | None, block: Block, allowed: Citable) -> ChronicleRequest:
         return ChronicleRequest(
@@ -346,7 +362,7 @@ class Compactor:
             citable=allowed,
             language=self.language,
             agent_name=self.agent_name,
-            result_chars=self.settings.render_result_chars,
+            result_chars=self.result_chars(previous),
             min_journey_words=self.settings.min_journey_words,
             zone=self.zone,
             max_words=self.save_point_words(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +33,9 @@ from ..providers.base import (
 from ..security.provenance import outside_words
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
 from .context import BuiltContext, ContextLimits, ContextTooSmall, RequestShape, build_context
+
+
+log = logging.getLogger(__name__)
 
 
 class CycleEnd(enum.StrEnum):
@@ -99,8 +103,14 @@ class ReasoningCycle:
         tools: ToolRegistry,
         system_prompt: Callable[[], str],
         settings: CycleSettings = CycleSettings(),
+        *,
+        between_steps: Callable[[], object] | None = None,
     ) -> None:
+        """`between_steps` runs after a step's tool results are stored, before
+        the next model request: the compactor's check, so a long cycle does
+        not outgrow the window before its end lets a save point begin."""
         self.session = session
+        self.between_steps = between_steps
         self.provider = provider
         self.tools = tools
         self.system_prompt = system_prompt
@@ -166,10 +176,19 @@ class ReasoningCycle:
                            "with the same arguments after it was told the result would not "
                            "change; tell the person what is done and what is left.")
                 return CycleEnd.REPEATING
+            self._between_steps()
         self._note(progress, listener,
                    f"This cycle reached its bound of {self.settings.max_steps} model calls and "
                    "was stopped there; tell the person what is done and what is left.")
         return CycleEnd.STEP_LIMIT
+
+    def _between_steps(self) -> None:
+        if self.between_steps is None:
+            return
+        try:
+            self.between_steps()
+        except Exception:  # a check that fails must not end the person's reply
+            log.exception("the check between two steps of a cycle failed; the cycle goes on")
 
     def _note(self, progress: CycleProgress, listener: CycleListener, text: str) -> None:
         note = self.session.append(
