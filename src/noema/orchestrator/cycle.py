@@ -32,6 +32,7 @@ from ..providers.base import (
 )
 from ..security.provenance import outside_words
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
+from .progress import ALIKE_RUN, SeenCall, repeats, seen_call
 from .context import BuiltContext, ContextLimits, ContextTooSmall, RequestShape, build_context
 
 
@@ -42,6 +43,7 @@ class CycleEnd(enum.StrEnum):
     ANSWERED = "answered"  # the model replied with no tool call
     STEP_LIMIT = "step_limit"  # bounded: the model kept calling tools
     REPEATING = "repeating"  # stopped: the model kept making a call it was told changes nothing
+    NO_PROGRESS = "no_progress"  # stopped: its calls changed only in details, their results not at all
 
 
 # The same call (tool and arguments) that gave the same result this many
@@ -91,6 +93,9 @@ class CycleProgress:
     last_seen: tuple[str, str, str] | None = None  # tool, arguments and result of the last call
     same_in_a_row: int = 0  # calls in a row that gave `last_seen`
     refused_repeats: int = 0  # calls not run for being such a repeat
+    seen: list[SeenCall] = field(default_factory=list)  # the calls run, noise removed
+    refused_alike: int = 0  # calls not run for only repeating earlier ones in details
+    refused_tool: str = ""  # the tool of the newest call refused so
 
 
 class ReasoningCycle:
@@ -166,8 +171,17 @@ class ReasoningCycle:
             if not calls:
                 return CycleEnd.ANSWERED
             refused_before = progress.refused_repeats
+            alike_before = progress.refused_alike
             for call in calls:
                 await self._act(call, progress, listener)
+            if alike_before and progress.refused_alike > alike_before:
+                # Told once that such a call changes nothing, the model made it again.
+                self._note(progress, listener,
+                           f"This cycle was stopped: the model kept calling {progress.refused_tool} "
+                           "with arguments that changed only in details (numbers, names, times) "
+                           "while the results stayed the same, after it was told so; tell the "
+                           "person what is done and what is left.")
+                return CycleEnd.NO_PROGRESS
             if refused_before and progress.refused_repeats > refused_before \
                     and progress.last_seen is not None:
                 # Told once that the call changes nothing, the model made it again.
@@ -264,6 +278,17 @@ class ReasoningCycle:
                 "it again. Use that result, do something else, or answer.", is_error=True,
             ), progress, listener)
             return
+        alike = repeats(progress.seen, made[0], call.arguments or "")
+        if alike >= ALIKE_RUN:
+            progress.refused_alike += 1
+            progress.refused_tool = made[0]
+            self._store_result(call, ToolResult(
+                f"Not run: {made[0]} was already called {alike} times in this cycle with "
+                "arguments that differ only in details (numbers, names, times) and gave the "
+                "same result each time; another such call would change nothing. Use what you "
+                "have, do something else, or answer.", is_error=True,
+            ), progress, listener)
+            return
         checked = self.tools.check(ToolCall(ctx.call_id, call.tool_name or "", call.arguments or ""))
         if isinstance(checked, ToolResult):
             result = checked
@@ -291,6 +316,7 @@ class ReasoningCycle:
                 progress.running_job = None
         self._store_result(call, result, progress, listener)
         seen = (*made, result.content)
+        progress.seen.append(seen_call(made[0], call.arguments or "", result.content))
         progress.same_in_a_row = progress.same_in_a_row + 1 if seen == progress.last_seen else 1
         progress.last_seen = seen
         # A tool that finished despite a cancellation (an atomic write does) has

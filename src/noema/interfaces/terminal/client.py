@@ -248,6 +248,8 @@ class ChatClient:
             self.screen.line("(the agent reached its step limit for one cycle)", "note")
         elif message.outcome == "repeating":
             self.screen.line("(stopped: the model kept making the same call)", "note")
+        elif message.outcome == "no_progress":
+            self.screen.line("(stopped: the model kept making calls that changed nothing)", "note")
         if self.bar is not None:
             self.bar.activity = ""
             self._refresh_status()  # the context grew; the next cycle may start at once
