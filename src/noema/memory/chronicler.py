@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from ..providers.base import Message, MessageRole, ModelRequest, Provider, ResponseBuilder
+from ..providers.traffic import Metered, Speed
 from .render import compact_ranges, render_block
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Turn, TurnKind
@@ -150,6 +151,11 @@ _BOUND = {
           "una ventana pequeña, así que cuenta lo más antiguo más brevemente.",
 }
 
+_ADVICE = {
+    "en": "\n\nAn earlier attempt over more turns was rejected for these reasons; avoid them:\n",
+    "es": "\n\nUn intento anterior sobre más turnos fue rechazado por estos motivos; evítalos:\n",
+}
+
 _RETRY = {
     "en": (
         "The validator rejected that save point:\n{failures}\n\n"
@@ -177,6 +183,7 @@ class ChronicleRequest:
     min_journey_words: int = 40
     zone: ZoneInfo | None = None
     max_words: int | None = None  # the whole save point, when a small window bounds it
+    advice: tuple[str, ...] = ()  # what earlier attempts over a larger block got wrong
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +223,8 @@ def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = 
         turns=render_block(block, result_chars=request.result_chars, zone=request.zone),
         citable=compact_ranges(request.citable.all),
         length=_LENGTH[lang].format(words=expected_words(request)) + (
-            _BOUND[lang].format(words=request.max_words) if request.max_words else ""),
+            _BOUND[lang].format(words=request.max_words) if request.max_words else "")
+        + (_ADVICE[lang] + "\n".join(f"- {a}" for a in request.advice) if request.advice else ""),
     )
     messages = [Message(MessageRole.SYSTEM, system), Message(MessageRole.USER, user)]
     for rejection in rejections:
@@ -257,7 +265,12 @@ def _fitted(messages: list[Message], room: int) -> list[Message]:
 
 
 class Chronicler:
-    """Writes save points with its own model."""
+    """Writes save points with its own model.
+
+    The provider is metered (`providers.traffic.Metered`): its speed, learnt
+    from what it did, sizes each attempt to the time it may take; given a
+    traffic guard, its requests give way to the person's.
+    """
 
     def __init__(
         self,
@@ -265,8 +278,18 @@ class Chronicler:
         *,
         max_output_tokens: int | None = None,
     ) -> None:
-        self.provider = provider
+        self.provider = provider if isinstance(provider, Metered) else Metered(provider)
         self.max_output_tokens = max_output_tokens
+
+    @property
+    def speed(self) -> Speed:
+        """What the chronicler's endpoint has been measured to do."""
+        return self.provider.speed
+
+    async def wait_turn(self) -> None:
+        """Until a request that gave way to the person's may be asked again."""
+        if self.provider.traffic is not None:
+            await self.provider.traffic.wait_turn()
 
     @property
     def label(self) -> str:
@@ -277,18 +300,21 @@ class Chronicler:
         return self.provider.context_window
 
     async def write(self, request: ChronicleRequest, rejections: Sequence[Rejection] = (),
-                    *, input_fraction: float = 0.5) -> str:
+                    *, input_fraction: float = 0.5, max_tokens: int | None = None) -> str:
         """One attempt at the save point's text (provider errors propagate).
 
         The request and the answer it asks for fit the chronicler's window:
         older rejected attempts give way first, and `max_tokens` is what the
-        window leaves (never more than the configured output limit)."""
+        window leaves, never more than the configured output limit nor than
+        `max_tokens` (what the attempt's time allows)."""
         window = self.context_window
         room = window - answer_room(window, input_fraction)
         messages = _fitted(list(build_messages(request, rejections)), room)
         prompt = sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in messages)
         left = window - prompt - prompt // 20 - 16  # the estimate may fall a little short
         limit = self.max_output_tokens or DEFAULT_OUTPUT_TOKENS
+        if max_tokens:
+            limit = min(limit, max_tokens)
         model_request = ModelRequest(
             messages=tuple(messages),
             max_tokens=max(min(limit, left), 1),

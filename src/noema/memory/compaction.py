@@ -21,11 +21,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from ..providers.base import ProviderError
+from ..providers.traffic import Preempted
 from . import savepoints
 from .chronicler import Chronicler, ChronicleRequest, Rejection, answer_room, protocol_tokens
 from .pruning import context_cost, prune
@@ -36,7 +37,7 @@ from .session import Session
 from .settings import MemorySettings
 from .tokens import estimate_tokens
 from .turns import Turn
-from .validator import Citable, Verdict, citable, validate
+from .validator import Verdict, citable, validate
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,21 @@ WORDS_PER_TOKEN = 0.75
 CHARS_PER_TOKEN_LOW = 3
 # Below this a tool result would say nothing but that it was cut.
 MIN_RESULT_CHARS = 60
+# An attempt is sized to this share of the time it may take (speeds vary on a
+# shared machine), and its answer to this share of that time at most.
+TIME_MARGIN = 0.8
+ANSWER_TIME_SHARE = 0.6
+# Fewer tokens than this could not hold a State and a Journey at all.
+MIN_ANSWER_TOKENS = 160
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """What one chronicler attempt may read (tokens of prompt; None: as much as
+    the window allows) and write (tokens of answer)."""
+
+    read: int | None
+    answer: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +80,7 @@ class Draft:
     verdict: Verdict | None  # None when the chronicler could not be reached
     attempts: tuple[AttemptRecord, ...]
     error: str | None = None
+    block: tuple[Turn, ...] = ()  # the turns the last attempt narrated (a retry may take fewer)
 
     @property
     def ok(self) -> bool:
@@ -74,7 +91,14 @@ class CompactionListener:
     """Hears what a compaction does, for display. Every method is optional."""
 
     def on_compaction_start(self, block: Block, reason: str) -> None: ...
+    def on_attempt_start(self, number: int, of: int, turns: int, answer_tokens: int) -> None:
+        """Attempt `number` of `of` begins, over `turns` turns, asking for at most
+        `answer_tokens`."""
     def on_attempt(self, number: int, verdict: Verdict) -> None: ...
+    def on_attempt_failed(self, number: int, why: str) -> None:
+        """Attempt `number` gave no text to judge (it ran out of time)."""
+    def on_waiting(self, why: str) -> None:
+        """The attempt waits its turn: the person's reply goes first."""
     def on_compaction_end(self, outcome: Outcome) -> None: ...
 
 
@@ -87,6 +111,29 @@ class Outcome:
     reason: str = ""
 
 
+# What a retry may change: the request (a smaller block, advice) and the answer's size.
+Reshape = Callable[[int, ChronicleRequest, Sequence[AttemptRecord]], ChronicleRequest]
+TOO_SLOW = "too_slow"
+
+
+async def _written(chronicler: Chronicler, request: ChronicleRequest, rejections: list[Rejection],
+                   *, input_fraction: float, answer_tokens: int | None, attempt_s: float | None,
+                   listener: CompactionListener) -> tuple[str, float]:
+    """One attempt's text and the seconds it took. A request the person's reply
+    cut short is asked again once the person's side is quiet; only the try that
+    ran to its end (or out of time) is counted."""
+    while True:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(attempt_s):
+                text = await chronicler.write(request, rejections, input_fraction=input_fraction,
+                                              max_tokens=answer_tokens)
+            return text, time.perf_counter() - started
+        except Preempted:
+            listener.on_waiting("the person's reply goes first")
+            await chronicler.wait_turn()
+
+
 async def draft_save_point(
     chronicler: Chronicler,
     request: ChronicleRequest,
@@ -95,18 +142,45 @@ async def draft_save_point(
     min_coverage: float = 0.0,
     listener: CompactionListener | None = None,
     input_fraction: float = 0.5,
+    attempt_s: float | None = None,
+    answer_tokens: Callable[[], int | None] | None = None,
+    reshape: Reshape | None = None,
 ) -> Draft:
-    """Ask for a save point until one is valid or the retries run out."""
+    """Ask for a save point until one is valid or the retries run out.
+
+    Each attempt is stopped after `attempt_s` seconds (None: no limit) and asks
+    for at most `answer_tokens()` tokens, asked anew each time because the
+    chronicler's speed is learnt as it goes. A retry never repeats a request
+    unchanged: it carries the failures of the attempt before, and `reshape`
+    may give it a smaller block (the failures then travel as advice).
+    """
+    heard = listener or CompactionListener()
     rejections: list[Rejection] = []
     attempts: list[AttemptRecord] = []
     verdict: Verdict | None = None
-    for number in range(1, retries + 2):
-        started = time.perf_counter()
+    tries = retries + 1
+    for number in range(1, tries + 1):
+        if number > 1 and reshape is not None:
+            reshaped = reshape(number, request, attempts)
+            if reshaped.block != request.block:
+                rejections.clear()  # their text narrates other turns
+            request = reshaped
+        answer = answer_tokens() if answer_tokens is not None else None
+        heard.on_attempt_start(number, tries, len(request.block), answer or 0)
         try:
-            text = await chronicler.write(request, rejections, input_fraction=input_fraction)
+            text, spent = await _written(chronicler, request, rejections,
+                                         input_fraction=input_fraction, answer_tokens=answer,
+                                         attempt_s=attempt_s, listener=heard)
+        except TimeoutError:
+            why = (f"the attempt was stopped after {attempt_s:.0f} s (the time one attempt may "
+                   "take); the next one reads fewer turns and writes less")
+            heard.on_attempt_failed(number, why)
+            attempts.append(AttemptRecord(number=number, failures=((TOO_SLOW, why),), chars=0,
+                                          chronicler_s=round(attempt_s or 0.0, 3), validator_ms=0.0,
+                                          turns=len(request.block), asked_tokens=answer or 0))
+            continue
         except ProviderError as exc:
-            return Draft(verdict, tuple(attempts), f"the chronicler failed: {exc}")
-        spent = time.perf_counter() - started
+            return Draft(verdict, tuple(attempts), f"the chronicler failed: {exc}", request.block)
         verdict = validate(
             text,
             allowed=request.citable,
@@ -114,8 +188,7 @@ async def draft_save_point(
             min_journey_words=request.min_journey_words,
             min_coverage=min_coverage,
         )
-        if listener:
-            listener.on_attempt(number, verdict)
+        heard.on_attempt(number, verdict)
         attempts.append(AttemptRecord(
             number=number,
             failures=tuple((f.code, f.message) for f in verdict.failures),
@@ -123,11 +196,16 @@ async def draft_save_point(
             chronicler_s=round(spent, 3),
             validator_ms=round(verdict.seconds * 1000, 3),
             text="" if verdict.ok else text,
+            turns=len(request.block),
+            asked_tokens=answer or 0,
         ))
         if verdict.ok:
             break
         rejections.append(Rejection(text, verdict.failures))
-    return Draft(verdict, tuple(attempts))
+    error = None
+    if verdict is None and attempts:  # every attempt ran out of time: nothing to judge
+        error = f"every attempt ran out of time ({attempt_s or 0:.0f} s each)"
+    return Draft(verdict, tuple(attempts), error, request.block)
 
 
 def make_report(
@@ -237,12 +315,28 @@ class Compactor:
         return None
 
     def _waiting_after_failure(self) -> bool:
+        """After a failed compaction the next waits for the conversation to move
+        on, unless the turns no longer fit the room the window leaves them: the
+        next request would then leave turns out, and a smaller block is worth
+        trying at once."""
         latest = savepoints.latest(self.store)
         if latest is None or latest.accepted or not self.session.turns:
+            return False
+        if sum(context_cost(t) for t in self.session.turns) > self.turn_room():
             return False
         newest = self.session.turns[-1].id
         failed_at = latest.report.session_last or latest.last_turn
         return newest < failed_at + self.settings.retry_after_turns
+
+    def _turns_after_failure(self) -> int:
+        """The most turns the next block may take: half the block that just
+        failed (a rejected block is never asked for again unchanged)."""
+        latest = savepoints.latest(self.store)
+        if latest is None or latest.accepted:
+            return self.settings.max_block_turns
+        tried = min((a.turns for a in latest.report.attempts if a.turns), default=0) or len(
+            latest.turn_ids)
+        return max(tried // 2, self.settings.min_block_turns)
 
     def current_save_point(self) -> SavePoint | None:
         sp_id = self.session.save_point_id
@@ -294,30 +388,74 @@ class Compactor:
             self.listener.on_compaction_end(outcome)
             return outcome
         self.listener.on_compaction_start(block, reason)
-        allowed = citable(
-            previous.text if previous else None,
-            block.turns,
-            lambda ids: (t.id for t in self.store.get_many(ids)),
-        )
-        request = self._request(previous, block, allowed)
         draft = await draft_save_point(
             self.chronicler,
-            request,
+            self._request(previous, block),
             retries=self.settings.retries,
             min_coverage=self.settings.min_coverage,
             listener=self.listener,
             input_fraction=self.settings.chronicler_input_fraction,
+            attempt_s=self.settings.chronicler_attempt_s,
+            answer_tokens=lambda: self.sizing(previous).answer,
+            reshape=lambda number, request, attempts: self._reshape(previous, number, request,
+                                                                    attempts),
         )
-        outcome = self._conclude(previous, block, draft)
+        outcome = self._conclude(previous, Block(draft.block) if draft.block else block, draft)
         self.listener.on_compaction_end(outcome)
         return outcome
+
+    def _reshape(self, previous: SavePoint | None, number: int, request: ChronicleRequest,
+                 attempts: Sequence[AttemptRecord]) -> ChronicleRequest:
+        """The request of attempt `number`: the same block with the failures
+        named, or, after an attempt that ran out of time and for the last try
+        after rejections, about half the block (the failures as advice)."""
+        last = attempts[-1] if attempts else None
+        if last is None:
+            return request
+        too_slow = any(code == TOO_SLOW for code, _ in last.failures)
+        last_try = number == self.settings.retries + 1 and number > 2
+        if not (too_slow or last_try):
+            return request
+        block = request.block
+        cost = sum(self._render_cost(t, request.result_chars) for t in block)
+        fits = min(cost // 2, max(self.chronicler_room(previous), 0))
+        smaller = select_block(
+            block, keep_recent=0, target_tokens=fits, max_tokens=fits,
+            min_turns=min(self.settings.min_block_turns, len(block)),
+            max_turns=max(len(block) // 2, 1),
+            cost=lambda t: self._render_cost(t, request.result_chars),
+        )
+        if smaller is None or len(smaller.turns) >= len(block):
+            return request
+        advice = tuple(dict.fromkeys(m for code, m in last.failures if code != TOO_SLOW))
+        return self._request(previous, smaller, advice=advice[:4])
+
+    def sizing(self, previous: SavePoint | None) -> Sizing:
+        """What one attempt may read and write so that it stays within
+        `chronicler_attempt_s` at the speed the chronicler's endpoint was
+        measured at; its window alone decides while the speed is unknown."""
+        window = self.chronicler.context_window
+        answer = answer_room(window, self.settings.chronicler_input_fraction)
+        speed = self.chronicler.speed
+        if not speed.write:
+            return Sizing(None, answer)
+        budget = self.settings.chronicler_attempt_s * TIME_MARGIN
+        answer = min(answer, max(int(speed.write * budget * ANSWER_TIME_SHARE), MIN_ANSWER_TOKENS))
+        if not speed.read:
+            return Sizing(None, answer)
+        reading = budget - answer / speed.write
+        return Sizing(max(int(speed.read * reading), 0), answer)
 
     def chronicler_room(self, previous: SavePoint | None) -> int:
         """Tokens of the block the chronicler can read: its window less the
         answer it writes, its instructions, the previous save point and the
-        citable IDs (a few tokens a range)."""
+        citable IDs (a few tokens a range), and no more than it can read in
+        the time an attempt may take."""
         window = self.chronicler.context_window
         room = window - answer_room(window, self.settings.chronicler_input_fraction)
+        readable = self.sizing(previous).read
+        if readable is not None:
+            room = min(room, readable)
         room -= protocol_tokens(self.language, self.agent_name)
         if previous is not None:
             room -= estimate_tokens(previous.text) + 2 * len(previous.report.cited)
@@ -337,7 +475,7 @@ class Compactor:
             target_tokens=max(int(total * settings.block_fraction), below),
             max_tokens=max(self.chronicler_room(previous), 0),
             min_turns=settings.min_block_turns,
-            max_turns=settings.max_block_turns,
+            max_turns=min(settings.max_block_turns, self._turns_after_failure()),
             open_cycles=frozenset(self.store.open_cycles()),
             cost=lambda t: self._render_cost(t, chars),
         )
@@ -355,10 +493,17 @@ class Compactor:
     def _render_cost(self, turn: Turn, result_chars: int) -> int:
         return estimate_tokens(render_turn(turn, result_chars=result_chars))
 
-    def _request(self, previous: SavePoint | None, block: Block, allowed: Citable) -> ChronicleRequest:
+    def _request(self, previous: SavePoint | None, block: Block | tuple[Turn, ...],
+                 *, advice: tuple[str, ...] = ()) -> ChronicleRequest:
+        turns = block.turns if isinstance(block, Block) else block
+        allowed = citable(
+            previous.text if previous else None,
+            turns,
+            lambda ids: (t.id for t in self.store.get_many(ids)),
+        )
         return ChronicleRequest(
             previous_text=previous.text if previous else None,
-            block=block.turns,
+            block=turns,
             citable=allowed,
             language=self.language,
             agent_name=self.agent_name,
@@ -366,15 +511,15 @@ class Compactor:
             min_journey_words=self.settings.min_journey_words,
             zone=self.zone,
             max_words=self.save_point_words(),
+            advice=advice,
         )
 
     def save_point_words(self) -> int | None:
         """The most words a save point may have to fit the windows, or None when
         that is no real bound: its share of the reasoning model's window, and
         what the chronicler's answer room can hold."""
-        chronicler = self.chronicler.context_window
         tokens = min(int(self.context_window * SAVE_POINT_SHARE),
-                     answer_room(chronicler, self.settings.chronicler_input_fraction))
+                     self.sizing(self.current_save_point()).answer)
         words = int(tokens * WORDS_PER_TOKEN)
         return words if words < SAVE_POINT_FREE_WORDS else None
 
@@ -389,8 +534,8 @@ class Compactor:
                 self.store, status=Status.REJECTED, previous=previous_id,
                 turn_ids=block.ids, text=text, report=report,
             )
-            failures = draft.verdict.failures if draft.verdict else ()
-            why = draft.error or "; ".join(f.code for f in failures)
+            last = draft.attempts[-1].failures if draft.attempts else ()
+            why = draft.error or "; ".join(dict.fromkeys(code for code, _ in last))
             return Outcome("rejected", rejected, why)
         assert draft.verdict is not None
         with self.store.transaction():

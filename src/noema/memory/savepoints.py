@@ -32,6 +32,9 @@ class AttemptRecord:
     chronicler_s: float
     validator_ms: float
     text: str = ""  # kept only for rejected attempts, for review
+    turns: int = 0  # the turns it narrated (a retry may take fewer); 0 in older records
+    asked_tokens: int = 0  # the longest answer it asked for; 0: what the window left
+    structured: bool = False  # asked as structured data (a schema), not as free text
 
 
 @dataclass(frozen=True, slots=True)
