@@ -198,6 +198,7 @@ async def draft_save_point(
             text="" if verdict.ok else text,
             turns=len(request.block),
             asked_tokens=answer or 0,
+            structured=chronicler.last_structured,
         ))
         if verdict.ok:
             break

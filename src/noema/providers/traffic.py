@@ -164,6 +164,23 @@ def speed_of(provider: Provider) -> Speed:
     return _SPEEDS.setdefault(key, Speed())
 
 
+def shared_traffic(first: Provider, second: Provider) -> Traffic | None:
+    """One guard for a server both providers talk to, when the catalogue says
+    that kind of server answers one request at a time; None otherwise."""
+    from .catalog import PROVIDERS
+
+    def where(provider: Provider) -> str | None:
+        spec = PROVIDERS.get(provider.name)
+        endpoint = getattr(provider, "endpoint", None)
+        base_url = getattr(endpoint, "base_url", None)
+        if spec is None or not spec.one_at_a_time or not base_url:
+            return None
+        return str(base_url).rstrip("/").removesuffix("/v1")
+
+    here = where(first)
+    return Traffic() if here is not None and here == where(second) else None
+
+
 def _estimate(text: str) -> int:
     # Rough on purpose: used only when the server sent no usage, and a speed
     # is a guide for sizing, not a count.

@@ -265,6 +265,8 @@ class ChatClient:
 
     def _notice(self, message: Notice) -> None:
         self.screen.line(f"* {message.text}", "notice")
+        if self.bar is not None and message.about == "memory":
+            self._refresh_status()  # memory began or ended a save point: the bar says so
 
     def _decided(self, message: Decided) -> None:
         if message.kind in CANCELS:

@@ -1,0 +1,92 @@
+"""A save point asked for as structured data, and rendered into its Markdown.
+
+Where the chronicler's server can hold its answer to a JSON schema, the save
+point is asked for as an object: `state`, the State's text, and `journey`,
+the Journey's sentences in order, each with the one turn it comes from in
+`cite`. The schema allows in `cite` exactly the IDs the validator allows (an
+`enum`), so a server that decodes under the schema cannot write an invented
+ID. The object is then rendered into the Markdown the rest of the system
+reads: the two sections, each citation inline before its sentence's stop.
+The validator judges that Markdown like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+
+from ..providers.base import AnswerSchema
+
+SCHEMA_NAME = "save_point"
+# Sentences per paragraph of the rendered Journey.
+PARAGRAPH_SENTENCES = 4
+_MARKER = re.compile(r"\s*\{\s*cite\s*:[^}]*\}", re.IGNORECASE)
+_STOP = re.compile(r"([.!?…]+[\"'”’)\]]*)\s*$")
+
+
+def save_point_schema(allowed: Collection[int]) -> AnswerSchema:
+    """The schema of a save point whose citations can only be `allowed`."""
+    cite = {"type": "integer", "enum": sorted(set(allowed))}
+    sentence = {
+        "type": "object",
+        "properties": {"sentence": {"type": "string"}, "cite": cite},
+        "required": ["sentence", "cite"],
+        "additionalProperties": False,
+    }
+    return AnswerSchema(SCHEMA_NAME, {
+        "type": "object",
+        "properties": {
+            "state": {"type": "string"},
+            "journey": {"type": "array", "items": sentence, "minItems": 1},
+        },
+        "required": ["state", "journey"],
+        "additionalProperties": False,
+    })
+
+
+def _cited(sentence: str, cite: int) -> str:
+    """The sentence with its citation inline, before its final stop."""
+    words = " ".join(_MARKER.sub("", sentence).split())
+    if not words:
+        return ""
+    stop = _STOP.search(words)
+    if stop:
+        return f"{words[: stop.start()].rstrip()} {{cite:{cite}}}{stop.group(1)}"
+    return f"{words} {{cite:{cite}}}."
+
+
+def render(raw: str, headings: tuple[str, str]) -> str | None:
+    """The Markdown of a save point given as structured data, or None when
+    `raw` is no such object (not JSON, or not of the schema's shape)."""
+    text = raw.strip()
+    if text.startswith("```"):  # a fence some servers keep around the object
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("journey"), list):
+        return None
+    state = data.get("state")
+    sentences = []
+    for item in data["journey"]:
+        if not isinstance(item, dict) or not isinstance(item.get("sentence"), str):
+            continue
+        cite = item.get("cite")
+        if isinstance(cite, bool) or not isinstance(cite, int):
+            continue
+        said = _cited(item["sentence"], cite)
+        if said:
+            sentences.append(said)
+    paragraphs = [" ".join(sentences[i: i + PARAGRAPH_SENTENCES])
+                  for i in range(0, len(sentences), PARAGRAPH_SENTENCES)]
+    state_text = " ".join(state.split()) if isinstance(state, str) else ""
+    return (f"## {headings[0]}\n{state_text}\n\n## {headings[1]}\n"
+            + "\n\n".join(paragraphs) + "\n")
+
+
+def looks_structured(raw: str) -> bool:
+    """Whether an answer at least began as the object asked for (one cut short
+    by its length still did): a server that ignored the schema wrote prose."""
+    return raw.lstrip().lstrip("`").removeprefix("json").lstrip().startswith("{")
