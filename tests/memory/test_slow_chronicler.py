@@ -164,3 +164,17 @@ async def test_the_speed_is_learnt_from_what_the_server_did(first, step, pieces)
     assert speed.read is not None and abs(speed.read - (len(prompt) // 4) / first) < 1e-6
     assert speed.seconds(len(prompt) // 4, written) == \
         (len(prompt) // 4) / speed.read + written / speed.write
+
+
+async def test_after_a_restart_the_stored_attempts_give_a_first_guess_of_the_speed(session):
+    chat(session, 12)
+    first = Compactor(session, Chronicler(Chronicle(pause=0.05)), SETTINGS,
+                      context_window=100_000)
+    outcome = await first.compact()
+    attempt = outcome.save_point.report.attempts[0]
+    restarted = Compactor(session, Chronicler(Chronicle()), SETTINGS, context_window=100_000)
+    assert restarted.chronicler.speed.write is None
+    sizing = restarted.sizing(None)
+    guess = restarted.chronicler.speed.write
+    assert guess is not None and abs(guess - attempt.chars / 4 / attempt.chronicler_s) < 1e-6
+    assert sizing.answer <= int(guess * 0.8 * 0.6) + 160

@@ -261,6 +261,7 @@ class Compactor:
         self.zone = zone
         self.listener = listener or CompactionListener()
         self._task: asyncio.Task[Outcome] | None = None
+        self._speed_recalled = False
 
     # -- deciding ----------------------------------------------------------
 
@@ -439,6 +440,8 @@ class Compactor:
         answer = answer_room(window, self.settings.chronicler_input_fraction)
         speed = self.chronicler.speed
         if not speed.write:
+            self._recall_speed()
+        if not speed.write:
             return Sizing(None, answer)
         budget = self.settings.chronicler_attempt_s * TIME_MARGIN
         answer = min(answer, max(int(speed.write * budget * ANSWER_TIME_SHARE), MIN_ANSWER_TOKENS))
@@ -446,6 +449,19 @@ class Compactor:
             return Sizing(None, answer)
         reading = budget - answer / speed.write
         return Sizing(max(int(speed.read * reading), 0), answer)
+
+    def _recall_speed(self) -> None:
+        """After a restart, a first guess from the attempts the store kept: the
+        characters each wrote over its whole time (reading included, so the
+        guess errs slow) until this process measures the server itself."""
+        if self._speed_recalled:
+            return
+        self._speed_recalled = True
+        written = [(a.chars / 4, a.chronicler_s) for sp in savepoints.listing(self.store)[:3]
+                   for a in sp.report.attempts if a.chars and a.chronicler_s > 0]
+        if written:
+            tokens, seconds = sum(t for t, _ in written), sum(s for _, s in written)
+            self.chronicler.speed.write = tokens / seconds
 
     def chronicler_room(self, previous: SavePoint | None) -> int:
         """Tokens of the block the chronicler can read: its window less the
