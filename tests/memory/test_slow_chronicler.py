@@ -178,3 +178,20 @@ async def test_after_a_restart_the_stored_attempts_give_a_first_guess_of_the_spe
     guess = restarted.chronicler.speed.write
     assert guess is not None and abs(guess - attempt.chars / 4 / attempt.chronicler_s) < 1e-6
     assert sizing.answer <= int(guess * 0.8 * 0.6) + 160
+
+
+def test_only_one_local_server_shared_by_both_models_gets_a_guard():
+    from noema.providers.catalog import build_provider
+    from noema.providers.settings import ModelSettings
+    from noema.providers.traffic import shared_traffic
+
+    def made(provider: str, base_url: str | None = None, model: str = "m"):
+        return build_provider(ModelSettings(provider=provider, model=model, base_url=base_url),
+                              {"OPENAI_API_KEY": "k"})
+
+    local = made("llamacpp", "http://127.0.0.1:8080/v1")
+    assert shared_traffic(local, made("llamacpp", "http://127.0.0.1:8080/v1", "other")) is not None
+    assert shared_traffic(local, local) is not None  # the chronicler is the reasoning model
+    assert shared_traffic(local, made("llamacpp", "http://127.0.0.1:8081/v1")) is None
+    cloud = made("openai")
+    assert shared_traffic(cloud, cloud) is None  # a service that serves many at once
