@@ -144,3 +144,21 @@ def test_the_wire_forms_of_a_schema():
     body = claude.payload(request)
     assert body["tool_choice"] == {"type": "tool", "name": "save_point"}
     assert body["tools"][-1]["input_schema"] == schema.schema
+
+
+def test_an_object_cut_short_keeps_its_complete_sentences():
+    whole = json.dumps({"state": "Rain.", "journey": [
+        {"sentence": "It rained on Monday", "cite": 3},
+        {"sentence": "The person bought an umbrella", "cite": 5},
+        {"sentence": "Then the sun came out and everyone went", "cite": 7}]})
+    cut = whole[: whole.index("went") - 4]
+    text = render(cut, HEADINGS)
+    assert text is not None and text.endswith("umbrella {cite:5}.\n")
+    assert "{cite:7}" not in text
+
+
+def test_the_answer_length_bounds_the_sentences_the_schema_allows():
+    small = save_point_schema({1, 2}, 300).schema
+    assert small["properties"]["journey"]["maxItems"] == (300 - 300 // 4 - 16) // 72
+    assert small["properties"]["state"]["maxLength"] == 300
+    assert "maxItems" not in save_point_schema({1, 2}).schema["properties"]["journey"]

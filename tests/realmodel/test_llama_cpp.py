@@ -345,7 +345,7 @@ async def test_a_save_point_asked_as_structured_data_cites_only_allowed_turns(
     store, chronicle = block(tmp_path)
     try:
         chronicler = Chronicler(provider, structured=True)
-        text = await chronicler.write(chronicle, max_tokens=320)
+        text = await chronicler.write(chronicle, max_tokens=240)
     finally:
         await provider.aclose()
         store.close()

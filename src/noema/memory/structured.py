@@ -21,24 +21,36 @@ from ..providers.base import AnswerSchema
 SCHEMA_NAME = "save_point"
 # Sentences per paragraph of the rendered Journey.
 PARAGRAPH_SENTENCES = 4
+# The longest sentence and State the schema allows, in characters, so that
+# a small model cannot spend its whole answer on one run-on string and be
+# cut off before the object closes; and what one sentence costs in tokens
+# with its JSON around it, to bound their number by the answer's length.
+SENTENCE_CHARS = 240
+STATE_CHARS = 480
+SENTENCE_TOKENS = SENTENCE_CHARS // 4 + 12
 _MARKER = re.compile(r"\s*\{\s*cite\s*:[^}]*\}", re.IGNORECASE)
 _STOP = re.compile(r"([.!?…]+[\"'”’)\]]*)\s*$")
 
 
-def save_point_schema(allowed: Collection[int]) -> AnswerSchema:
-    """The schema of a save point whose citations can only be `allowed`."""
+def save_point_schema(allowed: Collection[int], answer_tokens: int | None = None) -> AnswerSchema:
+    """The schema of a save point whose citations can only be `allowed`; given
+    `answer_tokens`, one that a complete answer fits in that many tokens."""
     cite = {"type": "integer", "enum": sorted(set(allowed))}
+    state_chars = STATE_CHARS if answer_tokens is None else min(STATE_CHARS, answer_tokens)
     sentence = {
         "type": "object",
-        "properties": {"sentence": {"type": "string"}, "cite": cite},
+        "properties": {"sentence": {"type": "string", "maxLength": SENTENCE_CHARS}, "cite": cite},
         "required": ["sentence", "cite"],
         "additionalProperties": False,
     }
+    journey: dict = {"type": "array", "items": sentence, "minItems": 1}
+    if answer_tokens is not None:
+        journey["maxItems"] = max((answer_tokens - state_chars // 4 - 16) // SENTENCE_TOKENS, 1)
     return AnswerSchema(SCHEMA_NAME, {
         "type": "object",
         "properties": {
-            "state": {"type": "string"},
-            "journey": {"type": "array", "items": sentence, "minItems": 1},
+            "state": {"type": "string", "maxLength": state_chars},
+            "journey": journey,
         },
         "required": ["state", "journey"],
         "additionalProperties": False,
@@ -65,7 +77,9 @@ def render(raw: str, headings: tuple[str, str]) -> str | None:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        return None
+        data = _complete_part(text)
+        if data is None:
+            return None
     if not isinstance(data, dict) or not isinstance(data.get("journey"), list):
         return None
     state = data.get("state")
@@ -84,6 +98,18 @@ def render(raw: str, headings: tuple[str, str]) -> str | None:
     state_text = " ".join(state.split()) if isinstance(state, str) else ""
     return (f"## {headings[0]}\n{state_text}\n\n## {headings[1]}\n"
             + "\n\n".join(paragraphs) + "\n")
+
+
+def _complete_part(text: str) -> dict | None:
+    """The object an answer cut short by its length began: its State and the
+    Journey's sentences that were complete (the validator judges the rest)."""
+    for end in (m.end() for m in reversed(list(re.finditer(r"\}", text)))):
+        try:
+            data = json.loads(text[:end] + "]}")
+        except (ValueError, RecursionError):
+            continue
+        return data if isinstance(data, dict) else None
+    return None
 
 
 def looks_structured(raw: str) -> bool:

@@ -416,7 +416,8 @@ class OpenAICompatProvider:
         escaping = await self.reads_escaped()
         async with self._traffic.answering():
             events = self._attempt_unguarded(request)
-            async for event in unescaped(events) if escaping else events:
+            json_text = request.answer_schema is not None
+            async for event in unescaped(events, json_text=json_text) if escaping else events:
                 yield event
 
     async def _attempt_unguarded(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
