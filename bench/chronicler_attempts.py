@@ -3,6 +3,7 @@ validator, asked for free text and for structured data, and how long it takes.
 
     .venv/bin/python bench/chronicler_attempts.py [--family smollm2,gemma3] [--blocks 5]
                                                   [--turns 16] [--file LOCOMO.json]
+                                                  [--answer-tokens 500]
 
 For each model family (llama.cpp's server, `scripts/llama_server install`),
 `--blocks` blocks of `--turns` turns are taken from LoCoMo conversations (the
@@ -59,7 +60,7 @@ def blocks(path: Path, count: int, turns: int) -> list[list[tuple[str, str, str]
     return found
 
 
-async def attempt(chronicler: Chronicler, block, scratch: Path, n: int):
+async def attempt(chronicler: Chronicler, block, scratch: Path, n: int, args):
     store = TurnStore(scratch / f"turns-{n}.db")
     try:
         session = Session.load(store)
@@ -71,7 +72,7 @@ async def attempt(chronicler: Chronicler, block, scratch: Path, n: int):
                                    agent_name=block[1][0] if len(block) > 1 else "the agent",
                                    min_journey_words=40)
         started = time.perf_counter()
-        text = await chronicler.write(request, max_tokens=700)
+        text = await chronicler.write(request, max_tokens=args.answer_tokens)
         spent = time.perf_counter() - started
         verdict = validate(text, allowed=request.citable, block=turns, min_journey_words=40)
         return verdict, spent
@@ -97,7 +98,7 @@ async def run(family: str, args) -> None:
                 chronicler = Chronicler(provider, structured=structured)
                 passed, times, codes = 0, [], collections.Counter()
                 for n, block in enumerate(blocks(args.file, args.blocks, args.turns)):
-                    verdict, spent = await attempt(chronicler, block, scratch, n)
+                    verdict, spent = await attempt(chronicler, block, scratch, n, args)
                     times.append(spent)
                     passed += verdict.ok
                     codes.update({f.code for f in verdict.failures})
@@ -118,6 +119,8 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--turns", type=int, default=16)
     parser.add_argument("--file", type=Path, default=LOCOMO)
+    parser.add_argument("--answer-tokens", type=int, default=500,
+                        help="the longest save point one attempt may write")
     args = parser.parse_args()
     for family in args.family.split(","):
         asyncio.run(run(family, args))

@@ -195,3 +195,19 @@ def test_only_one_local_server_shared_by_both_models_gets_a_guard():
     assert shared_traffic(local, made("llamacpp", "http://127.0.0.1:8081/v1")) is None
     cloud = made("openai")
     assert shared_traffic(cloud, cloud) is None  # a service that serves many at once
+
+
+async def test_past_the_room_a_failed_block_is_retried_at_once_smaller_until_it_cannot_be(session):
+    chat(session, 30, topic="the garden by the river where the old stones are")
+    settings = SETTINGS.model_copy(update={"retries": 0, "retry_after_turns": 50})
+    # A window the turns no longer fit: the next request would leave turns out.
+    compactor = Compactor(session, Chronicler(Chronicle(wrong=100)), settings,
+                          context_window=1_000)
+    assert sum(t.tokens for t in session.turns) > compactor.turn_room()
+    sizes = []
+    while compactor.due() is not None and len(sizes) < 10:
+        outcome = await compactor.compact()
+        assert outcome.status == "rejected"
+        sizes.append(len(outcome.save_point.turn_ids))
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)  # halving
+    assert sizes[-1] == settings.min_block_turns and compactor.due() is None  # then it waits

@@ -324,7 +324,8 @@ class Compactor:
         latest = savepoints.latest(self.store)
         if latest is None or latest.accepted or not self.session.turns:
             return False
-        if sum(context_cost(t) for t in self.session.turns) > self.turn_room():
+        smaller = self._turns_after_failure() < self._tried_turns(latest)
+        if smaller and sum(context_cost(t) for t in self.session.turns) > self.turn_room():
             return False
         newest = self.session.turns[-1].id
         failed_at = latest.report.session_last or latest.last_turn
@@ -336,9 +337,13 @@ class Compactor:
         latest = savepoints.latest(self.store)
         if latest is None or latest.accepted:
             return self.settings.max_block_turns
-        tried = min((a.turns for a in latest.report.attempts if a.turns), default=0) or len(
-            latest.turn_ids)
-        return max(tried // 2, self.settings.min_block_turns)
+        return max(self._tried_turns(latest) // 2, self.settings.min_block_turns)
+
+    @staticmethod
+    def _tried_turns(failed: SavePoint) -> int:
+        """The fewest turns an attempt of a failed compaction narrated."""
+        return min((a.turns for a in failed.report.attempts if a.turns),
+                   default=0) or len(failed.turn_ids)
 
     def current_save_point(self) -> SavePoint | None:
         sp_id = self.session.save_point_id
