@@ -26,7 +26,7 @@ import pytest
 
 from noema.memory import savepoints
 from noema.memory.chronicler import ChronicleRequest, Chronicler
-from noema.memory.compaction import Compactor
+from noema.memory.compaction import TOO_SLOW, Compactor
 from noema.memory.session import Session
 from noema.memory.settings import MemorySettings
 from noema.memory.store import TurnStore
@@ -190,7 +190,9 @@ async def test_compaction_with_the_real_model_as_chronicler(llama_server: LlamaS
     attempts = record.report.attempts
     # Every attempt is recorded with the validator's verdict on the real text.
     assert 1 <= len(attempts) <= settings.retries + 1
-    assert all(a.chars > 0 and a.chronicler_s > 0 for a in attempts)
+    # Each attempt wrote something, or ran out of the time one may take.
+    assert all((a.chars > 0 or a.failures[0][0] == TOO_SLOW) and a.chronicler_s > 0
+               for a in attempts)
     assert all(a.failures for a in attempts[:-1])  # only a refusal asks again
     invented = [a for a in attempts if any(code == "invented_id" for code, _ in a.failures)]
     if outcome.status == "accepted":
