@@ -211,3 +211,18 @@ async def test_past_the_room_a_failed_block_is_retried_at_once_smaller_until_it_
         sizes.append(len(outcome.save_point.turn_ids))
     assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)  # halving
     assert sizes[-1] == settings.min_block_turns and compactor.due() is None  # then it waits
+
+
+async def test_waiting_for_the_persons_reply_is_not_the_attempts_time(session):
+    chat(session, 12)
+    traffic = Traffic(quiet_s=0.05)
+    model = Chronicle()
+    compactor = Compactor(session, Chronicler(Metered(model, traffic=traffic, background=True)),
+                          SETTINGS, context_window=100_000)  # an attempt may take 1 s
+    async with traffic.person():  # a reply that takes longer than one attempt may
+        task = asyncio.ensure_future(compactor.compact())
+        await asyncio.sleep(1.5)
+        assert not model.requests  # the chronicle waits its turn
+    outcome = await task
+    assert outcome.status == "accepted"
+    assert [a.failures for a in outcome.save_point.report.attempts] == [()]

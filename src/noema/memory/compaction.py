@@ -123,6 +123,7 @@ async def _written(chronicler: Chronicler, request: ChronicleRequest, rejections
     cut short is asked again once the person's side is quiet; only the try that
     ran to its end (or out of time) is counted."""
     while True:
+        await chronicler.wait_turn()  # waiting for the person is not the attempt's time
         started = time.perf_counter()
         try:
             async with asyncio.timeout(attempt_s):
