@@ -29,7 +29,7 @@ With `--real FAMILY` the person's model and the chronicler are one real
 llama.cpp server (`scripts/llama_server install`; smollm2 or gemma3) that
 serves one request at a time, replies bounded to `--reply-tokens`, and the
 person does not wait for a compaction: each message follows the reply to the
-one before. Printed besides: the turns left out before any accepted save
+one before after `--think-s` seconds (reading it and typing the next). Printed besides: the turns left out before any accepted save
 point, the chronicler's attempts (passed, and the time of one), and the
 longest wait for a reply while the chronicler was writing. The machine may be
 shared, so times vary from run to run.
@@ -197,7 +197,8 @@ class Recording:
             yield event
 
 
-async def run(window: int, messages: int, count, server=None, reply_tokens: int = 96) -> Figures:
+async def run(window: int, messages: int, count, server=None, reply_tokens: int = 96,
+              think_s: float = 15.0) -> Figures:
     figures = Figures(window)
     home = Path(tempfile.mkdtemp(prefix="noema-small-window-"))
     said, replies = script(messages, seed=window)
@@ -239,6 +240,7 @@ async def run(window: int, messages: int, count, server=None, reply_tokens: int 
                 if writing:
                     figures.longest_reply_while_writing = max(
                         figures.longest_reply_while_writing, waited)
+                await asyncio.sleep(think_s)
             for request in model.requests[seen:]:
                 prompt = (sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in request.messages)
                           + tools_tokens(request.tools))
@@ -329,6 +331,8 @@ def main() -> None:
                         help="a real llama.cpp server for the person's model and the chronicler")
     parser.add_argument("--reply-tokens", type=int, default=96,
                         help="the longest reply of the real model (its answer reserve)")
+    parser.add_argument("--think-s", type=float, default=15.0,
+                        help="with --real: the person's pause between a reply and the next message")
     args = parser.parse_args()
     messages = 30 if args.smoke else args.messages
     windows = [4096, 8192] if args.smoke else [int(w) for w in args.windows.split(",")]
@@ -342,7 +346,8 @@ def main() -> None:
     log = Path(tempfile.mkdtemp(prefix="noema-small-window-server-")) / "server.log"
     with ServerProcess(log, family=args.real, window=max(windows)) as server:
         for window in windows:
-            report(asyncio.run(run(window, messages, count, server, args.reply_tokens)))
+            report(asyncio.run(run(window, messages, count, server, args.reply_tokens,
+                                   args.think_s)))
 
 
 if __name__ == "__main__":
