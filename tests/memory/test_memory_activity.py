@@ -42,7 +42,7 @@ async def test_a_refused_save_point_is_told_with_why_and_the_raw_turns_are_kept(
     outcome = await task
     assert outcome.status == "rejected"
     assert "refused" in said[-1] and "987654" in said[-1] and "stay as they are" in said[-1]
-    assert activity.line().startswith("last save point refused: ")
+    assert activity.line().startswith("no save point: ")
     assert activity.line().endswith("the raw turns are kept")
     assert sum("rejected" in r.message for r in caplog.records) == 3  # each attempt, logged
     # `noema memory` lists it, and says no save point is in the context.
@@ -79,3 +79,17 @@ async def test_the_app_tells_the_person_what_memory_writes(tmp_path):
         assert app.memory.activity.line() == ""  # nothing being written, nothing failed
     finally:
         await app.aclose()
+
+
+async def test_a_chronicler_too_slow_for_the_time_allowed_is_named_once(session):
+    chat(session, 12)
+    said: list[str] = []
+    chronicler = Chronicler(ReadingChronicler())
+    chronicler.speed.read, chronicler.speed.write = 5.0, 2.0  # a machine far too busy
+    compactor = Compactor(session, chronicler, SETTINGS, context_window=100_000,
+                          listener=MemoryActivity(say=said.append))
+    for _ in range(2):
+        outcome = await compactor.compact()
+        assert outcome.status == "nothing" and "too slow" in outcome.reason
+    assert len(said) == 1 and "memory.chronicler_attempt_s" in said[0]
+    assert "reads 5 tokens/s" in said[0]

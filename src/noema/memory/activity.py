@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from .compaction import CompactionListener, Outcome
+from .compaction import NO_BLOCK_YET, CompactionListener, Outcome
 from .selection import Block
 from .validator import Verdict
 
@@ -99,6 +99,12 @@ class MemoryActivity(CompactionListener):
                       "turns stay as they are and it is tried again later with fewer of them")
         elif outcome.status == "abandoned":
             log.info("compaction: abandoned (%s)", outcome.reason)
+        elif outcome.status == "nothing" and outcome.reason != NO_BLOCK_YET:
+            # Said once: the same reason after every reply would only be noise.
+            if self.failure != _short(outcome.reason):
+                self.failure = _short(outcome.reason)
+                log.warning("compaction: no save point can be written: %s", outcome.reason)
+                self._say(f"memory: no save point can be written: {outcome.reason}")
 
     # -- the person's side ----------------------------------------------------------
 
@@ -115,5 +121,5 @@ class MemoryActivity(CompactionListener):
             turns = f"{self.turns} turn" + ("" if self.turns == 1 else "s")
             return f"writing a save point of {turns}{attempt}{waiting}"
         if self.failure:
-            return f"last save point refused: {self.failure}; the raw turns are kept"
+            return f"no save point: {self.failure}; the raw turns are kept"
         return ""

@@ -64,6 +64,9 @@ ANSWER_TIME_SHARE = 0.6
 MIN_ANSWER_TOKENS = 160
 
 
+NO_BLOCK_YET = "no block can be compacted yet"
+
+
 @dataclass(frozen=True, slots=True)
 class Sizing:
     """What one chronicler attempt may read (tokens of prompt; None: as much as
@@ -392,7 +395,7 @@ class Compactor:
         previous = self.current_save_point()
         block = self._select(previous)
         if block is None:
-            outcome = Outcome("nothing", reason="no block can be compacted yet")
+            outcome = Outcome("nothing", reason=self._why_no_block(previous))
             self.listener.on_compaction_end(outcome)
             return outcome
         self.listener.on_compaction_start(block, reason)
@@ -411,6 +414,16 @@ class Compactor:
         outcome = self._conclude(previous, Block(draft.block) if draft.block else block, draft)
         self.listener.on_compaction_end(outcome)
         return outcome
+
+    def _why_no_block(self, previous: SavePoint | None) -> str:
+        """Why no block can be compacted: too few turns yet, or a chronicler too
+        slow to read its instructions and a block in the time an attempt may take."""
+        readable = self.sizing(previous).read
+        if readable is not None and readable < protocol_tokens(self.language, self.agent_name) * 2:
+            return (f"the chronicler's server is too slow to write a save point within "
+                    f"{self.settings.chronicler_attempt_s:.0f} s ({self.chronicler.speed.describe()}"
+                    "); raise memory.chronicler_attempt_s or choose a faster chronicler model")
+        return NO_BLOCK_YET
 
     def _reshape(self, previous: SavePoint | None, number: int, request: ChronicleRequest,
                  attempts: Sequence[AttemptRecord]) -> ChronicleRequest:
