@@ -226,3 +226,25 @@ async def test_waiting_for_the_persons_reply_is_not_the_attempts_time(session):
     outcome = await task
     assert outcome.status == "accepted"
     assert [a.failures for a in outcome.save_point.report.attempts] == [()]
+
+
+async def test_the_app_puts_both_models_of_one_local_server_behind_one_guard(tmp_path):
+    from noema.app import build_app
+    from noema.config import Config, ModelsSection
+    from noema.paths import AgentPaths
+    from noema.providers.settings import ModelSettings
+    from noema.security.settings import FilesSettings, RootSettings
+
+    local = ModelSettings(provider="llamacpp", model="m", base_url="http://127.0.0.1:9/v1",
+                          context_window=8_192)
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
+                    models=ModelsSection(reasoning=local))
+    app = build_app(AgentPaths.for_agent("ana", tmp_path / "home"), config)
+    try:
+        person = app.agent.cycle.provider
+        chronicle = app.memory.compactor.chronicler.provider
+        assert person.traffic is not None and person.traffic is chronicle.traffic
+        assert chronicle.background and not person.background
+        assert person.speed is chronicle.speed  # the replies teach the chronicle's speed
+    finally:
+        await app.aclose()
