@@ -331,6 +331,9 @@ def main() -> None:
                         help="a real llama.cpp server for the person's model and the chronicler")
     parser.add_argument("--reply-tokens", type=int, default=96,
                         help="the longest reply of the real model (its answer reserve)")
+    parser.add_argument("--server-cache", action="store_true",
+                        help="with --real: the server keeps evaluated prompts in RAM, so a reply "
+                             "after a chronicle need not read its whole prompt again")
     parser.add_argument("--think-s", type=float, default=15.0,
                         help="with --real: the person's pause between a reply and the next message")
     args = parser.parse_args()
@@ -344,7 +347,8 @@ def main() -> None:
     from tests.realmodel.server import ServerProcess
 
     log = Path(tempfile.mkdtemp(prefix="noema-small-window-server-")) / "server.log"
-    with ServerProcess(log, family=args.real, window=max(windows)) as server:
+    extra = ("--cache", "true") if args.server_cache else ()
+    with ServerProcess(log, family=args.real, window=max(windows), extra=extra) as server:
         for window in windows:
             report(asyncio.run(run(window, messages, count, server, args.reply_tokens,
                                    args.think_s)))

@@ -85,12 +85,14 @@ class ServerProcess:
     # One thread: llama.cpp's threads wait for each other by spinning, and on
     # a busy two-core machine two of them answered ten times slower than one.
     def __init__(self, log: Path, *, threads: int = 1, family: str = "smollm2",
-                 window: int = CONTEXT_WINDOW) -> None:
+                 window: int = CONTEXT_WINDOW, extra: tuple[str, ...] = ()) -> None:
+        """`extra`: more of the server's own arguments (`--cache true` …)."""
         self.log_path = log
         self.threads = threads
         self.family = family
         self.alias = ALIASES[family]
         self.window = window
+        self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> LlamaServer:
@@ -107,7 +109,7 @@ class ServerProcess:
              "--host", "127.0.0.1", "--port", str(port),
              "--n_ctx", str(self.window), "--n_threads", str(self.threads),
              "--n_threads_batch", str(self.threads),
-             "--model_alias", self.alias, "--verbose", "false"],
+             "--model_alias", self.alias, "--verbose", "false", *self.extra],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         )
         log.close()
