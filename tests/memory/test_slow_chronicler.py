@@ -8,6 +8,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from noema.memory.chronicler import Chronicler
 from noema.memory.compaction import TOO_SLOW, Compactor
 from noema.memory.settings import MemorySettings
 from noema.providers.base import Finish, Message, MessageRole, ModelRequest, StreamEvent, TextDelta
-from noema.providers.traffic import Metered, Speed, Traffic
+from noema.providers.traffic import Metered, Preempted, Speed, Traffic
 
 from .conftest import chat, save_point_text
 
@@ -248,3 +249,22 @@ async def test_the_app_puts_both_models_of_one_local_server_behind_one_guard(tmp
         assert person.speed is chronicle.speed  # the replies teach the chronicle's speed
     finally:
         await app.aclose()
+
+
+async def test_a_chronicle_cut_again_and_again_waits_longer_for_a_pause():
+    traffic = Traffic(quiet_s=0.01)
+    model = Chronicle(pause=0.2)
+    background = Metered(model, traffic=traffic, background=True)
+    person = Metered(Chronicle(), traffic=traffic)
+    asked = ModelRequest((Message(MessageRole.USER, "hi"),))
+    assert traffic.quiet_needed() == 0.01
+    for cut in (1, 2):
+        task = asyncio.ensure_future(background.stream(asked).__anext__())
+        while len(model.requests) < cut:
+            await asyncio.sleep(0.005)
+        [e async for e in person.stream(asked)]
+        with pytest.raises(Preempted):
+            await task
+        assert traffic.quiet_needed() == 0.01 * 2 ** cut  # a conversation in full flow
+    [e async for e in background.stream(asked)]  # one that runs to its end
+    assert traffic.quiet_needed() == 0.01

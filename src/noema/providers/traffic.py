@@ -31,6 +31,12 @@ LEARN_RATE = 0.5
 # between two steps of a cycle the server is idle for a moment, and a
 # chronicle begun there would only be cut again.
 QUIET_S = 3.0
+# Each background request cut in a row doubles the quiet it waits for, this
+# many times at most: a conversation in full flow keeps the server (and its
+# cache of the conversation's prompt) to itself instead of being interrupted
+# by a chronicle that starts again in every pause and is cut again.
+MAX_DOUBLINGS = 6
+
 # Below these a measure says more about noise than speed.
 MIN_TOKENS = 8
 MIN_SECONDS = 0.05
@@ -91,6 +97,11 @@ class Traffic:
     _preempted: set[asyncio.Task[Any]] = field(default_factory=set)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     preemptions: int = 0  # background requests cut so far, for the log and the benches
+    _streak: int = 0  # background requests cut in a row, since one ran to its end
+
+    def quiet_needed(self) -> float:
+        """How long the person's side must be quiet before a background request starts."""
+        return self.quiet_s * 2 ** min(self._streak, MAX_DOUBLINGS)
 
     @property
     def person_busy(self) -> bool:
@@ -116,7 +127,7 @@ class Traffic:
         """Until the person's side has been quiet for `quiet_s`."""
         while True:
             if not self._person:
-                left = self._last_person + self.quiet_s - self.clock()
+                left = self._last_person + self.quiet_needed() - self.clock()
                 if left <= 0:
                     return
                 self._changed.clear()
@@ -142,7 +153,10 @@ class Traffic:
                 raise
             self._preempted.discard(task)
             task.uncancel()
+            self._streak += 1
             raise Preempted("the person's request went first") from None
+        else:
+            self._streak = 0
         finally:
             self._background.discard(task)
             self._preempted.discard(task)
