@@ -62,6 +62,7 @@ def test_the_schema_allows_exactly_the_citable_ids():
     cite = schema["properties"]["journey"]["items"]["properties"]["cite"]
     assert cite == {"type": "integer", "enum": [3, 7, 12]}
     assert schema["required"] == ["state", "journey"]
+    assert schema["properties"]["journey"]["minItems"] == 1
 
 
 class Constrained:
@@ -162,3 +163,8 @@ def test_the_answer_length_bounds_the_sentences_the_schema_allows():
     assert small["properties"]["journey"]["maxItems"] == (300 - 300 // 4 - 16) // 72
     assert small["properties"]["state"]["maxLength"] == 300
     assert "maxItems" not in save_point_schema({1, 2}).schema["properties"]["journey"]
+    # A Journey that must reach 40 words gets enough sentences, as far as the answer allows.
+    assert save_point_schema({1}, 1_000, min_words=40).schema["properties"]["journey"][
+        "minItems"] == 4
+    assert save_point_schema({1}, 300, min_words=40).schema["properties"]["journey"][
+        "minItems"] == small["properties"]["journey"]["maxItems"]

@@ -377,7 +377,8 @@ class Chronicler:
         model_request = ModelRequest(
             messages=tuple(messages),
             max_tokens=max(min(limit, left), 1),
-            answer_schema=save_point_schema(request.citable.all, max(min(limit, left), 1))
+            answer_schema=save_point_schema(request.citable.all, max(min(limit, left), 1),
+                                            min_words=expected_words(request))
             if structured else None,
         )
         try:

@@ -28,24 +28,35 @@ PARAGRAPH_SENTENCES = 4
 SENTENCE_CHARS = 240
 STATE_CHARS = 480
 SENTENCE_TOKENS = SENTENCE_CHARS // 4 + 12
+# The shortest sentence, and the words a sentence is counted for when the
+# Journey must reach a length: a small model held to a schema otherwise
+# writes one short sentence and stops, and the validator refuses it as terse.
+SENTENCE_MIN_CHARS = 40
+WORDS_PER_SENTENCE = 12
 _MARKER = re.compile(r"\s*\{\s*cite\s*:[^}]*\}", re.IGNORECASE)
 _STOP = re.compile(r"([.!?…]+[\"'”’)\]]*)\s*$")
 
 
-def save_point_schema(allowed: Collection[int], answer_tokens: int | None = None) -> AnswerSchema:
+def save_point_schema(allowed: Collection[int], answer_tokens: int | None = None,
+                      min_words: int = 0) -> AnswerSchema:
     """The schema of a save point whose citations can only be `allowed`; given
-    `answer_tokens`, one that a complete answer fits in that many tokens."""
+    `answer_tokens`, one that a complete answer fits in that many tokens; with
+    `min_words`, one whose Journey has enough sentences to reach them (as far
+    as the answer's length allows)."""
     cite = {"type": "integer", "enum": sorted(set(allowed))}
     state_chars = STATE_CHARS if answer_tokens is None else min(STATE_CHARS, answer_tokens)
     sentence = {
         "type": "object",
-        "properties": {"sentence": {"type": "string", "maxLength": SENTENCE_CHARS}, "cite": cite},
+        "properties": {"sentence": {"type": "string", "minLength": SENTENCE_MIN_CHARS,
+                                    "maxLength": SENTENCE_CHARS}, "cite": cite},
         "required": ["sentence", "cite"],
         "additionalProperties": False,
     }
     journey: dict = {"type": "array", "items": sentence, "minItems": 1}
     if answer_tokens is not None:
         journey["maxItems"] = max((answer_tokens - state_chars // 4 - 16) // SENTENCE_TOKENS, 1)
+    wanted = -(-min_words // WORDS_PER_SENTENCE)  # sentences, rounded up
+    journey["minItems"] = max(1, min(wanted, journey.get("maxItems", wanted)))
     return AnswerSchema(SCHEMA_NAME, {
         "type": "object",
         "properties": {
