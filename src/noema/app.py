@@ -22,6 +22,7 @@ from .config import Config, ConfigError, load_secrets, unknown_tools
 from .health import DamagedDatabase, opening
 from .health.agent_files import lost_history
 from .identity import Identity
+from .memory.activity import MemoryActivity
 from .memory.assembly import Memory, build_memory
 from .memory.embeddings import Meaning
 from .memory.embeddings_worker import open_meaning
@@ -58,6 +59,7 @@ from .perception.sensors.scheduler import scheduler_sensors
 from .perception.sensors.webhook import intake_sensors
 from .perception.webhook_settings import TokenProblem, check_tokens
 from .providers.base import Provider
+from .providers.traffic import Metered, shared_traffic
 from .scheduling.store import ScheduleStore, schedules_path
 from .scheduling.tools import schedule_tools
 from .perception.sensors.approvals import CHANNEL as APPROVALS_CHANNEL, ApprovalSensor
@@ -389,14 +391,19 @@ def _wire(
                                    channels=tuple(c.name for c in channels))
 
     chronicler_settings = config.chronicler
+    # Both models on one server that answers one request at a time: the
+    # person's replies go first, the chronicle gives way and resumes after.
+    traffic = shared_traffic(provider, chronicler)
     memory = build_memory(
-        session, chronicler, config.memory, context_window=provider.context_window,
+        session, Metered(chronicler, traffic=traffic, background=True), config.memory,
+        context_window=provider.context_window,
         language=config.agent.language, agent_name=paths.name, zone=zone,
         # what a request carries besides the turns: the trigger counts it all
         overhead_tokens=lambda: request_overhead(system_prompt(), cycle.limits,
                                                  cycle.tool_specs()).total,
         chronicler_max_output_tokens=(
             chronicler_settings.max_output_tokens if chronicler_settings else None),
+        listener=MemoryActivity(say=listener.on_memory),
     )
     # Meaning as the search's second signal; its vectors are written in the background.
     memory.search.meaning = search_meaning(config, store, load_secrets(paths))
@@ -422,11 +429,13 @@ def _wire(
         replies.after_cycle()
 
     reasoning = config.models.reasoning
-    cycle = ReasoningCycle(session, provider, tools, system_prompt,
+    # Metered: the replies teach the server's speed, which sizes a chronicle.
+    cycle = ReasoningCycle(session, Metered(provider, traffic=traffic), tools, system_prompt,
                            CycleSettings(max_steps=config.cycle.max_steps,
                                          max_answer=reasoning.max_output_tokens if reasoning
                                          else MAX_ANSWER_ROOM),
-                           outside_context=memory.outside)
+                           outside_context=memory.outside,
+                           between_steps=memory.compactor.maybe_start)
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
                   reflexes=config.reflexes,
                   senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),

@@ -143,6 +143,78 @@ async def test_a_repeated_call_that_follows_another_or_gives_another_result_runs
     assert ("end", "answered", None) in rec.events
 
 
+ticks = iter(range(10**6))
+
+
+@tool(side_effects=False)
+def clock(ctx: ToolContext) -> str:
+    """The time now."""
+    return f"It is 2026-12-07 18:{next(ticks) % 60:02d}:00 UTC."
+
+
+@tool(side_effects=False)
+def page(ctx: ToolContext, offset: int) -> str:
+    """A page of a long text.
+
+    Args:
+        offset: Where the page starts.
+    """
+    return f"page at {offset}: " + ["river", "stone", "garden", "lamp", "letter"][offset % 5] * 30
+
+
+def make_looping_agent(session, provider):
+    recorder = Recorder(session.store)
+    cycle = ReasoningCycle(session, provider, ToolRegistry([remember, clock, page]),
+                           lambda: "You are a test.", CycleSettings(max_steps=24))
+    return Agent(session, cycle, recorder, context_window=100_000), recorder
+
+
+JUNK = "Today I have written a note to myself about the things that I wanted to remember " * 3
+
+
+async def test_calls_that_change_only_in_noise_are_refused_then_the_cycle_ends(session):
+    log.clear()
+    # A new junk name each time (a counter, then a word), the same long content.
+    names = ["junk_1", "junk_2", "junk_3", "scratch", "junk_5", "junk_6", "junk_7"]
+    provider = ScriptedProvider([say("", call("remember", thing=f"{n}.txt: {JUNK}")) for n in names]
+                                * 4)
+    agent, rec = make_looping_agent(session, provider)
+    agent.submit("write notes")
+    await agent.idle()
+    assert len(log) == 4  # four ran; the fifth and sixth were refused
+    results = [t for t in session.turns if t.kind is TurnKind.TOOL_RESULT]
+    assert [r.has(Flag.ERROR) for r in results] == [False] * 4 + [True, True]
+    assert "differ only in details" in results[4].content
+    assert len(provider.requests) == 6  # far short of the 24 steps the cycle allows
+    assert "changed only in details" in session.turns[-1].content
+    assert ("end", "no_progress", None) in rec.events
+    valid(session)
+
+
+async def test_a_read_only_call_whose_result_changes_only_in_noise_is_stopped(session):
+    provider = ScriptedProvider([say("", call("clock")) for _ in range(24)])
+    agent, rec = make_looping_agent(session, provider)
+    agent.submit("what time is it")
+    await agent.idle()
+    assert len(provider.requests) == 6
+    assert ("end", "no_progress", None) in rec.events
+
+
+async def test_paging_through_a_text_and_writing_different_things_are_progress(session):
+    log.clear()
+    provider = ScriptedProvider([
+        *(say("", call("page", offset=n)) for n in range(5)),
+        *(say("", call("remember", thing=word)) for word in ("milk", "eggs", "tea", "rice",
+                                                             "salt", "figs")),
+        say("Done."),
+    ])
+    agent, rec = make_looping_agent(session, provider)
+    agent.submit("read and remember")
+    await agent.idle()
+    assert ("end", "answered", None) in rec.events
+    assert log == ["milk", "eggs", "tea", "rice", "salt", "figs"]
+
+
 async def test_repeated_call_ids_from_a_server_are_made_unique(session):
     class SameIds(ScriptedProvider):
         async def stream(self, request):

@@ -27,7 +27,14 @@ from noema.orchestrator.context import ContextLimits, tools_tokens
 from noema.orchestrator.window_check import RequestNeeds
 from noema.orchestrator.window_check import window_problems as needs_problems
 from noema.paths import AgentPaths
-from noema.providers.base import Finish, ModelRequest, StreamEvent, TextDelta, ToolCall
+from noema.providers.base import (
+    Finish,
+    ModelRequest,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+)
 from noema.providers.scripted import ScriptedProvider, say
 from noema.providers.scripted import call as call_
 from noema.providers.settings import ModelSettings
@@ -110,10 +117,13 @@ def test_the_prompt_and_the_answer_it_asks_for_fit_the_window(window, max_answer
         assert prompt + asked <= window
 
 
-def test_an_8k_window_no_longer_asks_for_4096_tokens_over_a_full_prompt():
+def test_an_8k_window_asks_for_the_answer_reserve_whatever_the_prompt():
+    # The trigger counts the reserve: an answer asked for more than that could
+    # push the next request past the window before any save point existed.
     limits = ContextLimits(8_192, max_answer=4_096)
     assert limits.max_tokens(6_000) + 6_000 <= 8_192
-    assert limits.max_tokens(1_000) == 4_096
+    assert limits.max_tokens(1_000) == limits.answer_room == 1_024
+    assert ContextLimits(8_192, max_answer=300).max_tokens(1_000) == 300
 
 
 # -- tools offered by need ------------------------------------------------------
@@ -355,6 +365,109 @@ async def test_long_messages_make_save_points_and_leave_nothing_out(tmp_path, wi
             assert prompt + request.max_tokens <= window
         assert tools_tokens(model.requests[-1].tools) <= 1_500
         assert ENABLE_TOOLS in {t.name for t in model.requests[-1].tools}
+    finally:
+        await app.aclose()
+
+
+class Verbose:
+    """A model that writes all it is allowed to: `max_tokens` tokens of prose
+    each time, a tool call first every third message (a request of two steps)."""
+
+    name = "test"
+    model = "verbose"
+
+    def __init__(self, window: int) -> None:
+        self.context_window = window
+        self.requests: list[ModelRequest] = []
+        self.saved_before: list[bool] = []  # whether any save point existed at each request
+        self.store = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        self.saved_before.append(bool(savepoints.listing(self.store)))
+        n = len(self.requests)
+        text = prose(n, 4)
+        while tokens.estimate_tokens(text) < request.max_tokens:
+            text += " " + prose(n + len(text), 40)
+        while tokens.estimate_tokens(text) > request.max_tokens:
+            text = text.rsplit(" ", 1)[0]
+        asked = request.messages[-1]
+        if asked.content.startswith("please look") and request.tools:
+            yield TextDelta("Let me look. ")
+            yield ToolCallDelta(0, f"call_{n}", "get_current_time", "{}")
+            yield Finish("tool_calls")
+            return
+        yield TextDelta(text)
+        yield Finish("length")
+
+
+@pytest.mark.parametrize("window", [4_096, 8_192])
+async def test_a_model_that_writes_all_it_may_leaves_no_turn_out_before_a_save_point(
+        tmp_path, window):
+    # The answer's reserve is part of the budget the trigger counts: an
+    # answer may never take more of the window than the trigger set aside.
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    model = Verbose(window)
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
+                    memory=SETTINGS,
+                    models=ModelsSection(reasoning=ModelSettings(
+                        provider="openai", model="m", context_window=window,
+                        max_output_tokens=3_000)))
+    app = build_app(paths, config, provider=model, chronicler=Reader(window))
+    model.store = app.store
+    try:
+        await app.start()
+        for n in range(16):
+            app.agent.submit(("please look, " if n % 3 == 2 else "") + prose(n, 40))
+            await app.agent.idle()
+            while app.memory.compactor.busy:
+                await asyncio.sleep(0.01)
+        assert any(sp.accepted for sp in savepoints.listing(app.store))
+        for request, saved in zip(model.requests, model.saved_before, strict=True):
+            note = request.messages[1].content
+            left_out = "oldest turns of this session" in note
+            assert not (left_out and not saved), "a turn was left out before any save point"
+            prompt = (sum(tokens.estimate_tokens(m.content) + tokens.MESSAGE_OVERHEAD
+                          for m in request.messages) + tools_tokens(request.tools))
+            assert prompt + request.max_tokens <= window
+    finally:
+        await app.aclose()
+
+
+async def test_a_long_cycle_starts_a_save_point_between_its_steps(tmp_path):
+    # Three short exchanges stay under the trigger; then one cycle reads a file
+    # again and again. Its own turns cannot be compacted while it runs, but the
+    # exchanges before it can: the check between steps starts that at once.
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text(prose(77, 250))
+    replies = [say("reply: " + prose(200 + n, 60)) for n in range(3)]
+    replies += [say("", call_("file_read", path="notes.txt")) for _ in range(5)]
+    replies.append(say("Read it."))
+    model = ScriptedProvider(replies, context_window=4_096)
+    chronicler = Reader(4_096)
+    asked_at: list[int] = []
+    original = chronicler.stream
+
+    def stream(request):
+        asked_at.append(len(model.requests))
+        return original(request)
+
+    chronicler.stream = stream  # type: ignore[method-assign]
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
+                    memory=SETTINGS)
+    app = build_app(paths, config, provider=model, chronicler=chronicler)
+    try:
+        await app.start()
+        for n in range(4):
+            app.agent.submit(prose(n, 60) if n < 3 else "Read notes.txt five times.")
+            await app.agent.idle()
+            if n < 3:
+                assert not asked_at, "the short exchanges alone are under the trigger"
+        while app.memory.compactor.busy:
+            await asyncio.sleep(0.01)
+        assert asked_at and asked_at[0] < len(model.requests), "asked before the cycle ended"
+        assert any(sp.accepted for sp in savepoints.listing(app.store))
     finally:
         await app.aclose()
 

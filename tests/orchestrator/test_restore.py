@@ -8,7 +8,6 @@ model's own polls discarded by a safe cancellation, the commit delay.
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 from hypothesis import given, settings

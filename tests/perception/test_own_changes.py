@@ -4,7 +4,6 @@ tells it about the person's (`perception.own_changes`, through the app)."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 from noema.app import build_app
 from noema.config import Config

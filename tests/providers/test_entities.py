@@ -63,3 +63,25 @@ async def test_events_keep_their_order_and_the_held_end_comes_before_the_finish(
     assert json.loads(arguments) == {"content": 'a <b> "c"'}
     assert [type(e) for e in events][-2:] == [Usage, Finish]
     assert next(e for e in events if isinstance(e, ToolCallDelta)).name == "file_write"
+
+
+async def test_an_answer_held_to_a_schema_stays_json_when_its_quotes_come_back():
+    # A structured answer is JSON in the text: its strings hold what the
+    # model read escaped, and a quote must come back escaped for JSON.
+    written = json.dumps({"state": escape('She said "ok" & left'), "journey": []})
+
+    async def answer():
+        yield TextDelta(written[:20])
+        yield TextDelta(written[20:])
+        yield Finish("stop")
+
+    text = "".join([e.text async for e in unescaped(answer(), json_text=True)
+                    if isinstance(e, TextDelta)])
+    assert json.loads(text) == {"state": 'She said "ok" & left', "journey": []}
+    plain = "".join([e.text async for e in unescaped(answer()) if isinstance(e, TextDelta)])
+    try:
+        json.loads(plain)
+    except ValueError:
+        pass  # as plain text, the quotes come back bare: the JSON breaks
+    else:
+        raise AssertionError("unescaped as text, the JSON should have broken")

@@ -1,5 +1,6 @@
 """llama.cpp's OpenAI-compatible server (llama-cpp-python) with
-SmolLM2-135M-Instruct, started on 127.0.0.1 for the tests and the benches.
+SmolLM2-135M-Instruct or Gemma 3 270M (two model families, two chat
+templates), started on 127.0.0.1 for the tests and the benches.
 
 `scripts/llama_server install` builds and fetches what it needs (once per
 machine; `scripts/setup --tests` runs it). Where it has not been run, the
@@ -23,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "llama_server"
 MODEL_ALIAS = "smollm2-135m-instruct"
+# The name each family's model answers to.
+ALIASES = {"smollm2": MODEL_ALIAS, "gemma3": "gemma-3-270m"}
 CONTEXT_WINDOW = 8192
 READY_WITHIN_S = 180.0  # loading a 100 MB model on a busy machine
 
@@ -45,16 +48,17 @@ class Unavailable(Exception):
     """The server is not installed on this machine; the message says how to install it."""
 
 
-def model_path() -> Path:
-    done = subprocess.run([str(SCRIPT), "model-path"], capture_output=True, text=True, check=True)
+def model_path(family: str = "smollm2") -> Path:
+    done = subprocess.run([str(SCRIPT), "model-path", family], capture_output=True, text=True,
+                          check=True)
     return Path(done.stdout.strip())
 
 
-def check_installed() -> None:
+def check_installed(family: str = "smollm2") -> None:
     """Raise `Unavailable` unless the server and the model are both there."""
     how = "run scripts/llama_server install (or scripts/setup --tests)"
-    if not model_path().is_file():
-        raise Unavailable(f"the SmolLM2 model file is not there; {how}")
+    if not model_path(family).is_file():
+        raise Unavailable(f"the {family} model file is not there; {how}")
     found = subprocess.run(
         [sys.executable, "-c", "import llama_cpp.server.app"], capture_output=True, text=True)
     if found.returncode != 0:
@@ -67,10 +71,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _ready(root: str) -> bool:
+def _ready(root: str, alias: str = MODEL_ALIAS) -> bool:
     try:
         with urllib.request.urlopen(root + "/v1/models", timeout=2) as answer:
-            return MODEL_ALIAS in json.loads(answer.read())["data"][0]["id"]
+            return alias in json.loads(answer.read())["data"][0]["id"]
     except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError):
         return False
 
@@ -80,13 +84,19 @@ class ServerProcess:
 
     # One thread: llama.cpp's threads wait for each other by spinning, and on
     # a busy two-core machine two of them answered ten times slower than one.
-    def __init__(self, log: Path, *, threads: int = 1) -> None:
+    def __init__(self, log: Path, *, threads: int = 1, family: str = "smollm2",
+                 window: int = CONTEXT_WINDOW, extra: tuple[str, ...] = ()) -> None:
+        """`extra`: more of the server's own arguments (`--cache true` …)."""
         self.log_path = log
         self.threads = threads
+        self.family = family
+        self.alias = ALIASES[family]
+        self.window = window
+        self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> LlamaServer:
-        check_installed()
+        check_installed(self.family)
         port = _free_port()
         root = f"http://127.0.0.1:{port}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,15 +105,16 @@ class ServerProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
         self.process = subprocess.Popen(
-            [str(SCRIPT), "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--n_ctx", str(CONTEXT_WINDOW), "--n_threads", str(self.threads),
+            [str(SCRIPT), "serve", "--family", self.family,
+             "--host", "127.0.0.1", "--port", str(port),
+             "--n_ctx", str(self.window), "--n_threads", str(self.threads),
              "--n_threads_batch", str(self.threads),
-             "--model_alias", MODEL_ALIAS, "--verbose", "false"],
+             "--model_alias", self.alias, "--verbose", "false", *self.extra],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         )
         log.close()
         deadline = time.monotonic() + READY_WITHIN_S
-        while not _ready(root):
+        while not _ready(root, self.alias):
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"llama.cpp's server exited with {self.process.returncode}: {self._tail()}")
@@ -112,7 +123,7 @@ class ServerProcess:
                 raise RuntimeError(f"llama.cpp's server was not ready within "
                                    f"{READY_WITHIN_S:.0f} s: {self._tail()}")
             time.sleep(0.25)
-        return LlamaServer(f"{root}/v1", MODEL_ALIAS, CONTEXT_WINDOW, self.log_path)
+        return LlamaServer(f"{root}/v1", self.alias, self.window, self.log_path)
 
     def __exit__(self, *exc_info: object) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -244,3 +244,19 @@ def test_a_link_under_a_secret_s_name_does_not_make_its_target_a_secret(tmp_path
     (ws / "real.key").rename(ws / "moved.txt")  # the refused file itself is known by identity
     with pytest.raises(AccessDenied, match="given another name"):
         policy.check(str(ws / "moved.txt"), Access.READ)
+
+
+@pytest.mark.parametrize("name", ["notes\n.txt", "a\tb.md", "re\rport", "x\x1b[31m.txt",
+                                  "folder\x7f/f", "c1\x85.txt"])
+def test_a_name_with_a_control_character_is_refused_and_named(layout, name):
+    home, policy = layout
+    for access in (Access.WRITE, Access.READ):
+        with pytest.raises(AccessDenied, match="control character") as refused:
+            policy.check(name, access)
+        assert "\n" not in str(refused.value)  # the message itself stays one line
+    assert not list((home / "docs" / "project").iterdir())
+
+
+def test_a_trailing_newline_is_trimmed_not_refused(layout):
+    home, policy = layout
+    assert policy.check("notes.txt\n", Access.WRITE).path == home / "docs" / "project" / "notes.txt"

@@ -41,3 +41,13 @@ def test_an_idle_agent_with_nothing_configured():
     assert "up 30 s · 0 interfaces attached" in text
     assert "waiting: nothing" in text and "sensors: none" in text and "channels: none" in text
     assert "(no limit)" in text and "last error: none" in text
+    assert "memory:" not in text  # nothing written, nothing failed: nothing said
+
+
+def test_what_memory_writes_is_said_under_the_context():
+    view = StatusView(agent="ana", pid=7, started_at=0.0, phase="idle", busy=False,
+                      context_tokens=3_000, context_window=4_096, session_turns=30,
+                      waiting_messages=0, memory="writing a save point of 18 turns, attempt 1 of 3")
+    lines = format_status(view, now=30.0).splitlines()
+    assert lines[2].startswith("context: ")
+    assert lines[3] == "memory: writing a save point of 18 turns, attempt 1 of 3"

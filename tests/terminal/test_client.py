@@ -292,6 +292,20 @@ async def test_the_bar_follows_the_agent_without_polling():
         await chat.close()
 
 
+async def test_news_of_memory_refreshes_the_bar_and_other_notices_do_not():
+    bar = StatusBar(agent="ana")
+    chat = Chat(FakeConnection(), bar=bar)
+    try:
+        await chat.hear(Notice(text="the clock sensor failed"))
+        assert chat.connection.of(AskStatus) == []
+        await chat.hear(Notice(text="memory: writing a save point of turns 1–24 in the "
+                                    "background; the conversation goes on", about="memory"))
+        await chat.connection.sent_one(AskStatus)
+        assert "* memory: writing a save point of turns 1–24" in chat.shown
+    finally:
+        await chat.close()
+
+
 async def test_when_the_agent_leaves_the_chat_ends(chat):
     await chat.hear(Goodbye(reason="the agent is stopping"))
     chat.connection.end()

@@ -57,3 +57,12 @@ def test_a_change_is_told_to_whoever_redraws():
     bar.phase = "running"
     bar.changed()
     assert seen == ["running"]
+
+
+def test_the_bar_says_what_memory_is_writing_or_why_it_failed():
+    bar = StatusBar(agent="ana")
+    bar.view = status_view(memory="writing a save point of 24 turns, attempt 2 of 3")
+    assert bar.text() == ("ana · context 12.3k/32.8k (38%) · idle · "
+                          "memory: writing a save point of 24 turns, attempt 2 of 3")
+    bar.view = status_view()
+    assert "memory" not in bar.text()

@@ -41,6 +41,15 @@ async def test_write_creates_folders_and_reports_the_version(world: World):
     assert "no new version" in again.content
 
 
+async def test_a_name_with_a_newline_is_refused_and_nothing_is_written(world: World):
+    before = sorted(world.ws.iterdir())
+    result = await world.call("file_write", path="notes\nfinal.txt", content="x")
+    assert result.is_error and "control character (a newline)" in result.content
+    assert sorted(world.ws.iterdir()) == before
+    made = await world.call("file_mkdir", path="a\tb")
+    assert made.is_error and "a tab" in made.content
+
+
 async def test_write_onto_a_folder_is_refused(world: World):
     (world.ws / "dir").mkdir()
     result = await world.call("file_write", path="dir", content="x")

@@ -142,3 +142,33 @@ def test_search_shows_text_with_its_matched_words_marked_and_filters_in_words(si
 def test_an_unknown_kind_in_search_is_named(page, live):
     page.goto(f"{live.base}/memory?q=boat&role=robot")
     expect(page.locator(".error")).to_contain_text("unknown kind 'robot'")
+
+
+def test_the_page_says_what_memory_is_writing_and_what_is_in_the_context(page, live):
+    live.script(say("Noted."))
+    page.fill("#message", "Remember the red boat.")
+    page.press("#message", "Enter")
+    expect(page.locator(".turn.assistant .body").last).to_have_text("Noted.")
+    live.idle()
+    store = live.app.store
+    said = [t for t in store.range(1, store.last_id()) if t.content == "Remember the red boat."]
+
+    async def refused_then_writing():
+        from noema.memory.selection import Block
+
+        savepoints.record(store, status=Status.REJECTED, previous=None,
+                          turn_ids=[said[0].id], text="", report=_report([]))
+        live.app.memory.activity.on_compaction_start(Block(tuple(said)), "asked")
+        live.app.memory.activity.on_attempt_start(2, 3, 1, 400)
+
+    live.call(refused_then_writing())
+    page.goto(f"{live.base}/memory")
+    expect(page.locator(".memory-now")).to_have_text(
+        "Now: writing a save point of 1 turn, attempt 2 of 3.")
+    expect(page.locator("#sp-title + p + p")).to_contain_text(
+        "No save point is in the context now")
+
+    async def done():
+        live.app.memory.activity.block = None
+
+    live.call(done())

@@ -13,9 +13,10 @@ from zoneinfo import ZoneInfo
 
 from ..providers.base import Provider
 from ..tools.registry import Tool
+from .activity import MemoryActivity
 from .chronicle import OutsideText, chronicle_text, outside_context
 from .chronicler import Chronicler
-from .compaction import CompactionListener, Compactor
+from .compaction import Compactor
 from .recall_tools import memory_tools
 from .search import HistorySearch
 from .session import Session
@@ -32,6 +33,7 @@ class Memory:
     compactor: Compactor
     tools: list[Tool]
     language: str
+    activity: MemoryActivity  # what compaction is doing, for the status and the log
 
     def chronicle(self) -> str | None:
         """The text for `build_system_prompt(..., chronicle=...)`."""
@@ -60,7 +62,7 @@ def build_memory(
     zone: ZoneInfo | None = None,
     overhead_tokens: Callable[[], int] | None = None,
     chronicler_max_output_tokens: int | None = None,
-    listener: CompactionListener | None = None,
+    listener: MemoryActivity | None = None,
 ) -> Memory:
     """Wire narrative memory over a session.
 
@@ -69,6 +71,7 @@ def build_memory(
     descriptions, answer reserve) so the trigger sees the whole request.
     """
     search = HistorySearch(session.store, zone=zone)
+    activity = listener or MemoryActivity()
     lang = settings.language_or(language)
     compactor = Compactor(
         session,
@@ -79,8 +82,8 @@ def build_memory(
         agent_name=agent_name,
         overhead_tokens=overhead_tokens,
         zone=zone,
-        listener=listener,
+        listener=activity,
         meaning=lambda: search.meaning,  # set by the composition root once the model is chosen
     )
     tools = memory_tools(session.store, search, zone=zone, pinned_limit=settings.pinned_observations)
-    return Memory(settings, session, search, compactor, tools, lang)
+    return Memory(settings, session, search, compactor, tools, lang, activity)

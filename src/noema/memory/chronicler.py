@@ -10,17 +10,35 @@ The protocol below is ours, written from the project's specification.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from ..providers.base import Message, MessageRole, ModelRequest, Provider, ResponseBuilder
+from ..providers.base import (
+    BadRequest,
+    Message,
+    MessageRole,
+    ModelRequest,
+    Provider,
+    ResponseBuilder,
+    SchemaStyle,
+)
+from ..providers.traffic import Metered, Speed
+from .structured import looks_structured, save_point_schema
+from .structured import render as render_structured
 from .render import compact_ranges, render_block
 from .tokens import MESSAGE_OVERHEAD, estimate_tokens
 from .turns import Turn, TurnKind
 from .validator import Citable, Failure
 
+log = logging.getLogger(__name__)
+
 HEADINGS = {"en": ("State", "The Journey"), "es": ("Estado", "El Viaje")}
+
+# Endpoints (server, model) found to give structured save points (True) or not
+# (False), for the life of the process; unknown ones are tried.
+_STRUCTURED: dict[tuple[str, str], bool] = {}
 
 _PROTOCOL = {
     "en": """\
@@ -150,6 +168,26 @@ _BOUND = {
           "una ventana pequeña, así que cuenta lo más antiguo más brevemente.",
 }
 
+_ADVICE = {
+    "en": "\n\nAn earlier attempt over more turns was rejected for these reasons; avoid them:\n",
+    "es": "\n\nUn intento anterior sobre más turnos fue rechazado por estos motivos; evítalos:\n",
+}
+
+_STRUCTURED_FORM = {
+    "en": (
+        "\n\nGive the save point as one JSON object: \"state\" holds the text of the "
+        "State; \"journey\" holds the Journey as the list of its sentences, in order, "
+        "each an object with \"sentence\" (its words, with no citation marker) and "
+        "\"cite\" (the ID of the one turn it comes from, from the citable IDs)."
+    ),
+    "es": (
+        "\n\nDa el punto de guardado como un objeto JSON: \"state\" lleva el texto del "
+        "Estado; \"journey\" lleva el Viaje como la lista de sus frases, en orden, cada "
+        "una un objeto con \"sentence\" (sus palabras, sin marca de cita) y \"cite\" "
+        "(el ID del turno del que viene, de entre los IDs citables)."
+    ),
+}
+
 _RETRY = {
     "en": (
         "The validator rejected that save point:\n{failures}\n\n"
@@ -177,6 +215,7 @@ class ChronicleRequest:
     min_journey_words: int = 40
     zone: ZoneInfo | None = None
     max_words: int | None = None  # the whole save point, when a small window bounds it
+    advice: tuple[str, ...] = ()  # what earlier attempts over a larger block got wrong
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,8 +241,10 @@ def expected_words(request: ChronicleRequest) -> int:
     return floor
 
 
-def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = ()) -> tuple[Message, ...]:
-    """The chronicler's conversation: protocol, input, and any rejected attempts."""
+def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = (),
+                   *, structured: bool = False) -> tuple[Message, ...]:
+    """The chronicler's conversation: protocol, input (asking for structured
+    data when `structured`), and any rejected attempts."""
     lang = _tongue(request.language)
     state, journey = HEADINGS[lang]
     system = _PROTOCOL[lang].format(agent=request.agent_name, state=state, journey=journey)
@@ -216,7 +257,9 @@ def build_messages(request: ChronicleRequest, rejections: Sequence[Rejection] = 
         turns=render_block(block, result_chars=request.result_chars, zone=request.zone),
         citable=compact_ranges(request.citable.all),
         length=_LENGTH[lang].format(words=expected_words(request)) + (
-            _BOUND[lang].format(words=request.max_words) if request.max_words else ""),
+            _BOUND[lang].format(words=request.max_words) if request.max_words else "")
+        + (_ADVICE[lang] + "\n".join(f"- {a}" for a in request.advice) if request.advice else "")
+        + (_STRUCTURED_FORM[lang] if structured else ""),
     )
     messages = [Message(MessageRole.SYSTEM, system), Message(MessageRole.USER, user)]
     for rejection in rejections:
@@ -236,7 +279,8 @@ def protocol_tokens(language: str = "en", agent_name: str = "the agent") -> int:
     lang = _tongue(language)
     state, journey = HEADINGS[lang]
     system = _PROTOCOL[lang].format(agent=agent_name, state=state, journey=journey)
-    frame = _INPUT[lang] + _LENGTH[lang] + _BOUND[lang] + _NO_PREVIOUS[lang]
+    frame = (_INPUT[lang] + _LENGTH[lang] + _BOUND[lang] + _NO_PREVIOUS[lang]
+             + _STRUCTURED_FORM[lang] + _ADVICE[lang])
     return estimate_tokens(system) + estimate_tokens(frame) + 3 * MESSAGE_OVERHEAD
 
 
@@ -257,16 +301,52 @@ def _fitted(messages: list[Message], room: int) -> list[Message]:
 
 
 class Chronicler:
-    """Writes save points with its own model."""
+    """Writes save points with its own model.
+
+    The provider is metered (`providers.traffic.Metered`): its speed, learnt
+    from what it did, sizes each attempt to the time it may take; given a
+    traffic guard, its requests give way to the person's.
+    """
 
     def __init__(
         self,
         provider: Provider,
         *,
         max_output_tokens: int | None = None,
+        structured: bool | None = None,
     ) -> None:
-        self.provider = provider
+        """`structured` forces free text (False) or structured data (True, where
+        the server's kind can hold a schema); None: what works, per endpoint."""
+        self.provider = provider if isinstance(provider, Metered) else Metered(provider)
         self.max_output_tokens = max_output_tokens
+        self.force_structured = structured
+        self.last_structured = False  # whether the last attempt was asked as structured data
+
+    @property
+    def structured(self) -> bool:
+        """Whether the next attempt asks for structured data: the server's kind
+        can hold an answer to a schema, and this endpoint has not shown that
+        it cannot (what worked is remembered per endpoint)."""
+        style = getattr(self.provider.inner, "schema_style", SchemaStyle.NONE)
+        if style is SchemaStyle.NONE or self.force_structured is False:
+            return False
+        return self.force_structured or _STRUCTURED.get(self._endpoint, True)
+
+    @property
+    def _endpoint(self) -> tuple[str, str]:
+        endpoint = getattr(self.provider.inner, "endpoint", None)
+        where = getattr(endpoint, "base_url", None) or f"{self.provider.name}#{id(self.provider)}"
+        return (str(where), self.provider.model)
+
+    @property
+    def speed(self) -> Speed:
+        """What the chronicler's endpoint has been measured to do."""
+        return self.provider.speed
+
+    async def wait_turn(self) -> None:
+        """Until a request that gave way to the person's may be asked again."""
+        if self.provider.traffic is not None:
+            await self.provider.traffic.wait_turn()
 
     @property
     def label(self) -> str:
@@ -277,23 +357,58 @@ class Chronicler:
         return self.provider.context_window
 
     async def write(self, request: ChronicleRequest, rejections: Sequence[Rejection] = (),
-                    *, input_fraction: float = 0.5) -> str:
+                    *, input_fraction: float = 0.5, max_tokens: int | None = None) -> str:
         """One attempt at the save point's text (provider errors propagate).
 
         The request and the answer it asks for fit the chronicler's window:
         older rejected attempts give way first, and `max_tokens` is what the
-        window leaves (never more than the configured output limit)."""
+        window leaves, never more than the configured output limit nor than
+        `max_tokens` (what the attempt's time allows)."""
+        structured = self.structured
+        self.last_structured = structured
         window = self.context_window
         room = window - answer_room(window, input_fraction)
-        messages = _fitted(list(build_messages(request, rejections)), room)
+        messages = _fitted(list(build_messages(request, rejections, structured=structured)), room)
         prompt = sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in messages)
         left = window - prompt - prompt // 20 - 16  # the estimate may fall a little short
         limit = self.max_output_tokens or DEFAULT_OUTPUT_TOKENS
+        if max_tokens:
+            limit = min(limit, max_tokens)
         model_request = ModelRequest(
             messages=tuple(messages),
             max_tokens=max(min(limit, left), 1),
+            answer_schema=save_point_schema(request.citable.all, max(min(limit, left), 1),
+                                            min_words=expected_words(request))
+            if structured else None,
         )
+        try:
+            raw = await self._answer(model_request)
+        except BadRequest:
+            if not structured:
+                raise
+            # The server refused the schema: free text from now on, at once.
+            _STRUCTURED[self._endpoint] = False
+            log.info("%s refused a request for structured output; the chronicler writes free "
+                     "text there from now on", self.label)
+            return await self.write(request, rejections, input_fraction=input_fraction,
+                                    max_tokens=max_tokens)
+        if not structured:
+            return raw
+        rendered = render_structured(raw, HEADINGS[_tongue(request.language)])
+        if rendered is None and not looks_structured(raw):
+            _STRUCTURED[self._endpoint] = False  # it ignores the schema: ask for text instead
+            log.info("%s answered a request for structured output with prose; the chronicler "
+                     "writes free text there from now on", self.label)
+            return raw
+        if rendered is not None:
+            _STRUCTURED[self._endpoint] = True
+        return rendered if rendered is not None else raw
+
+    async def _answer(self, model_request: ModelRequest) -> str:
         builder = ResponseBuilder()
         async for event in self.provider.stream(model_request):
             builder.feed(event)
-        return builder.build().text
+        response = builder.build()
+        if not response.text.strip() and response.tool_calls:  # the answer as a tool's input
+            return response.tool_calls[0].arguments
+        return response.text

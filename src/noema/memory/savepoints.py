@@ -38,6 +38,9 @@ class AttemptRecord:
     validator_ms: float
     text: str = ""  # kept only for rejected attempts, for review
     support_ms: float = 0.0  # reading the cited turns and their vectors, embedding the clauses
+    turns: int = 0  # the turns it narrated (a retry may take fewer); 0 in older records
+    asked_tokens: int = 0  # the longest answer it asked for; 0: what the window left
+    structured: bool = False  # asked as structured data (a schema), not as free text
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,11 @@ class MemorySettings(BaseModel):
         description="share of the chronicler's window its input may fill (the rest is for the answer)",
     )
     retries: int = Field(2, ge=0, le=10, description="new attempts after a rejected save point")
+    chronicler_attempt_s: float = Field(
+        120, ge=1, le=3600,
+        description="the longest one chronicler attempt may take: the block it reads and the "
+        "answer it writes are sized to it from the speed measured at the chronicler's server",
+    )
     retry_after_turns: int = Field(
         24, ge=1, description="after a compaction fails, wait for this many new turns before trying again",
     )

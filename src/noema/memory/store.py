@@ -173,8 +173,8 @@ class SearchHit:
 class StoredCycle:
     """A reasoning cycle as the store recorded it: who it answered ("person" or
     "world") and how it ended ("open" while it runs or if its process died;
-    then "answered", "step_limit", "repeating", "failed", "stopped", "cancelled_safe",
-    "cancelled_unsafe", "shutdown" or "crashed")."""
+    then "answered", "step_limit", "repeating", "no_progress", "failed", "stopped",
+    "cancelled_safe", "cancelled_unsafe", "shutdown" or "crashed")."""
 
     id: int
     origin: str

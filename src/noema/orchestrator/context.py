@@ -86,14 +86,16 @@ class ContextLimits:
 
     def max_tokens(self, prompt_tokens: int) -> int:
         """What a request whose prompt is estimated at `prompt_tokens` may ask the
-        model to write: whatever the window leaves, never more than `max_answer`.
+        model to write: the answer reserve, never more.
 
-        The estimate may be a little short of the server's count, so a margin
-        is kept; the reserve is always granted (the prompt was fitted to leave it).
+        The reserve is what the compaction trigger counts for the answer, so
+        an answer can never grow the conversation by more than the trigger
+        set aside; asking for whatever the window leaves let one answer
+        push the next request past the window before any save point existed.
+        The prompt was fitted to leave the reserve, so it is always granted.
         """
-        margin = prompt_tokens // 20 + 16
-        left = self.window - prompt_tokens - margin
-        return max(min(self.max_answer, left), min(self.answer_room, self.max_answer), 1)
+        del prompt_tokens  # the reserve does not depend on it
+        return max(min(self.answer_room, self.max_answer), 1)
 
 
 class ContextTooSmall(ValueError):

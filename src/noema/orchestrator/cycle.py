@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,13 +33,18 @@ from ..providers.base import (
 )
 from ..security.provenance import ArgumentCheck, OutsideItem, leading
 from ..tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
+from .progress import ALIKE_RUN, SeenCall, repeats, seen_call
 from .context import BuiltContext, ContextLimits, ContextTooSmall, RequestShape, build_context
+
+
+log = logging.getLogger(__name__)
 
 
 class CycleEnd(enum.StrEnum):
     ANSWERED = "answered"  # the model replied with no tool call
     STEP_LIMIT = "step_limit"  # bounded: the model kept calling tools
     REPEATING = "repeating"  # stopped: the model kept making a call it was told changes nothing
+    NO_PROGRESS = "no_progress"  # stopped: its calls changed only in details, their results not at all
 
 
 # The same call (tool and arguments) that gave the same result this many
@@ -91,6 +97,9 @@ class CycleProgress:
     # The outside words that led when the model began its current answer: what
     # it streamed is theirs too, if a stop keeps it (orchestrator/repair.py).
     lead: tuple[Source, ...] = ()
+    seen: list[SeenCall] = field(default_factory=list)  # the calls run, noise removed
+    refused_alike: int = 0  # calls not run for only repeating earlier ones in details
+    refused_tool: str = ""  # the tool of the newest call refused so
 
 
 class ReasoningCycle:
@@ -104,8 +113,14 @@ class ReasoningCycle:
         system_prompt: Callable[[], str],
         settings: CycleSettings = CycleSettings(),
         outside_context: Callable[[], list[OutsideText]] = list,
+        *,
+        between_steps: Callable[[], object] | None = None,
     ) -> None:
+        """`between_steps` runs after a step's tool results are stored, before
+        the next model request: the compactor's check, so a long cycle does
+        not outgrow the window before its end lets a save point begin."""
         self.session = session
+        self.between_steps = between_steps
         self.provider = provider
         self.tools = tools
         self.system_prompt = system_prompt
@@ -179,8 +194,17 @@ class ReasoningCycle:
             if not calls:
                 return CycleEnd.ANSWERED
             refused_before = progress.refused_repeats
+            alike_before = progress.refused_alike
             for call in calls:
                 await self._act(call, progress, listener)
+            if alike_before and progress.refused_alike > alike_before:
+                # Told once that such a call changes nothing, the model made it again.
+                self._note(progress, listener,
+                           f"This cycle was stopped: the model kept calling {progress.refused_tool} "
+                           "with arguments that changed only in details (numbers, names, times) "
+                           "while the results stayed the same, after it was told so; tell the "
+                           "person what is done and what is left.")
+                return CycleEnd.NO_PROGRESS
             if refused_before and progress.refused_repeats > refused_before \
                     and progress.last_seen is not None:
                 # Told once that the call changes nothing, the model made it again.
@@ -189,10 +213,19 @@ class ReasoningCycle:
                            "with the same arguments after it was told the result would not "
                            "change; tell the person what is done and what is left.")
                 return CycleEnd.REPEATING
+            self._between_steps()
         self._note(progress, listener,
                    f"This cycle reached its bound of {self.settings.max_steps} model calls and "
                    "was stopped there; tell the person what is done and what is left.")
         return CycleEnd.STEP_LIMIT
+
+    def _between_steps(self) -> None:
+        if self.between_steps is None:
+            return
+        try:
+            self.between_steps()
+        except Exception:  # a check that fails must not end the person's reply
+            log.exception("the check between two steps of a cycle failed; the cycle goes on")
 
     def _note(self, progress: CycleProgress, listener: CycleListener, text: str) -> None:
         note = self.session.append(
@@ -283,6 +316,18 @@ class ReasoningCycle:
                 sources=(),
             ), progress, listener)
             return
+        alike = repeats(progress.seen, made[0], call.arguments or "")
+        if alike >= ALIKE_RUN:
+            progress.refused_alike += 1
+            progress.refused_tool = made[0]
+            self._store_result(call, ToolResult(
+                f"Not run: {made[0]} was already called {alike} times in this cycle with "
+                "arguments that differ only in details (numbers, names, times) and gave the "
+                "same result each time; another such call would change nothing. Use what you "
+                "have, do something else, or answer.", is_error=True,
+                sources=(),
+            ), progress, listener)
+            return
         checked = self.tools.check(ToolCall(ctx.call_id, call.tool_name or "", call.arguments or ""))
         if isinstance(checked, ToolResult):
             result = checked
@@ -310,6 +355,7 @@ class ReasoningCycle:
                 progress.running_job = None
         self._store_result(call, result, progress, listener)
         seen = (*made, result.content)
+        progress.seen.append(seen_call(made[0], call.arguments or "", result.content))
         progress.same_in_a_row = progress.same_in_a_row + 1 if seen == progress.last_seen else 1
         progress.last_seen = seen
         # A tool that finished despite a cancellation (an atomic write does) has

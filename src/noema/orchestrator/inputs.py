@@ -36,6 +36,7 @@ class Outcome(enum.StrEnum):
     ANSWERED = "answered"
     STEP_LIMIT = "step_limit"
     REPEATING = "repeating"  # stopped: the model kept making the same call
+    NO_PROGRESS = "no_progress"  # stopped: its calls changed only in details, their results not
     FAILED = "failed"  # the provider failed or a bug of ours: nothing follows on its own
 
 

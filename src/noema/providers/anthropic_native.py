@@ -19,6 +19,7 @@ from .base import (
     Message,
     MessageRole,
     ModelRequest,
+    SchemaStyle,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -247,6 +248,7 @@ class AnthropicProvider:
         self.endpoint = endpoint
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
+        self.schema_style = SchemaStyle.TOOL  # the catalogue's record may say otherwise
         self._policy = policy or RetryPolicy()
         self._client = anthropic.AsyncAnthropic(
             api_key=endpoint.api_key,
@@ -269,6 +271,14 @@ class AnthropicProvider:
             body["system"] = system
         if request.tools:
             body["tools"] = to_anthropic_tools(request.tools)
+        if request.answer_schema is not None and self.schema_style is SchemaStyle.TOOL:
+            # The answer is the input of one tool the model must use; it comes
+            # back as that call's arguments.
+            answer = request.answer_schema
+            body["tools"] = [*body.get("tools", ()), {
+                "name": answer.name, "description": "Give the answer with this tool.",
+                "input_schema": answer.schema}]
+            body["tool_choice"] = {"type": "tool", "name": answer.name}
         if self._temperature is not None:
             # This SDK version has no temperature argument; the field is sent
             # as given and the server decides whether the model accepts it.

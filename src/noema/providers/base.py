@@ -65,12 +65,34 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerSchema:
+    """Structured output: the answer is to be one JSON object valid under
+    `schema`, decoded under that constraint where the server can (see
+    `ProviderSpec.answer_schema`)."""
+
+    name: str
+    schema: dict
+
+
+class SchemaStyle(enum.StrEnum):
+    """How a server is asked to hold its answer to a JSON schema."""
+
+    NONE = "none"  # it cannot: the schema is only described in words, if at all
+    JSON_SCHEMA = "json_schema"  # OpenAI's response_format (vLLM, Ollama, LM Studio too)
+    JSON_OBJECT = "json_object"  # llama.cpp's: a json_object response_format with a schema
+    TOOL = "tool"  # Anthropic: a tool whose input schema is the answer, its use required
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """Everything one model call needs."""
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
+    # The answer's shape, for a provider that can constrain it: the JSON comes
+    # back as text (or as the arguments of the one tool call, with TOOL).
+    answer_schema: AnswerSchema | None = None
 
 
 # -- stream events ------------------------------------------------------------

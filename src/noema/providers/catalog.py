@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from .base import AuthenticationFailed, Provider
+from .base import AuthenticationFailed, Provider, SchemaStyle
 from .endpoint import Endpoint
 from .retry import RetryPolicy, Sleep
 
@@ -48,6 +48,12 @@ class ProviderSpec:
     max_tokens_field: str = "max_tokens"  # OpenAI renamed it; most servers kept the old name
     counts_tokens: bool = False  # its server tokenizes on request (the estimates are calibrated)
     may_escape: bool = False  # its server may HTML-escape what the model reads (`entities.py`)
+    # A local server that answers one request at a time: the person's requests
+    # go first and a chronicle gives way (`traffic.py`), when both share it.
+    one_at_a_time: bool = False
+    # How its server is asked for an answer held to a JSON schema (structured
+    # output), if it can be: the chronicler then asks for its save point so.
+    answer_schema: SchemaStyle = SchemaStyle.NONE
 
     def __post_init__(self) -> None:
         if self.key_required and not self.key_env:
@@ -56,26 +62,28 @@ class ProviderSpec:
 
 _SPECS = (
     ProviderSpec("openai", "OpenAI", ProviderKind.OPENAI_COMPATIBLE, "https://api.openai.com/v1",
-                 "OPENAI_API_KEY", True, 128_000, max_tokens_field="max_completion_tokens"),
+                 "OPENAI_API_KEY", True, 128_000, max_tokens_field="max_completion_tokens",
+                 answer_schema=SchemaStyle.JSON_SCHEMA),
     ProviderSpec("anthropic", "Anthropic", ProviderKind.ANTHROPIC, "https://api.anthropic.com",
-                 "ANTHROPIC_API_KEY", True, 200_000),
+                 "ANTHROPIC_API_KEY", True, 200_000, answer_schema=SchemaStyle.TOOL),
     # Ollama serves a model with its own num_ctx, often far below the model's
     # nominal window; assuming more would silently truncate the context.
     ProviderSpec("ollama", "Ollama", ProviderKind.OPENAI_COMPATIBLE, "http://localhost:11434/v1",
-                 None, False, 8_192),
+                 None, False, 8_192, one_at_a_time=True, answer_schema=SchemaStyle.JSON_SCHEMA),
     ProviderSpec("llamacpp", "llama.cpp server", ProviderKind.OPENAI_COMPATIBLE,
                  "http://localhost:8080/v1", None, False, None, counts_tokens=True,
-                 may_escape=True),
+                 may_escape=True, one_at_a_time=True, answer_schema=SchemaStyle.JSON_OBJECT),
     ProviderSpec("vllm", "vLLM", ProviderKind.OPENAI_COMPATIBLE, "http://localhost:8000/v1",
-                 None, False, None),
+                 None, False, None, answer_schema=SchemaStyle.JSON_SCHEMA),
     ProviderSpec("lmstudio", "LM Studio", ProviderKind.OPENAI_COMPATIBLE,
-                 "http://localhost:1234/v1", None, False, None),
+                 "http://localhost:1234/v1", None, False, None, one_at_a_time=True,
+                 answer_schema=SchemaStyle.JSON_SCHEMA),
     ProviderSpec("openrouter", "OpenRouter", ProviderKind.OPENAI_COMPATIBLE,
                  "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True, None),
     ProviderSpec("deepseek", "DeepSeek", ProviderKind.OPENAI_COMPATIBLE,
                  "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", True, 128_000),
     ProviderSpec("openai-compatible", "OpenAI-compatible server", ProviderKind.OPENAI_COMPATIBLE,
-                 None, None, False, None),
+                 None, None, False, None, one_at_a_time=True),
     ProviderSpec("scripted", "scripted model", ProviderKind.SCRIPTED, None, None, False, None),
 )
 
@@ -134,6 +142,7 @@ def _openai_compatible(
         policy=policy,
         max_tokens_field=spec.max_tokens_field,
         may_escape=spec.may_escape,
+        schema_style=spec.answer_schema,
     )
 
 

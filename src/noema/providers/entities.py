@@ -80,9 +80,12 @@ class EntityStream:
         return held
 
 
-async def unescaped(events: AsyncGenerator[StreamEvent, None]) -> AsyncGenerator[StreamEvent, None]:
-    """`events` of an answer written in escaped text, as the model meant them."""
-    text = EntityStream(IN_TEXT)
+async def unescaped(events: AsyncGenerator[StreamEvent, None], *, json_text: bool = False,
+                    ) -> AsyncGenerator[StreamEvent, None]:
+    """`events` of an answer written in escaped text, as the model meant them;
+    with `json_text` its text is a JSON document (an answer held to a schema),
+    whose strings must stay valid when a quote comes back."""
+    text = EntityStream(IN_JSON if json_text else IN_TEXT)
     calls: dict[int, EntityStream] = {}
 
     def rest() -> list[StreamEvent]:

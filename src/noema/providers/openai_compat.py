@@ -17,6 +17,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from .base import (
+    AnswerSchema,
     BadRequest,
     EmptyAnswer,
     Finish,
@@ -26,6 +27,7 @@ from .base import (
     ModelRequest,
     ProtocolViolation,
     ProviderError,
+    SchemaStyle,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -127,6 +129,22 @@ def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         }
         for t in tools
     ]
+
+
+def _json_schema_format(answer: AnswerSchema) -> dict[str, Any]:
+    return {"type": "json_schema",
+            "json_schema": {"name": answer.name, "schema": answer.schema, "strict": True}}
+
+
+def _json_object_format(answer: AnswerSchema) -> dict[str, Any]:
+    # llama.cpp's servers (C++ and Python) turn the schema into a grammar.
+    return {"type": "json_object", "schema": answer.schema}
+
+
+_RESPONSE_FORMATS: Mapping[SchemaStyle, Callable[[AnswerSchema], dict[str, Any]]] = {
+    SchemaStyle.JSON_SCHEMA: _json_schema_format,
+    SchemaStyle.JSON_OBJECT: _json_object_format,
+}
 
 
 # -- response: chunks to our events -------------------------------------------
@@ -377,6 +395,7 @@ class OpenAICompatProvider:
         policy: RetryPolicy | None = None,
         max_tokens_field: str = "max_tokens",
         may_escape: bool = False,
+        schema_style: SchemaStyle = SchemaStyle.NONE,
     ) -> None:
         self.name = endpoint.provider
         self.model = endpoint.model
@@ -397,6 +416,7 @@ class OpenAICompatProvider:
         self._tokenizer_probed = False
         self._traffic = Traffic()
         self._may_escape = may_escape  # its server might escape what the model reads
+        self.schema_style = schema_style  # how it is asked for an answer held to a schema
         self._checking = asyncio.Lock()
         self._usual_wait: float | None = None  # seconds to a first word, as usually seen
 
@@ -427,6 +447,8 @@ class OpenAICompatProvider:
             body["tool_choice"] = "auto"
         if self._temperature is not None:
             body["temperature"] = self._temperature
+        if request.answer_schema is not None and self.schema_style in _RESPONSE_FORMATS:
+            body["response_format"] = _RESPONSE_FORMATS[self.schema_style](request.answer_schema)
         return body
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
@@ -445,7 +467,8 @@ class OpenAICompatProvider:
             silence.checked()
             async with self._traffic.answering():
                 events = self._attempt_unguarded(request)
-                async for event in unescaped(events) if escaping else events:
+                json_text = request.answer_schema is not None
+                async for event in unescaped(events, json_text=json_text) if escaping else events:
                     if silence.waited is None:
                         silence.end()
                         self._learn_wait(silence.waited)

@@ -23,6 +23,7 @@ import os
 import re
 import stat
 import threading
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -303,6 +304,14 @@ class AccessPolicy:
         text = raw.strip()
         if not text:
             raise AccessDenied("the path is empty; " + self.summary())
+        control = _control_character(text)
+        if control is not None:
+            # A newline or a tab in a name is a model's slip, not a name: it
+            # would forge lines in every listing and log that shows it.
+            raise AccessDenied(
+                f"{quoted(text)} holds a control character ({control}); a file name here "
+                "cannot hold newlines, tabs or other control characters: use ordinary text"
+            )
         try:
             os.fsencode(text)
         except UnicodeEncodeError:
@@ -569,6 +578,18 @@ def _looping_link(resolved: Path) -> Path | None:
 
 
 _UTF8_MOST = 4  # bytes a character may take, so short text needs no encoding
+
+
+_CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab",
+                  "\x1b": "an escape"}
+
+
+def _control_character(text: str) -> str | None:
+    """How to name the first control character (C0, DEL or C1) in `text`, or None."""
+    for char in text:
+        if unicodedata.category(char) == "Cc":
+            return _CONTROL_NAMES.get(char, f"U+{ord(char):04X}")
+    return None
 
 
 def _check_length(path: Path) -> None:

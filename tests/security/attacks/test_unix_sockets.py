@@ -12,13 +12,10 @@ loopback) keeps working.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -146,7 +143,7 @@ async def test_a_socket_made_while_the_command_runs_stays_silent(world, canaries
 
     helper = threading.Thread(target=person, daemon=True)
     helper.start()
-    content = await _shell(world, f"cat go.fifo >/dev/null; test -S late.sock && echo SEEN; "
+    content = await _shell(world, "cat go.fifo >/dev/null; test -S late.sock && echo SEEN; "
                                   + _connect(str(late)))
     helper.join(10)
     assert "SEEN" in content  # the socket was there to be tried

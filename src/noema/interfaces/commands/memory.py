@@ -65,7 +65,11 @@ def list_save_points(store: TurnStore, session: Session, *, zone: ZoneInfo | Non
         )
         if not sp.accepted:
             lines.append(f"      rejected: {_why(report)}")
-    lines.append("* = the save point in the context now.  `noema memory show ID` shows one.")
+    if session.save_point_id is not None:
+        lines.append("* = the save point in the context now.  `noema memory show ID` shows one.")
+    else:
+        lines.append("No save point is in the context now: the session's turns are all raw.  "
+                     "`noema memory show ID` shows one.")
     lines.append("support = the share of its citations whose turn says what the sentence says "
                  "(-: not checked).")
     return "\n".join(lines)

@@ -411,6 +411,9 @@ class Host(AgentListener):
             self._last_error = text
         self._broadcast(Notice(text=text))
 
+    def on_memory(self, text: str) -> None:
+        self._broadcast(Notice(text=text, about="memory"))
+
     def on_idle(self) -> None:
         self._broadcast(Idle())
 
@@ -752,6 +755,7 @@ class Host(AgentListener):
             sensors=self._sensors(now), channels=self._channels(), clients=self.clients,
             last_error=self._last_error, save_point_id=agent.save_point_id,
             request=_request_view(agent.request),
+            memory=app.memory.activity.line(),
         )
 
     def _sensors(self, now: float) -> list[SensorView]:

@@ -193,6 +193,7 @@ class StatusView(_Message):
     last_error: str | None = None
     save_point_id: int | None = None
     request: RequestView | None = None
+    memory: str = ""  # what compaction is doing, or why the last one failed; empty: nothing
 
 
 class Welcome(_Broadcast):
@@ -284,6 +285,7 @@ class Notice(_Broadcast):
 
     type: Literal["notice"] = "notice"
     text: str
+    about: str = ""  # "memory": the status changed with it (compaction began or ended)
 
 
 class Decided(_Broadcast):

@@ -132,6 +132,8 @@ class TerminalListener(AgentListener):
             self.write("(the agent reached its step limit for one cycle)\n")
         elif outcome == "repeating":
             self.write("(stopped: the model kept making the same call)\n")
+        elif outcome == "no_progress":
+            self.write("(stopped: the model kept making calls that changed nothing)\n")
 
     def on_notice(self, text: str) -> None:
         self._end_stream()

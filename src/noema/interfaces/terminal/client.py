@@ -255,6 +255,8 @@ class ChatClient:
             self.screen.line("(the agent reached its step limit for one cycle)", "note")
         elif message.outcome == "repeating":
             self.screen.line("(stopped: the model kept making the same call)", "note")
+        elif message.outcome == "no_progress":
+            self.screen.line("(stopped: the model kept making calls that changed nothing)", "note")
         if self.bar is not None:
             self.bar.activity = ""
             self._refresh_status()  # the context grew; the next cycle may start at once
@@ -270,6 +272,8 @@ class ChatClient:
 
     def _notice(self, message: Notice) -> None:
         self.screen.line(f"* {message.text}", "notice")
+        if self.bar is not None and message.about == "memory":
+            self._refresh_status()  # memory began or ended a save point: the bar says so
 
     def _decided(self, message: Decided) -> None:
         if message.kind in CANCELS:

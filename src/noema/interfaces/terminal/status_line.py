@@ -1,5 +1,5 @@
-"""The terminal chat's status bar: context use, phase, waiting events, a
-retry's countdown, in one line.
+"""The terminal chat's status bar: context use, phase, waiting events, what
+memory is writing, a retry's countdown, in one line.
 
 Everything here is computed from protocol messages and a clock passed in, so
 it is tested without a terminal and without waiting.
@@ -78,6 +78,8 @@ class StatusBar:
                 parts.append(f"events waiting: {waiting}" + (" (held)" if view.held else ""))
             if view.waiting_messages:
                 parts.append(f"{view.waiting_messages} message(s) waiting")
+        if view is not None and view.memory:
+            parts.append(f"memory: {view.memory}")
         if self.retry is not None:
             parts.append(countdown(self.retry, self.clock()))
         if self.approvals:

@@ -20,6 +20,7 @@ def format_status(view: StatusView, *, now: float | None = None, asker: bool = F
         f"agent {view.agent} · pid {view.pid} · up {_duration(now - view.started_at)} · {clients}",
         f"state: {_state(view)}",
         _context(view),
+        *([f"memory: {view.memory}"] if view.memory else []),
         *_request(view.request),
         f"waiting: {_waiting(view)}",
         f"world budget: {_budget(view)}",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .chat_routes import STATUS_WAIT_S
 from .context import context_of, page, spoken_name
+from .live import AgentUnavailable
 from .memory import observations, save_points, search
 from .words import role_words
 from .turns import turn_with_neighbours
@@ -14,6 +18,12 @@ from .turns import turn_with_neighbours
 async def memory_page(request: Request) -> Response:
     web = context_of(request)
     store = web.store
+    # What compaction is doing now (or why it last failed), from the agent itself.
+    try:
+        status = await asyncio.wait_for(web.bridge.status(), STATUS_WAIT_S)
+        writing, in_context, reached = status.memory, status.save_point_id, True
+    except (AgentUnavailable, TimeoutError):
+        writing, in_context, reached = "", None, False
     query = request.query_params.get("q", "").strip()
     roles = request.query_params.getlist("role")
     found, problem = None, None
@@ -24,6 +34,7 @@ async def memory_page(request: Request) -> Response:
         except ValueError as exc:
             problem = str(exc)
     return page(request, "memory.html", page="memory", save_points=save_points(store),
+                writing=writing, in_context=in_context, reached=reached,
                 pinned=observations(store), query=query, roles=roles,
                 all_roles=role_words(agent), found=found, problem=problem)
 

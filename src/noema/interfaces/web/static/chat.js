@@ -731,6 +731,7 @@ const chat = {
       failed: `The cycle failed${message.error ? ": " + message.error : ""}.`,
       step_limit: "The cycle reached its step limit.",
       repeating: "Stopped: the model kept making the same call.",
+      no_progress: "Stopped: the model kept making calls that changed only in details and changed nothing.",
     };
     if (message.outcome === "cancelled_safe") {
       if (kept) kept.classList.add("discarded");
