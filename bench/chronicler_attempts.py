@@ -3,7 +3,7 @@ validator, asked for free text and for structured data, and how long it takes.
 
     .venv/bin/python bench/chronicler_attempts.py [--family smollm2,gemma3] [--blocks 5]
                                                   [--turns 16] [--file LOCOMO.json]
-                                                  [--answer-tokens 500]
+                                                  [--answer-tokens 500] [--smoke]
 
 For each model family (llama.cpp's server, `scripts/llama_server install`),
 `--blocks` blocks of `--turns` turns are taken from LoCoMo conversations (the
@@ -12,9 +12,11 @@ conversation in turn), and each block gets one attempt in free text and one
 asked as structured data (the server decodes under the schema, its citations
 an enum of the allowed IDs). Every attempt goes through the real validator.
 Printed per family and form: attempts that pass, why the others failed (the
-validator's codes), and the seconds of an attempt (mean and longest), with
+validator's codes, the support check's among them), of the attempts that
+pass the share of citations supported, and the seconds of an attempt (mean and longest), with
 the speed the chronicler measured. Asserts nothing; the machine may be shared,
-so times vary from run to run.
+so times vary from run to run. `--smoke` gives SmolLM2 one short block, in
+both forms: every figure once, on too few samples to trust.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.rea
 from noema.memory.chronicler import ChronicleRequest, Chronicler
 from noema.memory.session import Session
 from noema.memory.store import TurnStore
+from noema.memory.support import Support
 from noema.memory.turns import NewTurn, TurnKind
 from noema.memory.validator import citable, validate
 from noema.providers.catalog import build_provider
@@ -97,14 +100,20 @@ async def run(family: str, args) -> None:
             for structured in (False, True):
                 chronicler = Chronicler(provider, structured=structured)
                 passed, times, codes = 0, [], collections.Counter()
+                supported = judged = 0  # the citations of the attempts that pass
                 for n, block in enumerate(blocks(args.file, args.blocks, args.turns)):
                     verdict, spent = await attempt(chronicler, block, scratch, n, args)
                     times.append(spent)
                     passed += verdict.ok
                     codes.update({f.code for f in verdict.failures})
+                    if verdict.ok and verdict.support is not None:
+                        supported += verdict.support.count(Support.SUPPORTED)
+                        judged += len(verdict.support.judgements)
                 form = "structured" if structured else "free text"
                 why = ", ".join(f"{c} {k}" for c, k in codes.most_common()) or "none"
-                print(f"{family} {form}: {passed} of {len(times)} attempts pass; failures: {why}; "
+                share = f"{supported} of {judged} citations supported" if judged else "none judged"
+                print(f"{family} {form}: {passed} of {len(times)} attempts pass ({share}); "
+                      f"failures: {why}; "
                       f"an attempt takes {statistics.mean(times):.1f} s on average, "
                       f"{max(times):.1f} s at most ({chronicler.speed.describe()})")
         finally:
@@ -121,7 +130,10 @@ def main() -> None:
     parser.add_argument("--file", type=Path, default=LOCOMO)
     parser.add_argument("--answer-tokens", type=int, default=500,
                         help="the longest save point one attempt may write")
+    parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
+    if args.smoke:
+        args.family, args.blocks, args.turns, args.answer_tokens = "smollm2", 1, 6, 80
     for family in args.family.split(","):
         asyncio.run(run(family, args))
 

@@ -435,7 +435,7 @@ def _wire(
                                          max_answer=reasoning.max_output_tokens if reasoning
                                          else MAX_ANSWER_ROOM),
                            outside_context=memory.outside,
-                           between_steps=memory.compactor.maybe_start)
+                           between_steps=lambda: memory.compactor.maybe_start(prune=False))
     agent = Agent(session, cycle, listener, context_window=provider.context_window,
                   reflexes=config.reflexes,
                   senses=Senses(pipeline, render, commit_delay=senses.archive_commit_ms / 1000),

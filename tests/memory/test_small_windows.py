@@ -472,6 +472,37 @@ async def test_a_long_cycle_starts_a_save_point_between_its_steps(tmp_path):
         await app.aclose()
 
 
+async def test_what_a_cycle_acts_on_is_not_pruned_before_it_answers(tmp_path):
+    # A bulky result read first, then more steps than `prune_after_turns`
+    # counts: every request of the cycle still carries it whole; once the
+    # cycle has answered, it may be pruned as any old result is.
+    paths = AgentPaths.for_agent("ana", tmp_path / "home")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "big.txt").write_text(prose(9, 900))
+    names = ("apples", "pears", "plums", "figs", "limes", "dates")
+    for name in names:
+        (tmp_path / "ws" / f"{name}.txt").write_text(f"a note on {name}\n")
+    replies = [say("", call_("file_read", path="big.txt"))]
+    replies += [say("", call_("file_read", path=f"{name}.txt")) for name in names]
+    replies += [say("Read them all."), say("Fine.")]
+    model = ScriptedProvider(replies, context_window=32_768)
+    config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
+                    memory=MemorySettings(prune_after_turns=2, prune_min_tokens=100))
+    app = build_app(paths, config, provider=model)
+    try:
+        await app.start()
+        app.agent.submit("Read big.txt, then the six small notes.")
+        await app.agent.idle()
+        big = prose(9, 900)[:200]
+        assert len(model.requests) == 8
+        assert all(any(big in (m.content or "") for m in r.messages) for r in model.requests[1:])
+        app.agent.submit("Thanks.")
+        await app.agent.idle()
+        assert not any(big in (m.content or "") for m in model.requests[-1].messages)
+    finally:
+        await app.aclose()
+
+
 # -- what the status shows -------------------------------------------------------
 
 

@@ -398,11 +398,15 @@ class Compactor:
             min_tokens=self.settings.prune_min_tokens,
         )
 
-    def maybe_start(self) -> asyncio.Task[Outcome] | None:
-        """Prune, then start a background compaction if one is due and none runs."""
+    def maybe_start(self, *, prune: bool = True) -> asyncio.Task[Outcome] | None:
+        """Prune, then start a background compaction if one is due and none runs.
+
+        Between the steps of a cycle (`prune=False`) nothing is pruned: the
+        event or result the model is acting on stays whole until it answers."""
         if self.busy:
             return None
-        self.prune()
+        if prune:
+            self.prune()
         reason = self.due()
         if reason is None:
             return None
