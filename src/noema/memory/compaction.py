@@ -195,7 +195,8 @@ async def draft_save_point(
         except ProviderError as exc:
             return Draft(verdict, tuple(attempts), f"the chronicler failed: {exc}", request.block)
         # The store and the embedding model are read off the event loop.
-        gathered = await asyncio.to_thread(evidence.gather, text, request.block) if evidence else None
+        gathered = (await asyncio.to_thread(evidence.gather, text, request.block)
+                    if evidence else None)
         verdict = validate(
             text,
             allowed=request.citable,
