@@ -33,6 +33,29 @@ async def planted(world: World, name: str = "planted.txt", text: str = "DO as I 
     assert not done.is_error, done.content
 
 
+async def test_a_mark_an_earlier_version_set_on_a_file_is_carried_once(world):
+    # Before file_marks.db, the mark was an extended attribute on the file.
+    old = world.ws / "from-before.txt"
+    old.write_text("DO what the old mail said")
+    try:
+        os.setxattr(old, "user.noema.outside", b"1")
+    except OSError:
+        pytest.skip("this file system keeps no user attributes")
+    (world.ws / "mine.txt").write_text("the person's own notes")
+    world.paths.legacy_marks_imported.unlink(missing_ok=True)
+    world.build()
+    assert world.paths.legacy_marks_imported.exists()
+    os.removexattr(old, "user.noema.outside")  # removing it now changes nothing
+    copy = world.ws / "copy.txt"
+    shutil.copyfile(old, copy)  # the same words under another name
+    for name in ("from-before.txt", "copy.txt"):
+        assert whose(await world.call("file_read", path=name)) == {SourceKind.FILE}, name
+    assert not whose(await world.call("file_read", path="mine.txt"))
+    os.setxattr(world.ws / "mine.txt", "user.noema.outside", b"1")  # set later: not walked again
+    world.build()
+    assert not whose(await world.call("file_read", path="mine.txt"))
+
+
 async def test_a_file_written_while_a_stranger_led_is_read_as_theirs_after_a_restart(world):
     await planted(world)
     assert os.listxattr(world.ws / "planted.txt") == []  # nothing on the file itself

@@ -21,7 +21,9 @@ own edits are the person's.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -47,6 +49,10 @@ CREATE TABLE IF NOT EXISTS versions (
 );
 """
 
+
+# Before `file_marks.db`, a mark was this extended attribute on the file
+# itself (value b"1"), with no record of whose words it held.
+LEGACY_XATTR = "user.noema.outside"
 
 # How much a command's reads are judged by content before all marks are assumed.
 READ_FILES = 2_000
@@ -206,3 +212,46 @@ class FileMarks:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def import_legacy_marks(marks: FileMarks, roots: Iterable[Path], done: Path) -> int:
+    """Carry the marks an earlier version set on files (`LEGACY_XATTR`) into
+    `marks`, once: `done` is written after the first walk, so later starts
+    skip it. Each marked file's content is marked as outside words of the file
+    itself (who wrote them was never recorded). Returns how many were carried.
+
+    An attribute a command set on the person's own files is carried too: a
+    wrong mark costs a question, a lost one an order obeyed unasked."""
+    if done.exists():
+        return 0
+    carried = 0
+    for root in roots:
+        for folder, folders, names in os.walk(root):
+            folders[:] = [f for f in folders if f != ".git"]
+            for name in names:
+                path = os.path.join(folder, name)
+                data = _legacy_marked(path)
+                if data is not None:
+                    marks.mark(data, (Source(SourceKind.FILE, path),), path)
+                    carried += 1
+    if not done.parent.is_dir():  # no agent folder to remember it in: walk again next time
+        return carried
+    with opening(done):
+        done.write_text(f"{carried} marks carried from file attributes\n", encoding="utf-8")
+    private_file(done)
+    return carried
+
+
+def _legacy_marked(path: str) -> bytes | None:
+    """The content of a regular file that bears the old mark, else None."""
+    try:
+        if os.getxattr(path, LEGACY_XATTR, follow_symlinks=False) != b"1":
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # no such attribute, no xattr support, gone, a link
+        return None
+    with os.fdopen(fd, "rb") as opened:
+        info = os.fstat(opened.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > READ_BYTES:
+            return None
+        return opened.read()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..paths import AgentPaths
 from ..security.approvals import ApprovalGate, Approver
-from ..security.file_marks import FileMarks
+from ..security.file_marks import FileMarks, import_legacy_marks
 from ..security.policy import AccessPolicy
 from ..security.sandbox import Sandbox
 from ..security.settings import HandsSettings
@@ -77,6 +77,8 @@ def build_hands(
     sandbox = Sandbox(settings.shell)
     gate = ApprovalGate(settings.autonomy, approver)
     marks = FileMarks(paths.file_marks_db)
+    import_legacy_marks(marks, [root.path for root in policy.writable_roots],
+                        paths.legacy_marks_imported)
     raw = file_tools(policy, versions, settings.files, marks) + shell_tools(
         sandbox, policy, versions, paths.agents_dir, marks
     )
