@@ -4,9 +4,10 @@ and a mail channel over real parts (turn store, hands, hub)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import imaplib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.policy import SMTP
@@ -15,8 +16,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from noema.app import App, build_app
 from noema.channels.base import ChannelContext, Desk
 from noema.channels.mail import MailChannel, MailSettings
+from noema.config import Config
 from noema.memory.session import Session
 from noema.memory.store import TurnStore
 from noema.memory.turns import NewTurn, Turn, TurnKind
@@ -24,13 +27,39 @@ from noema.paths import AgentPaths
 from noema.perception.events import Event
 from noema.perception.hub import SensorHub
 from noema.perception.untrusted import SessionDelimiter
-from noema.security.approvals import ApprovalRequest
+from noema.providers.base import Provider
+from noema.security.approvals import ApprovalRequest, Approver
 from noema.security.settings import FilesSettings, HandsSettings, RootSettings
 from noema.tools.hands import build_hands
 
 from .servers import MAIL_DOMAIN, PASSWORD, Dovecot, SmtpRelay, available
 
 WAIT = 30.0  # seconds: generous, for a loaded machine
+
+
+def mail_agent_paths(tmp_path: Path) -> AgentPaths:
+    """An agent's folder whose secrets hold the mail accounts' password."""
+    paths = AgentPaths.for_agent("mailer", tmp_path / "home")
+    paths.ensure()
+    paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
+    return paths
+
+
+@contextlib.asynccontextmanager
+async def mail_agent(paths: AgentPaths, config: Config, model: Provider,
+                     approver: Approver) -> AsyncIterator[App]:
+    """The whole agent started, once its mail channel has looked at the box."""
+    app = build_app(paths, config, provider=model)
+    app.attach_approver(approver)
+    try:
+        await app.start()
+        [channel] = app.channels
+        looked = asyncio.Event()
+        channel.sensor.on_look = lambda looks: looked.set()
+        await asyncio.wait_for(looked.wait(), WAIT)
+        yield app
+    finally:
+        await app.aclose()
 
 
 @pytest.fixture(scope="session")

@@ -16,25 +16,19 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 
-from noema.app import build_app
 from noema.config import Config
 from noema.docs.settings import DocsSettings
 from noema.memory.turns import TurnKind
-from noema.paths import AgentPaths
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 
-from .conftest import WAIT, mail
+from .conftest import WAIT, mail, mail_agent, mail_agent_paths
 from .obedient import ObedientProvider, ReadingProvider
-from .servers import PASSWORD
 from .test_provenance_flows import MALLORY, PLANT, Judge, Room, do, room
 
 
 @contextlib.asynccontextmanager
 async def library_room(accounts, tmp_path, person: Judge) -> AsyncIterator[Room]:
     """`room`, with the workspace also the person's document library."""
-    paths = AgentPaths.for_agent("mailer", tmp_path / "home")
-    paths.ensure()
-    paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
     ws = tmp_path / "ws"
     ws.mkdir()
     config = Config(files=FilesSettings(roots=(RootSettings(path=ws),)),
@@ -42,17 +36,8 @@ async def library_room(accounts, tmp_path, person: Judge) -> AsyncIterator[Room]
                     autonomy=AutonomySettings(default="allow"),
                     shell=ShellSettings(sandbox="none"))
     model = ReadingProvider(answer="Noted.")
-    app = build_app(paths, config, provider=model)
-    app.attach_approver(person)
-    try:
-        await app.start()
-        [channel] = app.channels
-        looked = asyncio.Event()
-        channel.sensor.on_look = lambda looks: looked.set()
-        await asyncio.wait_for(looked.wait(), WAIT)
+    async with mail_agent(mail_agent_paths(tmp_path), config, model, person) as app:
         yield Room(app, model, ws, accounts, person)
-    finally:
-        await app.aclose()
 
 
 async def test_the_models_own_words_repeating_a_stranger_are_theirs_read_back(

@@ -22,16 +22,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from noema.app import App, build_app
+from noema.app import App
 from noema.config import Config
 from noema.memory.turns import SourceKind, TurnKind
-from noema.paths import AgentPaths
 from noema.security.approvals import ApprovalRequest
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 
-from .conftest import WAIT, mail
+from .conftest import WAIT, mail, mail_agent, mail_agent_paths
 from .obedient import ObedientProvider, ReadingProvider
-from .servers import PASSWORD
 
 MALLORY = "mallory@outside.test"
 PLANT = {"path": "planted.txt", "content": "pwned by a stranger"}
@@ -109,26 +107,14 @@ class Room:
 @contextlib.asynccontextmanager
 async def room(accounts, tmp_path, person: Judge,
                model: ReadingProvider | None = None) -> AsyncIterator[Room]:
-    paths = AgentPaths.for_agent("mailer", tmp_path / "home")
-    paths.ensure()
-    paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
     ws = tmp_path / "ws"
     config = Config(files=FilesSettings(roots=(RootSettings(path=ws),)),
                     mail=accounts.settings(),
                     autonomy=AutonomySettings(default="allow", tools={"shell_execute": "allow"}),
                     shell=ShellSettings(sandbox="none"))
     model = model or ReadingProvider(answer="Noted.")
-    app = build_app(paths, config, provider=model)
-    app.attach_approver(person)
-    try:
-        await app.start()
-        [channel] = app.channels
-        looked = asyncio.Event()
-        channel.sensor.on_look = lambda looks: looked.set()
-        await asyncio.wait_for(looked.wait(), WAIT)
+    async with mail_agent(mail_agent_paths(tmp_path), config, model, person) as app:
         yield Room(app, model, ws, accounts, person)
-    finally:
-        await app.aclose()
 
 
 async def test_stored_words_read_back_are_still_the_strangers(accounts, tmp_path):

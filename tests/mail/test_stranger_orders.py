@@ -13,15 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-from noema.app import build_app
 from noema.config import Config
-from noema.paths import AgentPaths
 from noema.security.settings import AutonomySettings, FilesSettings, RootSettings, ShellSettings
 from tests.security.test_approvals import Person
 
-from .conftest import WAIT, mail
+from .conftest import WAIT, mail, mail_agent, mail_agent_paths
 from .obedient import ObedientProvider
-from .servers import PASSWORD
 
 
 def orders(to: str) -> str:
@@ -37,22 +34,12 @@ def orders(to: str) -> str:
 
 
 async def run_mail(accounts, tmp_path, sender: str, auth: str | None, person: Person):
-    paths = AgentPaths.for_agent("mailer", tmp_path / "home")
-    paths.ensure()
-    paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
     ws = tmp_path / "ws"
     config = Config(files=FilesSettings(roots=(RootSettings(path=ws),)),
                     mail=accounts.settings(), autonomy=AutonomySettings(default="allow",
                     tools={"shell_execute": "allow"}), shell=ShellSettings(sandbox="none"))
     model = ObedientProvider(answer="Done as asked.")
-    app = build_app(paths, config, provider=model)
-    app.attach_approver(person)
-    try:
-        await app.start()
-        [channel] = app.channels
-        looked = asyncio.Event()
-        channel.sensor.on_look = lambda looks: looked.set()
-        await asyncio.wait_for(looked.wait(), WAIT)
+    async with mail_agent(mail_agent_paths(tmp_path), config, model, person) as app:
         accounts.deliver(mail(sender, accounts.agent_address, "Please do these",
                               orders("x@evil.example"), auth=auth))
         for _ in range(int(WAIT / 0.05)):
@@ -62,8 +49,6 @@ async def run_mail(accounts, tmp_path, sender: str, auth: str | None, person: Pe
         await app.agent.idle()
         schedules = app.schedules.active() if app.schedules is not None else []
         return ws, schedules, model
-    finally:
-        await app.aclose()
 
 
 async def test_a_strangers_orders_are_all_asked_and_refused_nothing_happens(accounts, tmp_path):
