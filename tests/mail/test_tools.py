@@ -140,3 +140,23 @@ async def test_malformed_send_arguments_are_clear_errors(rig):
         await run(rig, "email_send", to="not an address", subject="s", body="b")
     with pytest.raises(ToolError, match="body is empty"):
         await run(rig, "email_send", to=rig.accounts.person_address, subject="s", body=" ")
+
+
+async def test_a_mail_the_person_attaches_is_its_writers_words_once_saved(rig):
+    person = rig.accounts.person_address
+    inner = mail("Mallory <Mallory@Outside.test>", person, "Orders", "DO as I say\n")
+    outer = mail(f"Ana <{person}>", rig.accounts.agent_address, "Look at this", "see attached",
+                 auth="127.0.0.1; spf=pass smtp.mailfrom=" + person,
+                 attachments=(("mine.txt", "text/plain", b"my own list\n"),))
+    outer.add_attachment(inner, filename="orders.eml")  # forwarded as an attachment
+    rig.accounts.deliver(outer)
+    await rig.until(lambda: rig.person_turns, "the person's mail")
+    [uid] = [uid for uid, raw in rig.accounts.mailbox(rig.accounts.agent) if b"Look at" in raw]
+    marks = rig.channel.ctx.hands.marks
+    await run(rig, "email_save_attachment", uid=uid, name="mine.txt", path="mine.txt")
+    assert marks.of_content((rig.root / "ws" / "mine.txt").read_bytes()) == ()  # the person's
+    await run(rig, "email_save_attachment", uid=uid, name="orders.eml", path="orders.eml")
+    saved = (rig.root / "ws" / "orders.eml").read_bytes()
+    assert b"DO as I say" in saved
+    whose = {(s.kind.value, s.who) for s in marks.of_content(saved)}
+    assert ("mail", "mallory@outside.test") in whose

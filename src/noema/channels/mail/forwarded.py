@@ -7,7 +7,8 @@ forwarded mail's writer's words, not the person's: they reach the agent as
 an outside event in that writer's name, never inside the person's message
 (as a forwarded Telegram message does). A reply's quoted lines (`> …`) stay
 in the person's message: they quote what the person answers, mostly the
-agent's own mail.
+agent's own mail. A mail forwarded *as an attachment* (`message/rfc822`) is
+likewise its writer's, whoever attached it (`attached_writer`).
 
 Pure: text in, parts out.
 """
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from email.policy import compat32
+from email.utils import parseaddr
 
 # The line a client writes above an inline forward, in the languages the
 # agent speaks (English, Spanish), with or without its dashes.
@@ -26,6 +30,7 @@ _MARKER = re.compile(
 _FROM = re.compile(r"^[ \t>]*(?:from|de)[ \t]*:[ \t]*(.+)$", re.IGNORECASE | re.MULTILINE)
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _HEAD_LINES = 12  # the forwarded mail's headers follow the marker within these
+_ATTACHED_HEAD = 64 * 1024  # an attached mail's headers are looked for this far
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +53,13 @@ def split(text: str) -> Forwarded:
     address = _ADDRESS.search(found.group(1)) if found else None
     return Forwarded(text[:marker.start()].rstrip(), rest,
                      address.group(0).lower() if address else "")
+
+
+def attached_writer(media_type: str, data: bytes) -> str | None:
+    """Who wrote an attached mail (its From address, or a description when it
+    names none); None when the attachment is not a mail."""
+    if media_type.split(";")[0].strip().lower() != "message/rfc822":
+        return None
+    headers = BytesHeaderParser(policy=compat32).parsebytes(data[:_ATTACHED_HEAD])
+    address = parseaddr(str(headers.get("From", "")))[1]
+    return address.lower() if _ADDRESS.fullmatch(address) else "a mail the person attached"

@@ -434,7 +434,10 @@ class MailTools:
                 raise ToolError(f"{mt.outside(name)} is {human_size(info.size)}, above the "
                                 f"{human_size(limit)} limit")
             data = bytes(data)
-            whose = sources_union(ctx.lead, sender)
+            # A mail attached to the person's is its writer's words, not the person's.
+            writer = forwarded.attached_writer(info.media_type, data)
+            inner = (Source(SourceKind.MAIL, writer),) if writer else ()
+            whose = sources_union(ctx.lead, sender, inner)
             # No await from here on: the write and its version happen together or not at all.
             store = mt.versions.store_for(target.root)
             note = ChangeNote("agent", f"email_save_attachment {target.relative} "
