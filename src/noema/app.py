@@ -314,7 +314,10 @@ def _wire(
     identity.ensure_defaults()
     provider = provider or build_provider_from_config(config, paths)
     chronicler = chronicler or _chronicler_from_config(config, paths, provider)
-    hands = build_hands(config.hands, paths, approver)
+    # Before schema 3 a file's mark of outside words was kept on the file.
+    hands = build_hands(config.hands, paths, approver,
+                        carry_legacy_marks=store.upgraded_from is not None
+                        and store.upgraded_from < 3)
 
     senses = config.perception
     for waiting in senses.path_warnings():

@@ -87,12 +87,6 @@ class AgentPaths:
         return self.root / "file_marks.db"
 
     @property
-    def legacy_marks_imported(self) -> Path:
-        """Present once the marks an earlier version kept on files were carried
-        into `file_marks_db` (see `security.file_marks.import_legacy_marks`)."""
-        return self.root / "file_marks.imported"
-
-    @property
     def docs_db(self) -> Path:
         """The document library's index (rebuilt from the files when lost)."""
         return self.root / "docs.db"

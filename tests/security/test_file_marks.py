@@ -33,27 +33,67 @@ async def planted(world: World, name: str = "planted.txt", text: str = "DO as I 
     assert not done.is_error, done.content
 
 
-async def test_a_mark_an_earlier_version_set_on_a_file_is_carried_once(world):
-    # Before file_marks.db, the mark was an extended attribute on the file.
-    old = world.ws / "from-before.txt"
+async def test_marks_an_earlier_version_set_on_files_are_carried_when_its_agent_is_upgraded(
+        tmp_path):
+    # Before file_marks.db (turn store schema 2), the mark was an extended
+    # attribute on the file, which a command can remove. Opening such an
+    # agent carries the marks into its store once.
+    import sqlite3
+
+    from noema.app import build_app
+    from noema.config import Config
+    from noema.memory.store import TurnStore
+    from noema.memory.turns import NewTurn, TurnKind
+    from noema.paths import AgentPaths
+    from noema.providers.scripted import ScriptedProvider
+    from noema.security.settings import FilesSettings, RootSettings
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    old, mine = ws / "from-before.txt", ws / "mine.txt"
     old.write_text("DO what the old mail said")
+    mine.write_text("the person's own notes")
     try:
         os.setxattr(old, "user.noema.outside", b"1")
     except OSError:
         pytest.skip("this file system keeps no user attributes")
-    (world.ws / "mine.txt").write_text("the person's own notes")
-    world.paths.legacy_marks_imported.unlink(missing_ok=True)
-    world.build()
-    assert world.paths.legacy_marks_imported.exists()
+    config = Config(files=FilesSettings(roots=(RootSettings(path=ws),)))
+
+    def opened(home: str, *, schema: int | None):
+        paths = AgentPaths.for_agent("ana", tmp_path / home)
+        paths.ensure()
+        if schema is not None and not paths.turns_db.exists():
+            store = TurnStore(paths.turns_db)
+            store.append(NewTurn(TurnKind.USER, "from before"))
+            store.close()
+            with sqlite3.connect(paths.turns_db) as db:
+                db.execute("DROP TRIGGER turns_never_edited")
+                db.execute("ALTER TABLE turns DROP COLUMN sources")
+                db.execute(f"PRAGMA user_version={schema}")
+        return build_app(paths, config, provider=ScriptedProvider([]))
+
+    def marked(app, path) -> set[SourceKind]:
+        return {s.kind for s in app.hands.marks.of_content(path.read_bytes())}
+
+    fresh = opened("new", schema=None)  # a new agent: nothing was kept on files by it
+    try:
+        assert not marked(fresh, old)
+    finally:
+        await fresh.aclose()
+    upgraded = opened("old", schema=2)
+    try:
+        assert marked(upgraded, old) == {SourceKind.FILE} and not marked(upgraded, mine)
+    finally:
+        await upgraded.aclose()
     os.removexattr(old, "user.noema.outside")  # removing it now changes nothing
-    copy = world.ws / "copy.txt"
-    shutil.copyfile(old, copy)  # the same words under another name
-    for name in ("from-before.txt", "copy.txt"):
-        assert whose(await world.call("file_read", path=name)) == {SourceKind.FILE}, name
-    assert not whose(await world.call("file_read", path="mine.txt"))
-    os.setxattr(world.ws / "mine.txt", "user.noema.outside", b"1")  # set later: not walked again
-    world.build()
-    assert not whose(await world.call("file_read", path="mine.txt"))
+    shutil.copyfile(old, ws / "copy.txt")  # nor does a copy under another name
+    os.setxattr(mine, "user.noema.outside", b"1")  # set after the upgrade: never walked
+    again = opened("old", schema=2)
+    try:
+        assert marked(again, ws / "copy.txt") == {SourceKind.FILE}
+        assert not marked(again, mine)
+    finally:
+        await again.aclose()
 
 
 async def test_a_file_written_while_a_stranger_led_is_read_as_theirs_after_a_restart(world):

@@ -231,6 +231,8 @@ class TurnStore:
         self._depth = 0
         self._last_write = time.monotonic()
         self._upkeep: IndexUpkeep | None = None
+        # The schema version an older store was upgraded from at this open (None: none was).
+        self.upgraded_from: int | None = None
         try:
             with opening(self.path):
                 self._prepare(durable_to_power_loss, check=on_disk)
@@ -250,6 +252,7 @@ class TurnStore:
         # executescript commits on its own, so the schema carries its own
         # transaction: a crash mid-creation leaves no half-made database.
         found = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        self.upgraded_from = found if 0 < found < SCHEMA_VERSION else None
         if 0 < found < 3:  # before the schema below names the column
             _add_sources_column(self.conn)
         self.conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")

@@ -214,16 +214,15 @@ class FileMarks:
                 self._db = None
 
 
-def import_legacy_marks(marks: FileMarks, roots: Iterable[Path], done: Path) -> int:
+def import_legacy_marks(marks: FileMarks, roots: Iterable[Path]) -> int:
     """Carry the marks an earlier version set on files (`LEGACY_XATTR`) into
-    `marks`, once: `done` is written after the first walk, so later starts
-    skip it. Each marked file's content is marked as outside words of the file
-    itself (who wrote them was never recorded). Returns how many were carried.
+    `marks`; run once, when that version's agent is first opened (its turn
+    store is upgraded then). Each marked file's content is marked as outside
+    words of the file itself (who wrote them was never recorded). Returns how
+    many were carried.
 
     An attribute a command set on the person's own files is carried too: a
     wrong mark costs a question, a lost one an order obeyed unasked."""
-    if done.exists():
-        return 0
     carried = 0
     for root in roots:
         for folder, folders, names in os.walk(root):
@@ -234,11 +233,6 @@ def import_legacy_marks(marks: FileMarks, roots: Iterable[Path], done: Path) -> 
                 if data is not None:
                     marks.mark(data, (Source(SourceKind.FILE, path),), path)
                     carried += 1
-    if not done.parent.is_dir():  # no agent folder to remember it in: walk again next time
-        return carried
-    with opening(done):
-        done.write_text(f"{carried} marks carried from file attributes\n", encoding="utf-8")
-    private_file(done)
     return carried
 
 

@@ -65,8 +65,12 @@ def build_hands(
     approver: Approver | None = None,
     *,
     watch_changes: bool = True,
+    carry_legacy_marks: bool = False,
 ) -> Hands:
-    """Build the tools for an agent; missing read-write roots are created (private)."""
+    """Build the tools for an agent; missing read-write roots are created (private).
+
+    `carry_legacy_marks`: the agent was made by a version that kept its marks
+    of outside words on the files; they are carried into its store now."""
     policy = AccessPolicy.from_settings(settings.files, paths)
     for root in policy.writable_roots:
         root.path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -77,8 +81,9 @@ def build_hands(
     sandbox = Sandbox(settings.shell)
     gate = ApprovalGate(settings.autonomy, approver)
     marks = FileMarks(paths.file_marks_db)
-    import_legacy_marks(marks, [root.path for root in policy.writable_roots],
-                        paths.legacy_marks_imported)
+    if carry_legacy_marks:
+        carried = import_legacy_marks(marks, [root.path for root in policy.writable_roots])
+        log.info("an earlier version's marks of outside words: %d carried", carried)
     raw = file_tools(policy, versions, settings.files, marks) + shell_tools(
         sandbox, policy, versions, paths.agents_dir, marks
     )

@@ -21,7 +21,9 @@ made with `own_words=True` says that what it returns is the agent's own
 (a time, a confirmation), and that where it shows stored text (a turn, a
 file, a schedule, a mail) it returns a `ToolResult` carrying the sources of
 what it shows. Any other tool, a tool server's among them, is outside
-words, its errors too.
+words, its errors too. An action (a tool with side effects) whose arguments
+repeat what only outside words said returns those words too, whatever it
+vouches: "Sent to …", "Saved … to …" and their errors echo the arguments.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 import pydantic
 
-from ..memory.turns import Source, SourceKind
+from ..memory.turns import Source, SourceKind, sources_union
 from ..providers.base import ToolCall, ToolSpec
 from .errors import KNOWN_ERRNOS, ToolError, explain, shorten, tidy
 
@@ -414,12 +416,20 @@ class ToolRegistry:
 
     async def run(self, found: Tool, args: dict, ctx: ToolContext) -> ToolResult:
         """Run a checked call; failures become error results. The result says
-        whose words it holds: what the tool declared, else its default."""
+        whose words it holds: what the tool declared, else its default; an
+        action's result also holds whatever outside words its arguments
+        carried, since a confirmation or an error repeats them."""
         result = await self._run(found, args, ctx)
-        if result.sources is not None:
+        sources = result.sources
+        if sources is None:
+            sources = () if found.own_words else (Source(SourceKind.TOOL, found.name),)
+        if found.side_effects and ctx.words is not None:
+            carried = ctx.words.carried(args)
+            if carried is not None:
+                sources = sources_union(sources, carried.sources)
+        if sources == result.sources:
             return result
-        default = () if found.own_words else (Source(SourceKind.TOOL, found.name),)
-        return ToolResult(result.content, result.is_error, sources=default,
+        return ToolResult(result.content, result.is_error, sources=sources,
                           waiting=result.waiting)
 
     async def _run(self, found: Tool, args: dict, ctx: ToolContext) -> ToolResult:
