@@ -147,6 +147,15 @@ def test_the_wire_forms_of_a_schema():
     assert body["tools"][-1]["input_schema"] == schema.schema
 
 
+def test_a_raw_line_break_inside_a_sentence_is_read_as_a_space():
+    # Gemma 3 270M, decoding under the server's grammar, wrote one.
+    raw = '{"state": "Garden\nplans", "journey": [{"sentence": "The person\n   asked about ' \
+          'clay soil", "cite": 2}, {"sentence": "Then they pl'
+    text = render(raw, HEADINGS)
+    assert text is not None and "## State\nGarden plans\n" in text
+    assert "The person asked about clay soil {cite:2}." in text
+
+
 def test_an_object_cut_short_keeps_its_complete_sentences():
     whole = json.dumps({"state": "Rain.", "journey": [
         {"sentence": "It rained on Monday", "cite": 3},

@@ -86,7 +86,8 @@ def render(raw: str, headings: tuple[str, str]) -> str | None:
     if text.startswith("```"):  # a fence some servers keep around the object
         text = text.strip("`").removeprefix("json").strip()
     try:
-        data = json.loads(text)
+        # strict=False: a small model's grammar may let a raw line break into a string.
+        data = json.loads(text, strict=False)
     except (ValueError, RecursionError):
         data = _complete_part(text)
         if data is None:
@@ -116,7 +117,7 @@ def _complete_part(text: str) -> dict | None:
     Journey's sentences that were complete (the validator judges the rest)."""
     for end in (m.end() for m in reversed(list(re.finditer(r"\}", text)))):
         try:
-            data = json.loads(text[:end] + "]}")
+            data = json.loads(text[:end] + "]}", strict=False)
         except (ValueError, RecursionError):
             continue
         return data if isinstance(data, dict) else None
