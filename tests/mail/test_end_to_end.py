@@ -6,31 +6,19 @@ import asyncio
 import email
 import email.policy
 
-from noema.app import build_app
 from noema.config import Config
-from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, say
 from noema.security.settings import FilesSettings, RootSettings
 
-from .conftest import WAIT, mail
-from .servers import PASSWORD
+from .conftest import WAIT, RecordingApprover, mail, mail_agent, mail_agent_paths
 
 
 async def test_a_persons_mail_starts_a_cycle_whose_answer_arrives_in_the_thread(
         accounts, tmp_path):
-    paths = AgentPaths.for_agent("mailer", tmp_path / "home")
-    paths.ensure()
-    paths.secrets_file.write_text(f'NOEMA_MAIL_PASSWORD = "{PASSWORD}"\n')
     config = Config(files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
                     mail=accounts.settings())
     model = ScriptedProvider([say("Tuesday works for me.")])
-    app = build_app(paths, config, provider=model)
-    try:
-        await app.start()
-        [channel] = app.channels
-        looked = asyncio.Event()
-        channel.sensor.on_look = lambda looks: looked.set()
-        await asyncio.wait_for(looked.wait(), WAIT)
+    async with mail_agent(mail_agent_paths(tmp_path), config, model, RecordingApprover()):
         question = mail(f"Ana <{accounts.person_address}>", accounts.agent_address,
                         "Meeting", "Does Tuesday suit you?",
                         auth="127.0.0.1; spf=pass smtp.mailfrom=" + accounts.person_address)
@@ -51,5 +39,3 @@ async def test_a_persons_mail_starts_a_cycle_whose_answer_arrives_in_the_thread(
         # And the answer is in the person's mailbox, delivered by the relay.
         [(_, raw)] = accounts.mailbox(accounts.person)
         assert email.message_from_bytes(raw)["In-Reply-To"] == question["Message-ID"]
-    finally:
-        await app.aclose()
