@@ -14,6 +14,7 @@ import os
 from noema.app import build_app
 from noema.config import Config
 from noema.memory.turns import Flag, TurnKind
+from noema.orchestrator.settings import ReflexSettings
 from noema.perception.settings import FolderSettings, PerceptionSettings
 from noema.paths import AgentPaths
 from noema.providers.scripted import ScriptedProvider, call, say
@@ -36,6 +37,9 @@ def config(tmp_path, inbox=None) -> Config:
         files=FilesSettings(roots=(RootSettings(path=tmp_path / "ws"),)),
         autonomy=AutonomySettings(default="allow"),
         perception=PerceptionSettings(folders=folders),
+        # Files are dropped until one is seen, a burst that never ends by
+        # itself: an idle agent takes it after this wait, not the default 20 s.
+        reflexes=ReflexSettings(idle_quiet_window_s=0.2, idle_max_wait_s=1.0),
     )
 
 
