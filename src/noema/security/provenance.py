@@ -330,6 +330,8 @@ class ArgumentCheck:
         self._extra = list(extra)
         self._cache = cache if cache is not None else {}
         self._read: tuple[list[tuple[_Texts, tuple[Source, ...]]], _Texts] | None = None
+        # The gate and the registry both ask about the call being run: once is enough.
+        self._last: tuple[str, Carried | None] | None = None
 
     def _texts_of(self, turn: Turn) -> _Texts:
         found = self._cache.get(turn.id)
@@ -369,6 +371,13 @@ class ArgumentCheck:
 
     def carried(self, arguments: dict[str, Any] | str) -> Carried | None:
         """What the arguments carry that only outside words said, or None."""
+        key = arguments if isinstance(arguments, str) else json.dumps(
+            arguments, sort_keys=True, default=str)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self._carried(arguments))
+        return self._last[1]
+
+    def _carried(self, arguments: dict[str, Any] | str) -> Carried | None:
         outside, own = self._index()
         if not outside:
             return None
