@@ -136,7 +136,7 @@ def test_a_question_asked_on_telegram_is_answered_on_the_page_opened_later(
 
         allow.click()
         expect(card).to_have_count(0)
-        expect(page.locator(".line.approved")).to_contain_text("Allowed: approval 1 (web)")
+        expect(page.locator(".line.approved")).to_contain_text("Allowed on this page.")
         telegram_server.wait_for(lambda: any(
             mid == asked.message_id and "Answered on the web page: allowed." in text
             for _, mid, text in telegram_server.edits), WAIT)

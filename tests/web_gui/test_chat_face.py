@@ -158,7 +158,7 @@ def test_an_approval_stays_in_view_whole_and_is_answered_by_keyboard(browser, li
         expect(card).to_have_attribute("data-armed", "")
         page.locator("#message").blur()
         page.keyboard.press("Alt+n")
-        expect(page.locator(".line.refused")).to_be_visible()
+        expect(page.locator(".line.refused")).to_have_text("Refused on this page: nothing was run.")
         expect(card).to_have_count(0)
         expect(page.locator(".turn.assistant .body").last).to_have_text("Not written, then.")
         live.idle()

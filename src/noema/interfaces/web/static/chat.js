@@ -941,9 +941,21 @@ const chat = {
       chat.armCards();  // the others moved
     }
     chat.doing(chat.busy ? "thinking" : "idle");
-    const who = message.by ? ` (${message.by})` : "";
-    chat.line(message.allowed ? "approved" : "refused",
-      `${message.allowed ? "Allowed" : "Refused"}: approval ${message.approval}${who}.`);
+    chat.line(message.allowed ? "approved" : "refused", chat.settledText(message));
+  },
+
+  // How a question ended, in the words the other channels use (security/away.py).
+  settledText(message) {
+    if (message.by === "timeout") {
+      return "No answer came in time: it was refused, and nothing was run.";
+    }
+    if (message.by === "restart") {
+      return "The question ended when the agent restarted: nothing was run.";
+    }
+    const places = {web: "on this page", telegram: "on Telegram", email: "by mail",
+                    chat: "in the terminal", terminal: "in the terminal"};
+    const where = places[message.by] ? ` ${places[message.by]}` : "";
+    return message.allowed ? `Allowed${where}.` : `Refused${where}: nothing was run.`;
   },
 
   async send(event) {
