@@ -77,7 +77,7 @@ async def test_a_command_cannot_read_the_keys_of_the_person_s_session(world: Wor
 # same user, aimed at process 1 (bubblewrap's init); then the same kind of
 # tracing of a child of its own, which must still work.
 INIT_THIEF = r"""
-import ctypes, os, platform, signal, time
+import ctypes, os, platform, signal
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 libc.ptrace.restype = ctypes.c_long
@@ -108,7 +108,7 @@ for entry in ("fd", "mem", "root", "task/1/fd"):
         print(entry, "refused", exc.errno)
 child = os.fork()
 if child == 0:
-    time.sleep(30)
+    signal.pause()  # a process to trace; killed below
     os._exit(0)
 tried("own-child", libc.ptrace(16, child, 0, 0))
 os.waitpid(child, 0x40000000)  # __WALL: its stop
