@@ -79,45 +79,41 @@ def test_a_store_of_schema_2_gains_the_column_and_its_save_points_read_as_not_ch
         store.close()
 
 
-def test_noema_memory_shows_the_share_and_says_when_it_was_not_checked(tmp_path):
+@pytest.fixture
+def old_and_checked(tmp_path):
+    """A store of schema 2 with its old save point, then a new one whose citations were checked."""
     path = tmp_path / "turns.db"
     old_store(path)
     store = TurnStore(path)
-    try:
-        savepoints.record(store, status=Status.ACCEPTED, previous=1, turn_ids=[1, 2],
-                          text="## State\nx\n\n## The Journey\nMarta {cite:1}.\n",
-                          report=checked_report())
-        listing = list_save_points(store, Session.load(store)).splitlines()
-        assert "support" in listing[0].split()
-        rows = {line.split()[0].rstrip("*"): line.split() for line in listing[1:3]}
-        assert "75%" in rows["2"] and "-" in rows["1"]
-        assert "support = the share of its citations" in listing[-1]
-        assert ("support 75%: 3 of 4 citations supported by their turn, 1 weak, 0 unsupported; "
-                "4 judged on words alone (no vectors)") in show_save_point(store, 2)
-        assert "support: not checked" in show_save_point(store, 1)
-    finally:
-        store.close()
+    savepoints.record(store, status=Status.ACCEPTED, previous=1, turn_ids=[1, 2],
+                      text="## State\nx\n\n## The Journey\nMarta {cite:1}.\n",
+                      report=checked_report())
+    yield store
+    store.close()
 
 
-def test_the_memory_page_shows_the_share_of_each_save_point(tmp_path):
-    path = tmp_path / "turns.db"
-    old_store(path)
-    store = TurnStore(path)
-    try:
-        savepoints.record(store, status=Status.ACCEPTED, previous=1, turn_ids=[1, 2],
-                          text="## State\nx\n\n## The Journey\nMarta {cite:1}.\n",
-                          report=checked_report())
-        from noema.interfaces.web import dates, words
+def test_noema_memory_shows_the_share_and_says_when_it_was_not_checked(old_and_checked):
+    store = old_and_checked
+    listing = list_save_points(store, Session.load(store)).splitlines()
+    assert "support" in listing[0].split()
+    rows = {line.split()[0].rstrip("*"): line.split() for line in listing[1:3]}
+    assert "75%" in rows["2"] and "-" in rows["1"]
+    assert "support = the share of its citations" in listing[-1]
+    assert ("support 75%: 3 of 4 citations supported by their turn, 1 weak, 0 unsupported; "
+            "4 judged on words alone (no vectors)") in show_save_point(store, 2)
+    assert "support: not checked" in show_save_point(store, 1)
 
-        environment = Environment(loader=FileSystemLoader(TEMPLATES),
-                                  autoescape=select_autoescape(default=True))
-        environment.filters["when"] = lambda ts: dates.when_html(ts, None)  # as the page's app
-        environment.filters["summary"] = words.summary_words
-        html = environment.get_template("memory.html").render(
-            agent="ana", csrf="x", page="memory", save_points=web_memory.save_points(store),
-            pinned=[], query="", roles=[], all_roles=words.role_words("ana"), found=None, problem=None)
-    finally:
-        store.close()
+
+def test_the_memory_page_shows_the_share_of_each_save_point(old_and_checked):
+    from noema.interfaces.web import dates, words
+
+    environment = Environment(loader=FileSystemLoader(TEMPLATES),
+                              autoescape=select_autoescape(default=True))
+    environment.filters["when"] = lambda ts: dates.when_html(ts, None)  # as the page's app
+    environment.filters["summary"] = words.summary_words
+    html = environment.get_template("memory.html").render(
+        agent="ana", csrf="x", page="memory", save_points=web_memory.save_points(old_and_checked),
+        pinned=[], query="", roles=[], all_roles=words.role_words("ana"), found=None, problem=None)
     new_card = html.split('id="save-point-2"')[1]
     old_card = html.split('id="save-point-1"')[1].split('id="save-point-2"')[0]
     assert "citations supported: 75% (3 of 4)" in new_card
