@@ -487,6 +487,24 @@ async def test_a_head_request_gets_an_answer_without_a_body():
     assert [e.key for e in events] == ["405 wrong method"] * 2
 
 
+async def served_answer(server) -> bytes:
+    """What a client that POSTs `{}` to /events gets from `server`."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        ready = asyncio.Event()
+        serving = asyncio.create_task(server.serve(sock, ready.set))
+        try:
+            await ready.wait()
+            return await asyncio.to_thread(
+                read_answer, sock.getsockname(),
+                b"POST /events HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+
+
 async def test_an_answer_http_refuses_to_frame_still_reaches_the_client():
     """A handler's answer HTTP/1.1 cannot carry (a body on a 304) is a bug of ours:
     the client still gets a status line, and the connection is closed."""
@@ -495,20 +513,7 @@ async def test_an_answer_http_refuses_to_frame_still_reaches_the_client():
 
     server = HttpServer(Handler(lambda head: None, lambda head, body, token: Answer(
         304, {"error": "a body a 304 cannot have"}), lambda closing: None))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        ready = asyncio.Event()
-        serving = asyncio.create_task(server.serve(sock, ready.set))
-        try:
-            await ready.wait()
-            answer = await asyncio.to_thread(
-                read_answer, sock.getsockname(),
-                b"POST /events HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
-        finally:
-            serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
+    answer = await served_answer(server)
     assert answer.startswith(b"HTTP/1.1 304 Not Modified\r\n")
     assert b"connection: close" in answer
 
@@ -526,20 +531,7 @@ async def test_a_failure_of_ours_still_answers_the_client(where, caplog):
         broken if where == "admit" else (lambda head: None),
         broken if where == "take" else (lambda head, body, token: Answer(202, {})),
         reported.append))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        ready = asyncio.Event()
-        serving = asyncio.create_task(server.serve(sock, ready.set))
-        try:
-            await ready.wait()
-            answer = await asyncio.to_thread(
-                read_answer, sock.getsockname(),
-                b"POST /events HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
-        finally:
-            serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
+    answer = await served_answer(server)
     assert answer.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
     assert b"the agent's log says why" in answer and b"a bug of ours" not in answer
     assert [(c.status, c.kind) for c in reported] == [(500, "failed")]
